@@ -1,0 +1,19 @@
+# Shared settings for every script; sourced, never run. Everything here can be overridden from
+# the environment, so CI or a developer can move the cache.
+
+# Build cache outside the clone: the extracted, overlaid kernel tree, ccache, the VM image.
+: "${RSIW_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/rsiw}"
+: "${KSRC_TARBALL:=/usr/src/linux-source-6.12.tar.xz}"
+: "${KTREE:=$RSIW_CACHE/linux-source-6.12}"
+: "${CCACHE_DIR:=$RSIW_CACHE/ccache}"
+: "${JOBS:=$(( $(nproc) + 1 ))}"
+RSIW_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export RSIW_CACHE KSRC_TARBALL KTREE CCACHE_DIR JOBS RSIW_TOP
+export PATH="$HOME/.cargo/bin:$PATH"
+mkdir -p "$RSIW_CACHE" "$CCACHE_DIR"
+
+# The kernel build line every script uses: clang/LLVM (Rust needs it). ccache sits in front of
+# clang through Debian's masquerade directory (CC="ccache clang" would break rustc's -Clinker).
+kmake() {
+  PATH="/usr/lib/ccache:$PATH" make -C "$KTREE" LLVM=1 -j"$JOBS" "$@"
+}

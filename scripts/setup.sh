@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install everything the build, the VM image and the tests need: Debian packages, the Rust
+# pieces Rust-for-Linux wants (rust-src, bindgen-cli), then check that the kernel agrees that
+# Rust is available. Idempotent: a rerun only checks.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+
+# Pinned so an archive update cannot change the tree under the overlay; override to move on.
+: "${LINUX_SOURCE_PKG:=linux-source-6.12=6.12.117-1~deb12u1}"
+
+pkgs=(
+  "$LINUX_SOURCE_PKG" clang lld llvm libclang-dev flex bison bc libelf-dev libssl-dev cpio
+  busybox-static qemu-system-x86 ccache rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
+  perftest iproute2 nfs-kernel-server nfs-common fio iperf3 nvme-cli tcpdump kmod xz-utils
+  python3 rsync
+)
+
+need_apt=0
+for p in "${pkgs[@]}"; do
+  name=${p%%=*}
+  want=${p#*=}
+  have=$(dpkg-query -W -f='${Status} ${Version}\n' "$name" 2>/dev/null || true)
+  case "$have" in
+    "install ok installed"*)
+      [ "$want" = "$p" ] || [ "${have##* }" = "$want" ] || need_apt=1 ;;
+    *) need_apt=1 ;;
+  esac
+done
+if [ "$need_apt" = 1 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # nfs-kernel-server and rdma-core ship services; the image is built from their files only.
+  apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+fi
+
+command -v rustup >/dev/null || { echo "setup: rustup not found (need the machine's rustup toolchain)" >&2; exit 1; }
+rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
+if ! bindgen --version 2>/dev/null | grep -q '0\.71\.1'; then
+  cargo install --locked bindgen-cli --version 0.71.1
+fi
+
+# The kernel's own verdict on the toolchain, on a throwaway extraction of its scripts.
+"$here/kernel-tree.sh" extract
+if ! make -C "$KTREE" LLVM=1 rustavailable >"$RSIW_CACHE/rustavailable.log" 2>&1; then
+  echo "setup: 'make LLVM=1 rustavailable' failed — what is missing:" >&2
+  cat "$RSIW_CACHE/rustavailable.log" >&2
+  exit 1
+fi
+echo "setup: Rust is available ($(rustc --version), $(bindgen --version | head -1), $(clang --version | head -1))"
