@@ -22,7 +22,7 @@ mkdir -p "$mod"
 rsync -rc --delete --exclude .git --exclude host --exclude target "$RSIW_TOP/" "$mod/" \
   --filter='P *.o' --filter='P *.ko' --filter='P .*.cmd' --filter='P *.mod*' \
   --filter='P Module.symvers' --filter='P modules.order' --filter='P *.rmeta' --filter='P *.d'
-kmake M="$mod" modules ${RSIW_MODULE_FLAGS:+KRUSTFLAGS="$RSIW_MODULE_FLAGS"} \
+kmake M="$mod" modules ${RSIW_DELIBERATE_FAIL:+RSIW_DELIBERATE_FAIL=1} \
   >"$RSIW_CACHE/modules-build.log" 2>&1 || {
   cat "$RSIW_CACHE/modules-build.log" >&2
   echo "build-kernel: module build failed" >&2

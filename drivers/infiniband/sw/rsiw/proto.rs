@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The iWARP wire protocols, as pure functions over byte slices.
+//!
+//! Everything rsiw puts on or takes off a TCP stream is defined here: the MPA
+//! connection setup frames and their negotiation (RFC 5044, RFC 6581), MPA
+//! framing with its CRC32c trailer (RFC 5044), the DDP headers (RFC 5041), the
+//! RDMAP messages including TERMINATE (RFC 5040), and the atomic and immediate
+//! data extensions (RFC 7306).
+//!
+//! # Why this code is pure and shared
+//!
+//! Parsing bytes a remote peer controls is where a kernel RDMA driver is most
+//! exposed. These modules therefore depend on `core` only: no allocation, no
+//! locks, no kernel bindings, no `unsafe`. Decoders borrow from the input and
+//! return typed views; encoders write into a buffer the caller owns and return
+//! the number of bytes written. Every arithmetic step is checked and every
+//! slice access is bounds-checked by construction, so no input can make them
+//! panic.
+//!
+//! Because nothing here needs the kernel, the very same files are compiled
+//! into `rsiw.ko` and into the host crate `host/rsiw-proto`, where `cargo test`
+//! and `cargo fuzz` exercise them in seconds. The only outside service the
+//! code needs, a CRC32c engine, is abstracted by [`crc32c::Crc32c`], which the
+//! kernel implements with its own accelerated `crc32c()`.
+//!
+//! # Errors
+//!
+//! Every decode failure is a typed error with a `term()` method that names the
+//! TERMINATE layer, error type and error code ([`terminate::TermError`]) the
+//! RFCs prescribe for it, so the driver can report the failure to the peer
+//! without re-deriving the mapping.
+
+pub mod atomic;
+pub mod crc32c;
+pub mod ddp;
+pub mod fpdu;
+pub mod immediate;
+pub mod mpa;
+pub mod mpa_negotiation;
+pub mod rdmap;
+pub mod terminate;
+pub mod wire;

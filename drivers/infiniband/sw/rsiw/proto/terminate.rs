@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The TERMINATE message and the catalogue of iWARP errors it reports.
+//!
+//! When an RDMAP stream fails, the side that detected the error sends a
+//! TERMINATE (RDMAP opcode 0x7, untagged queue 2, RFC 5040 section 4.8). It
+//! names the failing layer, error type and error code, and may echo the DDP
+//! and RDMAP headers of the segment that caused it. [`TermError`] lists every
+//! layer/type/code triple defined by RFC 5040 (RDMAP), RFC 5041 (DDP),
+//! RFC 5044 (MPA) and RFC 6581 (enhanced MPA); RFC 7306 reuses the RDMAP
+//! codes. Every decoder error in this crate maps to one of them.
+//!
+//! Layout of the message body, after the untagged DDP header:
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! | Layer | EType |  Error Code   |M|D|R|       Reserved          |
+//! |  DDP Segment Length (M or D)  | Terminated DDP Header (D) ... |
+//! |                Terminated RDMA Header (R) ...                 |
+//! ```
+//!
+//! The segment length field takes the place of the MPA length in front of
+//! the echoed DDP header; it is present whenever M or D is set. The DDP header
+//! is 14 bytes if its T bit is set and 18 bytes otherwise. The RDMA header is
+//! whatever follows (28 bytes for an RDMA Read Request).
+
+use super::ddp;
+use super::wire::{self, EncodeError};
+
+/// Length of the Terminate Control field.
+pub const TERMINATE_CONTROL_LEN: usize = 4;
+
+/// Length of the DDP Segment Length field.
+pub const SEGMENT_LENGTH_LEN: usize = 2;
+
+const FLAG_M: u32 = 0x0000_8000;
+const FLAG_D: u32 = 0x0000_4000;
+const FLAG_R: u32 = 0x0000_2000;
+const RESERVED_MASK: u32 = 0x0000_1FFF;
+
+/// The protocol layer a TERMINATE blames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Layer {
+    /// RDMAP (RFC 5040).
+    Rdmap = 0,
+    /// DDP (RFC 5041).
+    Ddp = 1,
+    /// The lower layer protocol, i.e. MPA over TCP (RFC 5044).
+    Llp = 2,
+}
+
+/// Every error a TERMINATE can carry, as defined by RFC 5040, 5041, 5044 and
+/// 6581.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermError {
+    /// RDMAP local catastrophic error (0/0/0x00).
+    RdmapLocalCatastrophic,
+    /// RDMAP remote protection: invalid STag (0/1/0x00).
+    RdmapInvalidStag,
+    /// RDMAP remote protection: base or bounds violation (0/1/0x01).
+    RdmapBaseBounds,
+    /// RDMAP remote protection: access rights violation (0/1/0x02).
+    RdmapAccessRights,
+    /// RDMAP remote protection: STag not associated with RDMAP stream (0/1/0x03).
+    RdmapStagNotAssociated,
+    /// RDMAP remote protection: TO wrap (0/1/0x04).
+    RdmapToWrap,
+    /// RDMAP remote protection: STag cannot be invalidated (0/1/0x09).
+    RdmapProtectionCannotInvalidate,
+    /// RDMAP remote protection: unspecified error (0/1/0xFF).
+    RdmapProtectionUnspecified,
+    /// RDMAP remote operation: invalid RDMAP version (0/2/0x05).
+    RdmapInvalidVersion,
+    /// RDMAP remote operation: unexpected opcode (0/2/0x06).
+    RdmapUnexpectedOpcode,
+    /// RDMAP remote operation: catastrophic error, localized to the RDMAP
+    /// stream (0/2/0x07).
+    RdmapCatastrophicStream,
+    /// RDMAP remote operation: catastrophic error, global (0/2/0x08).
+    RdmapCatastrophicGlobal,
+    /// RDMAP remote operation: STag cannot be invalidated (0/2/0x09).
+    RdmapOperationCannotInvalidate,
+    /// RDMAP remote operation: unspecified error (0/2/0xFF).
+    RdmapOperationUnspecified,
+    /// DDP local catastrophic error (1/0/0x00).
+    DdpLocalCatastrophic,
+    /// DDP tagged buffer: invalid STag (1/1/0x00).
+    DdpInvalidStag,
+    /// DDP tagged buffer: base or bounds violation (1/1/0x01).
+    DdpBaseBounds,
+    /// DDP tagged buffer: STag not associated with DDP stream (1/1/0x02).
+    DdpStagNotAssociated,
+    /// DDP tagged buffer: TO wrap (1/1/0x03).
+    DdpToWrap,
+    /// DDP tagged buffer: invalid DDP version (1/1/0x04).
+    DdpTaggedInvalidVersion,
+    /// DDP untagged buffer: invalid QN (1/2/0x01).
+    DdpInvalidQn,
+    /// DDP untagged buffer: invalid MSN, no buffer available (1/2/0x02).
+    DdpMsnNoBuffer,
+    /// DDP untagged buffer: invalid MSN, MSN range not valid (1/2/0x03).
+    DdpMsnRange,
+    /// DDP untagged buffer: invalid MO (1/2/0x04).
+    DdpInvalidMo,
+    /// DDP untagged buffer: message too long for available buffer (1/2/0x05).
+    DdpMessageTooLong,
+    /// DDP untagged buffer: invalid DDP version (1/2/0x06).
+    DdpUntaggedInvalidVersion,
+    /// MPA: TCP connection closed, terminated or lost (2/0/0x01).
+    MpaTcpLost,
+    /// MPA: received CRC does not match (2/0/0x02).
+    MpaCrc,
+    /// MPA: marker and FPDU start pointer mismatch (2/0/0x03).
+    MpaMarker,
+    /// MPA: invalid MPA Request or Reply frame (2/0/0x04).
+    MpaInvalidRequestReply,
+    /// Enhanced MPA: local catastrophic error (2/0/0x05, RFC 6581).
+    MpaLocalCatastrophic,
+    /// Enhanced MPA: insufficient IRD resources (2/0/0x06, RFC 6581).
+    MpaInsufficientIrd,
+    /// Enhanced MPA: no matching RTR option (2/0/0x07, RFC 6581).
+    MpaNoMatchingRtr,
+}
+
+/// All variants of [`TermError`], for tables and tests.
+pub const ALL_TERM_ERRORS: [TermError; 33] = [
+    TermError::RdmapLocalCatastrophic,
+    TermError::RdmapInvalidStag,
+    TermError::RdmapBaseBounds,
+    TermError::RdmapAccessRights,
+    TermError::RdmapStagNotAssociated,
+    TermError::RdmapToWrap,
+    TermError::RdmapProtectionCannotInvalidate,
+    TermError::RdmapProtectionUnspecified,
+    TermError::RdmapInvalidVersion,
+    TermError::RdmapUnexpectedOpcode,
+    TermError::RdmapCatastrophicStream,
+    TermError::RdmapCatastrophicGlobal,
+    TermError::RdmapOperationCannotInvalidate,
+    TermError::RdmapOperationUnspecified,
+    TermError::DdpLocalCatastrophic,
+    TermError::DdpInvalidStag,
+    TermError::DdpBaseBounds,
+    TermError::DdpStagNotAssociated,
+    TermError::DdpToWrap,
+    TermError::DdpTaggedInvalidVersion,
+    TermError::DdpInvalidQn,
+    TermError::DdpMsnNoBuffer,
+    TermError::DdpMsnRange,
+    TermError::DdpInvalidMo,
+    TermError::DdpMessageTooLong,
+    TermError::DdpUntaggedInvalidVersion,
+    TermError::MpaTcpLost,
+    TermError::MpaCrc,
+    TermError::MpaMarker,
+    TermError::MpaInvalidRequestReply,
+    TermError::MpaLocalCatastrophic,
+    TermError::MpaInsufficientIrd,
+    TermError::MpaNoMatchingRtr,
+];
+
+impl TermError {
+    /// Returns the (layer, error type, error code) triple.
+    pub const fn triple(self) -> (Layer, u8, u8) {
+        use TermError::*;
+        match self {
+            RdmapLocalCatastrophic => (Layer::Rdmap, 0, 0x00),
+            RdmapInvalidStag => (Layer::Rdmap, 1, 0x00),
+            RdmapBaseBounds => (Layer::Rdmap, 1, 0x01),
+            RdmapAccessRights => (Layer::Rdmap, 1, 0x02),
+            RdmapStagNotAssociated => (Layer::Rdmap, 1, 0x03),
+            RdmapToWrap => (Layer::Rdmap, 1, 0x04),
+            RdmapProtectionCannotInvalidate => (Layer::Rdmap, 1, 0x09),
+            RdmapProtectionUnspecified => (Layer::Rdmap, 1, 0xFF),
+            RdmapInvalidVersion => (Layer::Rdmap, 2, 0x05),
+            RdmapUnexpectedOpcode => (Layer::Rdmap, 2, 0x06),
+            RdmapCatastrophicStream => (Layer::Rdmap, 2, 0x07),
+            RdmapCatastrophicGlobal => (Layer::Rdmap, 2, 0x08),
+            RdmapOperationCannotInvalidate => (Layer::Rdmap, 2, 0x09),
+            RdmapOperationUnspecified => (Layer::Rdmap, 2, 0xFF),
+            DdpLocalCatastrophic => (Layer::Ddp, 0, 0x00),
+            DdpInvalidStag => (Layer::Ddp, 1, 0x00),
+            DdpBaseBounds => (Layer::Ddp, 1, 0x01),
+            DdpStagNotAssociated => (Layer::Ddp, 1, 0x02),
+            DdpToWrap => (Layer::Ddp, 1, 0x03),
+            DdpTaggedInvalidVersion => (Layer::Ddp, 1, 0x04),
+            DdpInvalidQn => (Layer::Ddp, 2, 0x01),
+            DdpMsnNoBuffer => (Layer::Ddp, 2, 0x02),
+            DdpMsnRange => (Layer::Ddp, 2, 0x03),
+            DdpInvalidMo => (Layer::Ddp, 2, 0x04),
+            DdpMessageTooLong => (Layer::Ddp, 2, 0x05),
+            DdpUntaggedInvalidVersion => (Layer::Ddp, 2, 0x06),
+            MpaTcpLost => (Layer::Llp, 0, 0x01),
+            MpaCrc => (Layer::Llp, 0, 0x02),
+            MpaMarker => (Layer::Llp, 0, 0x03),
+            MpaInvalidRequestReply => (Layer::Llp, 0, 0x04),
+            MpaLocalCatastrophic => (Layer::Llp, 0, 0x05),
+            MpaInsufficientIrd => (Layer::Llp, 0, 0x06),
+            MpaNoMatchingRtr => (Layer::Llp, 0, 0x07),
+        }
+    }
+
+    /// The layer field.
+    pub const fn layer(self) -> Layer {
+        self.triple().0
+    }
+
+    /// The error type field.
+    pub const fn error_type(self) -> u8 {
+        self.triple().1
+    }
+
+    /// The error code field.
+    pub const fn error_code(self) -> u8 {
+        self.triple().2
+    }
+
+    /// Looks up the error a received triple names, if it is a defined one.
+    pub fn from_triple(layer: u8, error_type: u8, error_code: u8) -> Option<Self> {
+        ALL_TERM_ERRORS.iter().copied().find(|e| {
+            let (l, t, c) = e.triple();
+            l as u8 == layer && t == error_type && c == error_code
+        })
+    }
+
+    /// The header-control flags (M, D, R) a TERMINATE for this error sets when
+    /// it echoes the offending segment, per RFC 5040 section 4.8: protection
+    /// errors echo both headers, other RDMAP and DDP errors echo the DDP
+    /// header, catastrophic, version and MPA errors echo nothing because the
+    /// segment layout is unknown or irrelevant.
+    pub const fn echo_flags(self) -> EchoFlags {
+        use TermError::*;
+        match self {
+            RdmapInvalidStag
+            | RdmapBaseBounds
+            | RdmapAccessRights
+            | RdmapStagNotAssociated
+            | RdmapToWrap
+            | RdmapProtectionCannotInvalidate
+            | RdmapProtectionUnspecified => EchoFlags {
+                segment_length: true,
+                ddp_header: true,
+                rdmap_header: true,
+            },
+            RdmapCatastrophicStream
+            | RdmapCatastrophicGlobal
+            | RdmapOperationCannotInvalidate
+            | RdmapOperationUnspecified
+            | DdpInvalidStag
+            | DdpBaseBounds
+            | DdpStagNotAssociated
+            | DdpToWrap
+            | DdpInvalidQn
+            | DdpMsnNoBuffer
+            | DdpMsnRange
+            | DdpInvalidMo
+            | DdpMessageTooLong => EchoFlags {
+                segment_length: true,
+                ddp_header: true,
+                rdmap_header: false,
+            },
+            _ => EchoFlags {
+                segment_length: false,
+                ddp_header: false,
+                rdmap_header: false,
+            },
+        }
+    }
+}
+
+/// The M, D and R header-control bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EchoFlags {
+    /// M: the DDP Segment Length field is valid.
+    pub segment_length: bool,
+    /// D: the terminated DDP header is included.
+    pub ddp_header: bool,
+    /// R: the terminated RDMA header is included.
+    pub rdmap_header: bool,
+}
+
+/// The 32-bit Terminate Control field, kept raw so that undefined triples
+/// and reserved bits survive a decode/encode round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminateControl {
+    /// Layer (4 bits).
+    pub layer: u8,
+    /// Error type (4 bits).
+    pub error_type: u8,
+    /// Error code.
+    pub error_code: u8,
+    /// The M, D and R flags.
+    pub flags: EchoFlags,
+    /// Reserved bits (13 bits), zero on transmit, ignored on receive.
+    pub reserved: u16,
+}
+
+impl TerminateControl {
+    /// Builds the control field for `error` with `flags`.
+    pub fn new(error: TermError, flags: EchoFlags) -> Self {
+        let (layer, error_type, error_code) = error.triple();
+        Self {
+            layer: layer as u8,
+            error_type,
+            error_code,
+            flags,
+            reserved: 0,
+        }
+    }
+
+    /// The defined error this field names, if any.
+    pub fn error(&self) -> Option<TermError> {
+        TermError::from_triple(self.layer, self.error_type, self.error_code)
+    }
+
+    /// Unpacks the field from its wire value.
+    pub fn from_word(word: u32) -> Self {
+        let [b0, _, code, _] = word.to_be_bytes();
+        Self {
+            layer: b0 >> 4,
+            error_type: b0 & 0x0F,
+            error_code: code,
+            flags: EchoFlags {
+                segment_length: word & FLAG_M != 0,
+                ddp_header: word & FLAG_D != 0,
+                rdmap_header: word & FLAG_R != 0,
+            },
+            reserved: (word & RESERVED_MASK) as u16,
+        }
+    }
+
+    /// Packs the field into its wire value.
+    pub fn to_word(&self) -> Result<u32, EncodeError> {
+        if self.layer > 0x0F || self.error_type > 0x0F || u32::from(self.reserved) > RESERVED_MASK
+        {
+            return Err(EncodeError::ValueOutOfRange);
+        }
+        let mut word = u32::from(self.layer) << 28
+            | u32::from(self.error_type) << 24
+            | u32::from(self.error_code) << 16
+            | u32::from(self.reserved);
+        if self.flags.segment_length {
+            word |= FLAG_M;
+        }
+        if self.flags.ddp_header {
+            word |= FLAG_D;
+        }
+        if self.flags.rdmap_header {
+            word |= FLAG_R;
+        }
+        Ok(word)
+    }
+}
+
+/// A decoded TERMINATE body, borrowing the echoed headers from the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminateMessage<'a> {
+    /// The Terminate Control field.
+    pub control: TerminateControl,
+    /// The DDP Segment Length field, present when M or D is set (its value
+    /// is meaningful only when M is set).
+    pub segment_length: Option<u16>,
+    /// The echoed DDP header (14 or 18 bytes, starting with the DDP control
+    /// byte), present when D is set.
+    pub ddp_header: Option<&'a [u8]>,
+    /// The echoed RDMA header (all remaining bytes), present when R is set.
+    pub rdmap_header: Option<&'a [u8]>,
+}
+
+/// Why a TERMINATE body could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminateError {
+    /// The body ends before a field its flags announce.
+    Truncated,
+    /// Bytes follow the announced fields although R is clear.
+    TrailingBytes,
+}
+
+impl TerminateError {
+    /// The error to report for a malformed TERMINATE: a catastrophic error
+    /// localized to the RDMAP stream (RFC 5040 section 7.2). Usually the
+    /// stream is torn down without replying, since the peer already failed.
+    pub const fn term(self) -> TermError {
+        TermError::RdmapCatastrophicStream
+    }
+}
+
+impl<'a> TerminateMessage<'a> {
+    /// Decodes the body of a TERMINATE (the bytes after its untagged DDP
+    /// header, up to the end of the ULPDU).
+    pub fn decode(body: &'a [u8]) -> Result<Self, TerminateError> {
+        let word = wire::read_be32(body, 0).ok_or(TerminateError::Truncated)?;
+        let control = TerminateControl::from_word(word);
+        let flags = control.flags;
+        let mut rest = body.get(TERMINATE_CONTROL_LEN..).unwrap_or(&[]);
+        let mut segment_length = None;
+        let mut ddp_header = None;
+        if flags.segment_length || flags.ddp_header {
+            segment_length = Some(wire::read_be16(rest, 0).ok_or(TerminateError::Truncated)?);
+            rest = rest.get(SEGMENT_LENGTH_LEN..).unwrap_or(&[]);
+        }
+        if flags.ddp_header {
+            let first = wire::read_u8(rest, 0).ok_or(TerminateError::Truncated)?;
+            let len = ddp::DdpControl::from_byte(first).header_len();
+            if rest.len() < len {
+                return Err(TerminateError::Truncated);
+            }
+            let (header, tail) = rest.split_at(len);
+            ddp_header = Some(header);
+            rest = tail;
+        }
+        let rdmap_header = if flags.rdmap_header {
+            Some(rest)
+        } else if rest.is_empty() {
+            None
+        } else {
+            return Err(TerminateError::TrailingBytes);
+        };
+        Ok(Self {
+            control,
+            segment_length,
+            ddp_header,
+            rdmap_header,
+        })
+    }
+
+    /// Encodes the body into `out` and returns its length. The flags in
+    /// `control` must agree with the optional fields: a field is written iff
+    /// its flag asks for it, and an echoed DDP header must be exactly as long
+    /// as its T bit says.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        let flags = self.control.flags;
+        let length_present = flags.segment_length || flags.ddp_header;
+        if length_present != self.segment_length.is_some()
+            || flags.ddp_header != self.ddp_header.is_some()
+            || flags.rdmap_header != self.rdmap_header.is_some()
+        {
+            return Err(EncodeError::ValueOutOfRange);
+        }
+        wire::write_be32(out, 0, self.control.to_word()?)?;
+        let mut len = TERMINATE_CONTROL_LEN;
+        if let Some(seg_len) = self.segment_length {
+            wire::write_be16(out, len, seg_len)?;
+            len += SEGMENT_LENGTH_LEN;
+        }
+        if let Some(header) = self.ddp_header {
+            let first = header.first().copied().ok_or(EncodeError::ValueOutOfRange)?;
+            if header.len() != ddp::DdpControl::from_byte(first).header_len() {
+                return Err(EncodeError::ValueOutOfRange);
+            }
+            wire::write_bytes(out, len, header)?;
+            len = len.checked_add(header.len()).ok_or(EncodeError::ValueOutOfRange)?;
+        }
+        if let Some(header) = self.rdmap_header {
+            wire::write_bytes(out, len, header)?;
+            len = len.checked_add(header.len()).ok_or(EncodeError::ValueOutOfRange)?;
+        }
+        Ok(len)
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build the VM's initramfs from the machine's installed Debian packages: busybox, iproute2,
+# rdma-core (+ providers), perftest, rdmacm-utils, nfs-utils, fio, iperf3, nvme-cli, tcpdump,
+# the kernel's modules and ours, the guest init and the scenario scripts.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+
+out="$RSIW_CACHE/image"
+root="$out/root"
+krel=$(make -s -C "$KTREE" kernelrelease)
+rm -rf "$root"
+mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,run,var/lib/nfs,var/run,root,mnt,srv,lib64,usr/bin,usr/sbin}
+
+bins=(
+  /usr/bin/busybox /usr/sbin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
+  /usr/bin/ibv_rc_pingpong /usr/bin/rping /usr/bin/ib_write_bw /usr/bin/ib_read_bw
+  /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/ib_write_lat /usr/bin/ib_read_lat
+  /usr/sbin/mount.nfs /usr/sbin/rpc.nfsd /usr/sbin/exportfs /usr/sbin/rpc.mountd
+  /usr/sbin/rpcbind /usr/sbin/rpc.statd /usr/sbin/nfsstat /usr/bin/fio /usr/bin/iperf3
+  /usr/sbin/nvme /usr/bin/tcpdump /usr/sbin/modprobe /usr/sbin/depmod /usr/bin/kmod
+)
+libs=(/usr/lib/x86_64-linux-gnu/libibverbs/*.so)
+
+copy() { # copy a file to the same path under $root, following links, keeping the link name
+  local f=$1
+  [ -e "$root$f" ] && return 0
+  mkdir -p "$root$(dirname "$f")"
+  cp -L "$f" "$root$f"
+}
+for f in "${bins[@]}" "${libs[@]}"; do
+  copy "$f"
+  ldd "$f" 2>/dev/null | awk '/=> \//{print $3} /^\s*\/lib/{print $1}' | while read -r l; do copy "$l"; done
+done
+copy /lib64/ld-linux-x86-64.so.2
+# mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
+ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
+ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"
+ln -sf /usr/sbin/modprobe "$root/sbin/modprobe"
+for a in $(/usr/bin/busybox --list); do
+  [ -e "$root/bin/$a" ] || [ -e "$root/usr/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || ln -s /usr/bin/busybox "$root/bin/$a"
+done
+
+# Configuration the tools read.
+cp -r /etc/libibverbs.d "$root/etc/"
+for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do [ -f "$f" ] && cp "$f" "$root/etc/"; done
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\nstatd:x:101:65534::/var/lib/nfs:/bin/false\n_rpc:x:102:65534::/run/rpcbind:/bin/false\n' >"$root/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+printf 'hosts: files\npasswd: files\ngroup: files\n' >"$root/etc/nsswitch.conf"
+printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
+
+# Kernel modules: the tree's, stripped, plus ours under extra/.
+kmake -s INSTALL_MOD_PATH="$root" INSTALL_MOD_STRIP=1 DEPMOD=/bin/true modules_install >/dev/null
+mkdir -p "$root/lib/modules/$krel/extra"
+find "$RSIW_CACHE/modules-src" -name '*.ko' -exec cp {} "$root/lib/modules/$krel/extra/" \;
+rm -f "$root/lib/modules/$krel/build" "$root/lib/modules/$krel/source"
+depmod -b "$root" "$krel"
+
+# The guest side of the test run.
+install -m 0755 "$RSIW_TOP/kunit/guest/init" "$root/init"
+mkdir -p "$root/tests"
+cp "$RSIW_TOP"/kunit/scenarios/*.sh "$root/tests/" 2>/dev/null || true
+cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
+
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) >"$out/initramfs.cpio"
+echo "build-image: $out/initramfs.cpio ($(du -h "$out/initramfs.cpio" | cut -f1))"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Boot the test VM (QEMU TCG, serial console, no NIC) on the built kernel and image and write
+# the console log. The guest powers off by itself; a hard timeout stops a hung guest.
+#   run-vm.sh LOG [mode] [scenario-glob]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+
+log=$1; mode=${2:-test}; only=${3:-*}
+: "${RSIW_VM_TIMEOUT:=1800}"
+: "${RSIW_VM_MEM:=4096}"
+append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
+append="$append rsiw.mode=$mode rsiw.only=$only ${RSIW_VM_APPEND:-}"
+echo "run-vm: booting (mode=$mode, timeout ${RSIW_VM_TIMEOUT}s), console -> $log"
+start=$(date +%s)
+rc=0
+timeout -k 10 "$RSIW_VM_TIMEOUT" qemu-system-x86_64 \
+  -accel tcg,thread=multi -cpu max -smp 2 -m "$RSIW_VM_MEM" \
+  -nographic -no-reboot -nic none -monitor none -serial stdio \
+  -kernel "$KTREE/arch/x86/boot/bzImage" -initrd "$RSIW_CACHE/image/initramfs.cpio" \
+  -append "$append" </dev/null >"$log" 2>&1 || rc=$?
+echo "run-vm: guest ran $(( $(date +%s) - start ))s, qemu exit $rc"
+[ "$rc" = 124 ] && echo "run-vm: TIMEOUT after ${RSIW_VM_TIMEOUT}s" >>"$log"
+exit 0

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `make test`: host cargo tests of the pure protocol code, then one QEMU boot that runs every
+# KUnit suite and scenario. Ends with one line "N passed, M failed" over host tests, KUnit
+# cases and scenarios, and exits non-zero when anything failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+
+passed=0; failed=0
+out="$RSIW_CACHE/test-run"
+mkdir -p "$out"
+t0=$(date +%s)
+
+echo "== host: cargo test (pure protocol code)"
+if cargo test --manifest-path "$RSIW_TOP/host/Cargo.toml" --workspace 2>&1 | tee "$out/cargo-test.log"; then :; fi
+if grep -q '^test result:' "$out/cargo-test.log"; then
+  read -r p f < <(awk '/^test result:/ {for (i = 1; i <= NF; i++) {if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i}} END {print p+0, f+0}' "$out/cargo-test.log")
+  passed=$((passed + p)); failed=$((failed + f))
+  grep -qE '^error(\[|:)' "$out/cargo-test.log" && { echo "host: cargo reported an error"; failed=$((failed + 1)); }
+else
+  echo "host: cargo test ran no test (build failure?)"; failed=$((failed + 1))
+fi
+echo "host: $passed passed, $failed failed ($(( $(date +%s) - t0 ))s)"
+
+echo "== kernel, modules and VM image"
+if "$here/build-kernel.sh" && "$here/build-image.sh"; then
+  echo "== VM: KUnit suites and scenarios"
+  "$here/run-vm.sh" "$out/console.log" test "${RSIW_ONLY:-*}"
+  python3 "$here/check-run.py" "$out/console.log" \
+    --kunit-py "$KTREE/tools/testing/kunit/kunit.py" --counts "$out/counts.json"
+  read -r p f < <(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["passed"], c["failed"])' "$out/counts.json")
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$f" = 0 ] || { echo "-- last 60 console lines ($out/console.log):"; tail -n 60 "$out/console.log"; }
+else
+  echo "build failed: no VM run"; failed=$((failed + 1))
+fi
+
+echo "make test: wall time $(( $(date +%s) - t0 ))s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
