@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `make fuzz`: run every cargo-fuzz target of the host crates for FUZZ_SECONDS each (default
+# 600) and print each target's execution count. Fails on a crash, timeout or OOM.
+# cargo-fuzz needs nightly flags; stable rustc accepts them with RUSTC_BOOTSTRAP=1.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+: "${FUZZ_SECONDS:=600}"
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+export RUSTC_BOOTSTRAP=1
+status=0
+for dir in "$RSIW_TOP"/host/*/fuzz; do
+  [ -f "$dir/Cargo.toml" ] || continue
+  for target in $(cd "$dir/.." && cargo fuzz list); do
+    log="$RSIW_CACHE/fuzz-$(basename "$(dirname "$dir")")-$target.log"
+    if (cd "$dir/.." && cargo fuzz run "$target" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10) >"$log" 2>&1; then
+      execs=$(grep -oE 'Done [0-9]+ runs' "$log" | tail -1 | grep -oE '[0-9]+' || echo '?')
+      echo "fuzz: $(basename "$(dirname "$dir")")/$target: ok, $execs executions in ${FUZZ_SECONDS}s"
+    else
+      echo "fuzz: $(basename "$(dirname "$dir")")/$target: FAILED (log: $log)"; tail -20 "$log"; status=1
+    fi
+  done
+done
+exit $status
