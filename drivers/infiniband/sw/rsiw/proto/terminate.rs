@@ -333,8 +333,7 @@ impl TerminateControl {
 
     /// Packs the field into its wire value.
     pub fn to_word(&self) -> Result<u32, EncodeError> {
-        if self.layer > 0x0F || self.error_type > 0x0F || u32::from(self.reserved) > RESERVED_MASK
-        {
+        if self.layer > 0x0F || self.error_type > 0x0F || u32::from(self.reserved) > RESERVED_MASK {
             return Err(EncodeError::ValueOutOfRange);
         }
         let mut word = u32::from(self.layer) << 28
@@ -446,16 +445,23 @@ impl<'a> TerminateMessage<'a> {
             len += SEGMENT_LENGTH_LEN;
         }
         if let Some(header) = self.ddp_header {
-            let first = header.first().copied().ok_or(EncodeError::ValueOutOfRange)?;
+            let first = header
+                .first()
+                .copied()
+                .ok_or(EncodeError::ValueOutOfRange)?;
             if header.len() != ddp::DdpControl::from_byte(first).header_len() {
                 return Err(EncodeError::ValueOutOfRange);
             }
             wire::write_bytes(out, len, header)?;
-            len = len.checked_add(header.len()).ok_or(EncodeError::ValueOutOfRange)?;
+            len = len
+                .checked_add(header.len())
+                .ok_or(EncodeError::ValueOutOfRange)?;
         }
         if let Some(header) = self.rdmap_header {
             wire::write_bytes(out, len, header)?;
-            len = len.checked_add(header.len()).ok_or(EncodeError::ValueOutOfRange)?;
+            len = len
+                .checked_add(header.len())
+                .ok_or(EncodeError::ValueOutOfRange)?;
         }
         Ok(len)
     }

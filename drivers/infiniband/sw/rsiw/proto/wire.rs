@@ -81,3 +81,15 @@ pub fn ensure_room(out: &[u8], needed: usize) -> Result<(), EncodeError> {
         Ok(())
     }
 }
+
+/// Adjusts an error from encoding into `out[offset..]` so that it describes
+/// the whole of `out`.
+pub fn shift_error(error: EncodeError, offset: usize) -> EncodeError {
+    match error {
+        EncodeError::BufferTooSmall { needed } => match needed.checked_add(offset) {
+            Some(needed) => EncodeError::BufferTooSmall { needed },
+            None => EncodeError::ValueOutOfRange,
+        },
+        other => other,
+    }
+}

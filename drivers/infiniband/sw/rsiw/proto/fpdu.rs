@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MPA framing of ULPDUs into FPDUs (RFC 5044 section 4), sending and
+//! receiving.
+//!
+//! After connection setup every DDP segment travels in an FPDU:
+//!
+//! ```text
+//! | ULPDU_Length (16) | ULPDU (DDP/RDMAP headers + payload) | pad 0..3 | CRC32c |
+//! ```
+//!
+//! The pad brings the FPDU to a multiple of four bytes; the CRC32c covers
+//! the length field, the ULPDU and the pad, and is sent as zeros when CRC was
+//! not negotiated (it is then not checked). Markers are not supported, so
+//! no marker is ever inserted or expected.
+//!
+//! TCP delivers the stream in arbitrary pieces, and the kernel's receive path
+//! consumes whatever the socket holds in one go without copying payload
+//! twice. [`FpduReceiver`] is therefore an incremental parser: it can be fed
+//! chunks of any size, down to single bytes, buffers only the few bytes that
+//! must be seen whole (length, DDP/RDMAP header, trailer) and hands payload
+//! back as slices of the caller's chunk, ready to be placed.
+
+use core::ops::ControlFlow;
+
+use super::crc32c::{Crc32c, Crc32cDigest};
+use super::ddp::DdpControl;
+use super::rdmap::{Opcode, RdmapControl};
+use super::terminate::TermError;
+use super::wire::{self, EncodeError};
+
+/// Length of the ULPDU_Length field.
+pub const LENGTH_FIELD_LEN: usize = 2;
+
+/// Length of the CRC field.
+pub const CRC_LEN: usize = 4;
+
+/// Most header bytes [`FpduReceiver`] collects before handing out payload.
+/// Large enough for every fixed header (the 70-byte Atomic Request is the
+/// largest) and for a TERMINATE with both headers echoed.
+pub const MAX_HEADER_LEN: usize = 128;
+
+/// Pad bytes that follow a ULPDU of `ulpdu_len` bytes.
+pub const fn pad_len(ulpdu_len: usize) -> usize {
+    (4 - (ulpdu_len + LENGTH_FIELD_LEN) % 4) % 4
+}
+
+/// Total FPDU length for a ULPDU of `ulpdu_len` bytes.
+pub const fn fpdu_len(ulpdu_len: usize) -> usize {
+    LENGTH_FIELD_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN
+}
+
+/// The pad and CRC that close an FPDU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FpduTrailer {
+    bytes: [u8; 3 + CRC_LEN],
+    len: usize,
+}
+
+impl FpduTrailer {
+    /// Computes the trailer of a ULPDU of `ulpdu_len` bytes. `digest` has been
+    /// fed the length field and the whole ULPDU, or is `None` when CRC is off.
+    pub fn new<C: Crc32c>(ulpdu_len: usize, digest: Option<Crc32cDigest<C>>) -> Self {
+        let pad = pad_len(ulpdu_len);
+        let mut bytes = [0u8; 3 + CRC_LEN];
+        let crc = match digest {
+            Some(mut digest) => {
+                digest.update(bytes.get(..pad).unwrap_or(&[]));
+                digest.wire_bytes()
+            }
+            None => [0; CRC_LEN],
+        };
+        if let Some(dst) = bytes.get_mut(pad..pad + CRC_LEN) {
+            dst.copy_from_slice(&crc);
+        }
+        Self {
+            bytes,
+            len: pad + CRC_LEN,
+        }
+    }
+
+    /// The trailer bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// The ULPDU_Length field for a ULPDU of `ulpdu_len` bytes.
+pub fn length_field(ulpdu_len: usize) -> Result<[u8; LENGTH_FIELD_LEN], EncodeError> {
+    u16::try_from(ulpdu_len)
+        .map(u16::to_be_bytes)
+        .map_err(|_| EncodeError::ValueOutOfRange)
+}
+
+/// Frames a contiguous `ulpdu` into `out` and returns the FPDU length.
+pub fn encode_fpdu<C: Crc32c>(
+    out: &mut [u8],
+    ulpdu: &[u8],
+    crc: Option<C>,
+) -> Result<usize, EncodeError> {
+    let len_field = length_field(ulpdu.len())?;
+    let total = fpdu_len(ulpdu.len());
+    wire::ensure_room(out, total)?;
+    wire::write_bytes(out, 0, &len_field)?;
+    wire::write_bytes(out, LENGTH_FIELD_LEN, ulpdu)?;
+    let digest = crc.map(|engine| {
+        let mut digest = Crc32cDigest::new(engine);
+        digest.update(&len_field);
+        digest.update(ulpdu);
+        digest
+    });
+    let trailer = FpduTrailer::new(ulpdu.len(), digest);
+    wire::write_bytes(out, LENGTH_FIELD_LEN + ulpdu.len(), trailer.as_bytes())?;
+    Ok(total)
+}
+
+/// How many header bytes to collect for a ULPDU starting with `control`
+/// (the DDP and RDMAP control bytes): the DDP header plus the opcode's own
+/// header for messages with payload, the whole ULPDU (capped) for messages
+/// without, so that [`super::rdmap::Segment::decode`] sees every byte it
+/// must check. Unknown opcodes get the DDP header only; decoding them fails.
+fn wanted_header_len(control: [u8; 2], ulpdu_len: usize) -> usize {
+    let [ddp, rdmap] = control;
+    let ddp = DdpControl::from_byte(ddp);
+    let wanted = match Opcode::from_u8(RdmapControl::from_byte(rdmap).opcode) {
+        Some(op) if op.is_tagged() == ddp.tagged && op.carries_payload() => op.header_len(),
+        Some(op) if op.is_tagged() == ddp.tagged => MAX_HEADER_LEN,
+        _ => ddp.header_len(),
+    };
+    wanted.min(ulpdu_len).min(MAX_HEADER_LEN)
+}
+
+/// Why the received stream can no longer be parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FpduError {
+    /// The received CRC does not match the computed one.
+    CrcMismatch {
+        /// CRC computed over the received FPDU.
+        computed: u32,
+        /// CRC found in the trailer.
+        received: u32,
+    },
+}
+
+impl FpduError {
+    /// The TERMINATE error to report (MPA CRC error, RFC 5044 section 7.2).
+    pub const fn term(self) -> TermError {
+        match self {
+            Self::CrcMismatch { .. } => TermError::MpaCrc,
+        }
+    }
+}
+
+/// What the receiver found in the bytes it was fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxEvent<'h, 'i> {
+    /// The DDP/RDMAP header of a new ULPDU is complete. It is shorter than
+    /// expected only if the ULPDU itself is.
+    Header {
+        /// The header bytes (at most [`MAX_HEADER_LEN`]).
+        header: &'h [u8],
+        /// Length of the whole ULPDU.
+        ulpdu_len: usize,
+    },
+    /// Payload bytes of the current ULPDU, in order, borrowed from the input.
+    Payload {
+        /// The bytes.
+        data: &'i [u8],
+        /// Offset of `data` from the end of the header.
+        offset: usize,
+    },
+    /// The FPDU ended and its CRC (if enabled) matched.
+    Complete {
+        /// Length of the ULPDU just finished.
+        ulpdu_len: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RxState {
+    Length,
+    Header,
+    Payload,
+    Trailer,
+    Failed(FpduError),
+}
+
+/// Incremental FPDU parser for one receive stream.
+#[derive(Debug, Clone)]
+pub struct FpduReceiver<C: Crc32c + Copy> {
+    engine: C,
+    crc_enabled: bool,
+    state: RxState,
+    digest: Crc32cDigest<C>,
+    length_bytes: [u8; LENGTH_FIELD_LEN],
+    ulpdu_len: usize,
+    header: [u8; MAX_HEADER_LEN],
+    header_wanted: usize,
+    /// Bytes of the current part (length, header, payload, trailer) seen.
+    part_seen: usize,
+    trailer: [u8; 3 + CRC_LEN],
+}
+
+impl<C: Crc32c + Copy> FpduReceiver<C> {
+    /// A receiver at the start of an FPDU stream; `crc_enabled` is the
+    /// negotiated CRC setting.
+    pub fn new(engine: C, crc_enabled: bool) -> Self {
+        Self {
+            engine,
+            crc_enabled,
+            state: RxState::Length,
+            digest: Crc32cDigest::new(engine),
+            length_bytes: [0; LENGTH_FIELD_LEN],
+            ulpdu_len: 0,
+            header: [0; MAX_HEADER_LEN],
+            header_wanted: 0,
+            part_seen: 0,
+            trailer: [0; 3 + CRC_LEN],
+        }
+    }
+
+    /// Whether the receiver sits between two FPDUs.
+    pub fn at_fpdu_boundary(&self) -> bool {
+        self.state == RxState::Length && self.part_seen == 0
+    }
+
+    fn hash(&mut self, data: &[u8]) {
+        if self.crc_enabled {
+            self.digest.update(data);
+        }
+    }
+
+    /// Copies as much of `input` as fits into `dst[seen..]`.
+    fn fill(dst: &mut [u8], seen: &mut usize, input: &[u8]) -> usize {
+        let space = dst.get_mut(*seen..).unwrap_or(&mut []);
+        let n = space.len().min(input.len());
+        if let (Some(d), Some(s)) = (space.get_mut(..n), input.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        *seen += n;
+        n
+    }
+
+    /// Parses from the start of `input` until the next event or the end of
+    /// `input`. Returns the number of bytes consumed and the event, if any.
+    /// Feed the unconsumed rest again; after an error the stream is dead and
+    /// every call returns the same error.
+    pub fn step<'s, 'i>(
+        &'s mut self,
+        input: &'i [u8],
+    ) -> Result<(usize, Option<RxEvent<'s, 'i>>), FpduError> {
+        match self.state {
+            RxState::Failed(e) => Err(e),
+            RxState::Length => {
+                let mut seen = self.part_seen;
+                let mut bytes = self.length_bytes;
+                let n = Self::fill(&mut bytes, &mut seen, input);
+                self.length_bytes = bytes;
+                self.part_seen = seen;
+                if seen < LENGTH_FIELD_LEN {
+                    return Ok((n, None));
+                }
+                self.digest = Crc32cDigest::new(self.engine);
+                self.hash(&bytes);
+                self.ulpdu_len = usize::from(u16::from_be_bytes(bytes));
+                self.part_seen = 0;
+                self.header_wanted = self.ulpdu_len.min(2);
+                self.state = RxState::Header;
+                Ok((n, None))
+            }
+            RxState::Header => {
+                let mut seen = self.part_seen;
+                let wanted = self.header_wanted;
+                let n = match self.header.get_mut(..wanted) {
+                    Some(dst) => Self::fill(dst, &mut seen, input),
+                    None => 0,
+                };
+                self.part_seen = seen;
+                if seen < wanted {
+                    return Ok((n, None));
+                }
+                if seen == 2 && wanted == 2 && self.ulpdu_len > 2 {
+                    // The control bytes tell how long the header is.
+                    let control = wire::read_array(&self.header, 0).unwrap_or([0; 2]);
+                    self.header_wanted = wanted_header_len(control, self.ulpdu_len);
+                    if self.header_wanted > seen {
+                        return Ok((n, None));
+                    }
+                }
+                let header_len = self.header_wanted;
+                let header = self.header;
+                self.hash(header.get(..header_len).unwrap_or(&[]));
+                self.part_seen = 0;
+                self.state = if header_len < self.ulpdu_len {
+                    RxState::Payload
+                } else {
+                    RxState::Trailer
+                };
+                let event = RxEvent::Header {
+                    header: self.header.get(..header_len).unwrap_or(&[]),
+                    ulpdu_len: self.ulpdu_len,
+                };
+                Ok((n, Some(event)))
+            }
+            RxState::Payload => {
+                let remaining = self
+                    .ulpdu_len
+                    .saturating_sub(self.header_wanted)
+                    .saturating_sub(self.part_seen);
+                let n = remaining.min(input.len());
+                let data = input.get(..n).unwrap_or(&[]);
+                self.hash(data);
+                let offset = self.part_seen;
+                self.part_seen += n;
+                if n == remaining {
+                    self.part_seen = 0;
+                    self.state = RxState::Trailer;
+                }
+                if n == 0 {
+                    return Ok((0, None));
+                }
+                Ok((n, Some(RxEvent::Payload { data, offset })))
+            }
+            RxState::Trailer => {
+                let pad = pad_len(self.ulpdu_len);
+                let wanted = pad + CRC_LEN;
+                let mut seen = self.part_seen;
+                let mut trailer = self.trailer;
+                let n = match trailer.get_mut(..wanted) {
+                    Some(dst) => Self::fill(dst, &mut seen, input),
+                    None => 0,
+                };
+                self.trailer = trailer;
+                self.part_seen = seen;
+                if seen < wanted {
+                    return Ok((n, None));
+                }
+                self.hash(trailer.get(..pad).unwrap_or(&[]));
+                let received = wire::read_array(&trailer, pad)
+                    .map(u32::from_le_bytes)
+                    .unwrap_or(0);
+                let computed = self.digest.finish();
+                if self.crc_enabled && computed != received {
+                    let e = FpduError::CrcMismatch { computed, received };
+                    self.state = RxState::Failed(e);
+                    return Err(e);
+                }
+                let ulpdu_len = self.ulpdu_len;
+                self.part_seen = 0;
+                self.state = RxState::Length;
+                Ok((n, Some(RxEvent::Complete { ulpdu_len })))
+            }
+        }
+    }
+
+    /// Feeds a whole chunk, calling `on_event` for every event, until the
+    /// chunk is consumed or `on_event` breaks. Returns the bytes consumed.
+    pub fn feed<F>(&mut self, chunk: &[u8], mut on_event: F) -> Result<usize, FpduError>
+    where
+        F: FnMut(RxEvent<'_, '_>) -> ControlFlow<()>,
+    {
+        let mut consumed = 0;
+        while let Some(rest) = chunk.get(consumed..) {
+            if rest.is_empty() {
+                break;
+            }
+            let (n, event) = self.step(rest)?;
+            consumed += n;
+            if let Some(event) = event {
+                if on_event(event).is_break() {
+                    break;
+                }
+            } else if n == 0 {
+                break;
+            }
+        }
+        Ok(consumed)
+    }
+}

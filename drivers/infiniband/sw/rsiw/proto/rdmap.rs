@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMAP messages (RFC 5040, extended by RFC 7306).
+//!
+//! RDMAP rides on DDP: its control field is the second byte of every DDP
+//! header (RV: RDMAP version 1, two reserved bits, a 4-bit opcode), and some
+//! opcodes add a header of their own right after the DDP header (Read Request,
+//! Terminate, Immediate Data, Atomic Request/Response). Each opcode fixes
+//! whether the segment is tagged and, if untagged, which queue it uses
+//! ([`Opcode::queue_number`]).
+//!
+//! [`Segment::decode`] turns a whole ULPDU into a typed view: the DDP header,
+//! the opcode, the opcode's header and the payload that follows. It performs
+//! every check that needs no connection state, in the order the RFCs assign
+//! them to layers (DDP first, then RDMAP), so the first failure found is the
+//! one reported in the TERMINATE.
+
+use super::atomic::{AtomicError, AtomicRequestHeader, AtomicResponseHeader};
+use super::ddp::{DdpControl, DdpError, DdpHeader, QueueNumber, TaggedHeader, UntaggedHeader};
+use super::immediate::{ImmediateData, IMMEDIATE_DATA_LEN};
+use super::terminate::{TermError, TerminateError, TerminateMessage, TERMINATE_CONTROL_LEN};
+use super::wire::{self, EncodeError};
+
+/// The RDMAP version this implementation speaks (RV field).
+pub const RDMAP_VERSION: u8 = 1;
+
+/// Length of the RDMA Read Request header that follows the DDP header.
+pub const READ_REQUEST_HEADER_LEN: usize = 28;
+
+const VERSION_SHIFT: u8 = 6;
+const RESERVED_MASK: u8 = 0x30;
+const OPCODE_MASK: u8 = 0x0F;
+
+/// RDMAP message opcodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Opcode {
+    /// RDMA Write.
+    RdmaWrite = 0x0,
+    /// RDMA Read Request.
+    ReadRequest = 0x1,
+    /// RDMA Read Response.
+    ReadResponse = 0x2,
+    /// Send.
+    Send = 0x3,
+    /// Send with Invalidate.
+    SendInvalidate = 0x4,
+    /// Send with Solicited Event.
+    SendSe = 0x5,
+    /// Send with Solicited Event and Invalidate.
+    SendSeInvalidate = 0x6,
+    /// Terminate.
+    Terminate = 0x7,
+    /// Immediate Data (RFC 7306).
+    ImmediateData = 0x8,
+    /// Immediate Data with Solicited Event (RFC 7306).
+    ImmediateDataSe = 0x9,
+    /// Atomic Request (RFC 7306).
+    AtomicRequest = 0xA,
+    /// Atomic Response (RFC 7306).
+    AtomicResponse = 0xB,
+}
+
+impl Opcode {
+    /// Maps a 4-bit opcode to a defined message.
+    pub const fn from_u8(value: u8) -> Option<Self> {
+        Some(match value {
+            0x0 => Self::RdmaWrite,
+            0x1 => Self::ReadRequest,
+            0x2 => Self::ReadResponse,
+            0x3 => Self::Send,
+            0x4 => Self::SendInvalidate,
+            0x5 => Self::SendSe,
+            0x6 => Self::SendSeInvalidate,
+            0x7 => Self::Terminate,
+            0x8 => Self::ImmediateData,
+            0x9 => Self::ImmediateDataSe,
+            0xA => Self::AtomicRequest,
+            0xB => Self::AtomicResponse,
+            _ => return None,
+        })
+    }
+
+    /// Whether the message uses the tagged buffer model.
+    pub const fn is_tagged(self) -> bool {
+        matches!(self, Self::RdmaWrite | Self::ReadResponse)
+    }
+
+    /// The untagged queue the message targets (`None` for tagged messages).
+    pub const fn queue_number(self) -> Option<QueueNumber> {
+        match self {
+            Self::RdmaWrite | Self::ReadResponse => None,
+            Self::ReadRequest | Self::AtomicRequest => Some(QueueNumber::ReadRequest),
+            Self::Terminate => Some(QueueNumber::Terminate),
+            Self::AtomicResponse => Some(QueueNumber::AtomicResponse),
+            Self::Send
+            | Self::SendInvalidate
+            | Self::SendSe
+            | Self::SendSeInvalidate
+            | Self::ImmediateData
+            | Self::ImmediateDataSe => Some(QueueNumber::Send),
+        }
+    }
+
+    /// Length of the opcode's own header after the DDP header (for
+    /// Terminate: the fixed Terminate Control field only).
+    pub const fn rdmap_header_len(self) -> usize {
+        match self {
+            Self::ReadRequest => READ_REQUEST_HEADER_LEN,
+            Self::Terminate => TERMINATE_CONTROL_LEN,
+            Self::ImmediateData | Self::ImmediateDataSe => IMMEDIATE_DATA_LEN,
+            Self::AtomicRequest => AtomicRequestHeader::LEN,
+            Self::AtomicResponse => AtomicResponseHeader::LEN,
+            _ => 0,
+        }
+    }
+
+    /// Length of DDP plus RDMAP headers of a segment of this message.
+    pub const fn header_len(self) -> usize {
+        let ddp = if self.is_tagged() {
+            super::ddp::TAGGED_HEADER_LEN
+        } else {
+            super::ddp::UNTAGGED_HEADER_LEN
+        };
+        ddp + self.rdmap_header_len()
+    }
+
+    /// Whether the message must fit in a single DDP segment because it
+    /// carries a header of its own (Read Request, Terminate, Immediate Data,
+    /// atomics).
+    pub const fn is_single_segment(self) -> bool {
+        self.rdmap_header_len() != 0
+    }
+
+    /// Whether the message carries ULP payload after its headers.
+    pub const fn carries_payload(self) -> bool {
+        matches!(
+            self,
+            Self::RdmaWrite
+                | Self::ReadResponse
+                | Self::Send
+                | Self::SendInvalidate
+                | Self::SendSe
+                | Self::SendSeInvalidate
+        )
+    }
+
+    /// Whether the message asks for a solicited event.
+    pub const fn solicited_event(self) -> bool {
+        matches!(
+            self,
+            Self::SendSe | Self::SendSeInvalidate | Self::ImmediateDataSe
+        )
+    }
+
+    /// Whether the untagged ULP field carries an STag to invalidate.
+    pub const fn invalidates(self) -> bool {
+        matches!(self, Self::SendInvalidate | Self::SendSeInvalidate)
+    }
+}
+
+/// The RDMAP control byte, kept raw so reserved bits and unknown opcodes
+/// survive a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RdmapControl {
+    /// RV: RDMAP version (2 bits).
+    pub version: u8,
+    /// Reserved bits (2 bits), zero on transmit, not checked on receive.
+    pub reserved: u8,
+    /// The opcode (4 bits).
+    pub opcode: u8,
+}
+
+impl RdmapControl {
+    /// The control byte a sender puts in front of `opcode`.
+    pub const fn for_opcode(opcode: Opcode) -> Self {
+        Self {
+            version: RDMAP_VERSION,
+            reserved: 0,
+            opcode: opcode as u8,
+        }
+    }
+
+    /// Unpacks the control byte.
+    pub const fn from_byte(byte: u8) -> Self {
+        Self {
+            version: byte >> VERSION_SHIFT,
+            reserved: (byte & RESERVED_MASK) >> 4,
+            opcode: byte & OPCODE_MASK,
+        }
+    }
+
+    /// Packs the control byte.
+    pub fn to_byte(&self) -> Result<u8, EncodeError> {
+        if self.version > 3 || self.reserved > 3 || self.opcode > OPCODE_MASK {
+            return Err(EncodeError::ValueOutOfRange);
+        }
+        Ok(self.version << VERSION_SHIFT | self.reserved << 4 | self.opcode)
+    }
+}
+
+/// The RDMA Read Request header (RFC 5040 section 4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadRequestHeader {
+    /// STag of the requester's buffer the response is written to.
+    pub sink_stag: u32,
+    /// Tagged offset in the sink buffer.
+    pub sink_tagged_offset: u64,
+    /// Number of bytes to read.
+    pub read_size: u32,
+    /// STag of the responder's buffer to read from.
+    pub source_stag: u32,
+    /// Tagged offset in the source buffer.
+    pub source_tagged_offset: u64,
+}
+
+impl ReadRequestHeader {
+    /// Decodes the header from the first 28 bytes of `buf`.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        Some(Self {
+            sink_stag: wire::read_be32(buf, 0)?,
+            sink_tagged_offset: wire::read_be64(buf, 4)?,
+            read_size: wire::read_be32(buf, 12)?,
+            source_stag: wire::read_be32(buf, 16)?,
+            source_tagged_offset: wire::read_be64(buf, 20)?,
+        })
+    }
+
+    /// Encodes the header into `out` and returns its length.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        wire::ensure_room(out, READ_REQUEST_HEADER_LEN)?;
+        wire::write_be32(out, 0, self.sink_stag)?;
+        wire::write_be64(out, 4, self.sink_tagged_offset)?;
+        wire::write_be32(out, 12, self.read_size)?;
+        wire::write_be32(out, 16, self.source_stag)?;
+        wire::write_be64(out, 20, self.source_tagged_offset)?;
+        Ok(READ_REQUEST_HEADER_LEN)
+    }
+}
+
+/// The opcode-specific header of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpcodeHeader<'a> {
+    /// The opcode has no header of its own (Write, Read Response, Sends).
+    None,
+    /// RDMA Read Request.
+    ReadRequest(ReadRequestHeader),
+    /// Terminate, with its echoed headers.
+    Terminate(TerminateMessage<'a>),
+    /// Immediate Data or Immediate Data with SE.
+    Immediate(ImmediateData),
+    /// Atomic Request.
+    AtomicRequest(AtomicRequestHeader),
+    /// Atomic Response.
+    AtomicResponse(AtomicResponseHeader),
+}
+
+/// A decoded ULPDU: one DDP segment of an RDMAP message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment<'a> {
+    /// The DDP header.
+    pub ddp: DdpHeader,
+    /// The RDMAP control byte.
+    pub control: RdmapControl,
+    /// The opcode, validated.
+    pub opcode: Opcode,
+    /// The opcode-specific header.
+    pub header: OpcodeHeader<'a>,
+    /// The ULP payload after all headers (empty for messages without one).
+    pub payload: &'a [u8],
+}
+
+/// Why a ULPDU was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmapError {
+    /// The DDP header is invalid.
+    Ddp(DdpError),
+    /// RV is not [`RDMAP_VERSION`].
+    InvalidVersion(u8),
+    /// The opcode is not defined.
+    InvalidOpcode(u8),
+    /// The T bit disagrees with the opcode.
+    WrongBufferModel(Opcode),
+    /// The untagged queue disagrees with the opcode.
+    WrongQueue {
+        /// The opcode received.
+        opcode: Opcode,
+        /// The queue number received.
+        queue_number: u32,
+    },
+    /// A message that must be a single segment is not (L clear or MO != 0).
+    NotSingleSegment(Opcode),
+    /// The ULPDU ends inside the opcode's header.
+    Truncated(Opcode),
+    /// Bytes follow the header of a message that carries no payload.
+    UnexpectedPayload(Opcode),
+    /// The TERMINATE body is malformed.
+    Terminate(TerminateError),
+    /// The atomic header is malformed.
+    Atomic(AtomicError),
+}
+
+impl RdmapError {
+    /// The TERMINATE error RFC 5040 section 7 (and RFC 7306 section 8)
+    /// prescribe.
+    pub const fn term(self) -> TermError {
+        match self {
+            Self::Ddp(e) => e.term(),
+            Self::InvalidVersion(_) => TermError::RdmapInvalidVersion,
+            Self::InvalidOpcode(_) | Self::WrongBufferModel(_) => TermError::RdmapUnexpectedOpcode,
+            Self::WrongQueue { .. } => TermError::DdpInvalidQn,
+            Self::NotSingleSegment(_) | Self::Truncated(_) | Self::UnexpectedPayload(_) => {
+                TermError::RdmapCatastrophicStream
+            }
+            Self::Terminate(e) => e.term(),
+            Self::Atomic(e) => e.term(),
+        }
+    }
+}
+
+impl<'a> Segment<'a> {
+    /// Decodes a ULPDU (the bytes between the MPA length and the pad).
+    pub fn decode(ulpdu: &'a [u8]) -> Result<Self, RdmapError> {
+        let (ddp, ddp_len) = DdpHeader::decode(ulpdu).map_err(RdmapError::Ddp)?;
+        let control = RdmapControl::from_byte(ddp.rdmap_control());
+        if control.version != RDMAP_VERSION {
+            return Err(RdmapError::InvalidVersion(control.version));
+        }
+        let opcode =
+            Opcode::from_u8(control.opcode).ok_or(RdmapError::InvalidOpcode(control.opcode))?;
+        match (&ddp, opcode.queue_number()) {
+            (DdpHeader::Tagged(_), None) => {}
+            (DdpHeader::Untagged(h), Some(qn)) => {
+                if h.queue_number != qn as u32 {
+                    return Err(RdmapError::WrongQueue {
+                        opcode,
+                        queue_number: h.queue_number,
+                    });
+                }
+                if opcode.is_single_segment() && (!h.control.last || h.message_offset != 0) {
+                    return Err(RdmapError::NotSingleSegment(opcode));
+                }
+            }
+            _ => return Err(RdmapError::WrongBufferModel(opcode)),
+        }
+        let rest = ulpdu.get(ddp_len..).unwrap_or(&[]);
+        let header_len = opcode.rdmap_header_len();
+        if rest.len() < header_len {
+            return Err(RdmapError::Truncated(opcode));
+        }
+        let (head, payload) = rest.split_at(header_len);
+        let truncated = RdmapError::Truncated(opcode);
+        let header = match opcode {
+            Opcode::ReadRequest => {
+                OpcodeHeader::ReadRequest(ReadRequestHeader::decode(head).ok_or(truncated)?)
+            }
+            Opcode::Terminate => {
+                // The echoed headers are part of the TERMINATE, not payload.
+                let message = TerminateMessage::decode(rest).map_err(RdmapError::Terminate)?;
+                return Ok(Self {
+                    ddp,
+                    control,
+                    opcode,
+                    header: OpcodeHeader::Terminate(message),
+                    payload: &[],
+                });
+            }
+            Opcode::ImmediateData | Opcode::ImmediateDataSe => {
+                OpcodeHeader::Immediate(ImmediateData::decode(head).ok_or(truncated)?)
+            }
+            Opcode::AtomicRequest => OpcodeHeader::AtomicRequest(
+                AtomicRequestHeader::decode(head).map_err(RdmapError::Atomic)?,
+            ),
+            Opcode::AtomicResponse => OpcodeHeader::AtomicResponse(
+                AtomicResponseHeader::decode(head).map_err(RdmapError::Atomic)?,
+            ),
+            _ => OpcodeHeader::None,
+        };
+        if !opcode.carries_payload() && !payload.is_empty() {
+            return Err(RdmapError::UnexpectedPayload(opcode));
+        }
+        Ok(Self {
+            ddp,
+            control,
+            opcode,
+            header,
+            payload,
+        })
+    }
+
+    /// The STag a Send with Invalidate asks to invalidate.
+    pub fn invalidate_stag(&self) -> Option<u32> {
+        match self.ddp {
+            DdpHeader::Untagged(h) if self.opcode.invalidates() => Some(h.ulp_reserved),
+            _ => None,
+        }
+    }
+}
+
+/// Builds the tagged DDP header of an RDMA Write or Read Response segment.
+pub fn tagged_header(opcode: Opcode, last: bool, stag: u32, tagged_offset: u64) -> DdpHeader {
+    DdpHeader::Tagged(TaggedHeader {
+        control: DdpControl {
+            tagged: true,
+            last,
+            reserved: 0,
+            version: super::ddp::DDP_VERSION,
+        },
+        rdmap_control: RdmapControl::for_opcode(opcode).to_byte().unwrap_or(0),
+        stag,
+        tagged_offset,
+    })
+}
+
+/// Builds the untagged DDP header of a segment of `opcode` on the queue the
+/// opcode prescribes. `ulp_reserved` is the Invalidate STag for Send with
+/// Invalidate and zero otherwise.
+pub fn untagged_header(
+    opcode: Opcode,
+    last: bool,
+    ulp_reserved: u32,
+    msn: u32,
+    message_offset: u32,
+) -> DdpHeader {
+    let queue_number = match opcode.queue_number() {
+        Some(qn) => qn as u32,
+        None => QueueNumber::Send as u32,
+    };
+    DdpHeader::Untagged(UntaggedHeader {
+        control: DdpControl {
+            tagged: false,
+            last,
+            reserved: 0,
+            version: super::ddp::DDP_VERSION,
+        },
+        rdmap_control: RdmapControl::for_opcode(opcode).to_byte().unwrap_or(0),
+        ulp_reserved,
+        queue_number,
+        msn,
+        message_offset,
+    })
+}
+
+/// Encodes the DDP header followed by the opcode header into `out` and
+/// returns the number of bytes written. The payload, if any, is sent after
+/// this by the caller.
+pub fn encode_headers(
+    ddp: &DdpHeader,
+    header: &OpcodeHeader<'_>,
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
+    let ddp_len = ddp.encode(out)?;
+    let rest = out.get_mut(ddp_len..).unwrap_or(&mut []);
+    let op_len = match header {
+        OpcodeHeader::None => Ok(0),
+        OpcodeHeader::ReadRequest(h) => h.encode(rest),
+        OpcodeHeader::Terminate(m) => m.encode(rest),
+        OpcodeHeader::Immediate(d) => d.encode(rest),
+        OpcodeHeader::AtomicRequest(h) => h.encode(rest),
+        OpcodeHeader::AtomicResponse(h) => h.encode(rest),
+    }
+    .map_err(|e| wire::shift_error(e, ddp_len))?;
+    ddp_len
+        .checked_add(op_len)
+        .ok_or(EncodeError::ValueOutOfRange)
+}
