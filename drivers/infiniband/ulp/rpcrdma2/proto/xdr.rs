@@ -91,7 +91,10 @@ impl<'a> XdrReader<'a> {
 
     /// Decodes an unsigned 32-bit integer.
     pub fn u32(&mut self) -> Result<u32, XdrError> {
-        let (word, tail) = self.rest.split_first_chunk::<4>().ok_or(XdrError::Truncated)?;
+        let (word, tail) = self
+            .rest
+            .split_first_chunk::<4>()
+            .ok_or(XdrError::Truncated)?;
         self.rest = tail;
         self.consumed = self.consumed.saturating_add(4);
         Ok(u32::from_be_bytes(*word))
@@ -99,7 +102,10 @@ impl<'a> XdrReader<'a> {
 
     /// Decodes an unsigned 64-bit integer (XDR hyper).
     pub fn u64(&mut self) -> Result<u64, XdrError> {
-        let (word, tail) = self.rest.split_first_chunk::<8>().ok_or(XdrError::Truncated)?;
+        let (word, tail) = self
+            .rest
+            .split_first_chunk::<8>()
+            .ok_or(XdrError::Truncated)?;
         self.rest = tail;
         self.consumed = self.consumed.saturating_add(8);
         Ok(u64::from_be_bytes(*word))

@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA segments, Read/Write chunks and the three chunk lists.
+//!
+//! Version 1 (RFC 8166 section 4.3) and version 2 (draft section 4.3 and the
+//! `rpcrdma2_chunk_lists` XDR) share the same wire layout for segments and
+//! lists: a Read list is an XDR linked list of read segments (position +
+//! segment), the Write list a linked list of Write chunks (counted arrays of
+//! segments), and the Reply chunk an optional Write chunk.
+//!
+//! Decoding validates the whole list once, against [`ChunkLimits`], and then
+//! hands out *views* ([`ReadList`], [`WriteList`], [`WriteChunk`]) that
+//! borrow the received bytes and iterate over them. Nothing is allocated and
+//! no attacker-supplied count sizes anything: a count is accepted only if the
+//! bytes it describes are really present and it is within the limit.
+
+use super::xdr::{EncodeError, XdrError, XdrReader, XdrWriter};
+
+/// Encoded size of a [`Segment`].
+pub const SEGMENT_XDR_LEN: usize = 16;
+/// Encoded size of a [`ReadSegment`].
+pub const READ_SEGMENT_XDR_LEN: usize = 20;
+/// Encoded size of one Read list entry (discriminant + read segment).
+const READ_ENTRY_XDR_LEN: usize = 4 + READ_SEGMENT_XDR_LEN;
+
+/// An RDMA segment: the coordinates of one registered memory region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Segment {
+    /// Steering tag / R_key of the registration.
+    pub handle: u32,
+    /// Length of the region in bytes (0: an empty segment).
+    pub length: u32,
+    /// Offset or address of the region.
+    pub offset: u64,
+}
+
+impl Segment {
+    /// Decodes one segment.
+    pub fn decode(r: &mut XdrReader<'_>) -> Result<Self, XdrError> {
+        Ok(Self {
+            handle: r.u32()?,
+            length: r.u32()?,
+            offset: r.u64()?,
+        })
+    }
+
+    /// Encodes one segment.
+    pub fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
+        w.put_u32(self.handle)?;
+        w.put_u32(self.length)?;
+        w.put_u64(self.offset)
+    }
+}
+
+/// A read segment: a [`Segment`] plus the XDR position it belongs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadSegment {
+    /// Byte offset in the unreduced Payload stream (multiple of four).
+    pub position: u32,
+    /// The memory region.
+    pub target: Segment,
+}
+
+impl ReadSegment {
+    /// Decodes one read segment.
+    pub fn decode(r: &mut XdrReader<'_>) -> Result<Self, XdrError> {
+        Ok(Self {
+            position: r.u32()?,
+            target: Segment::decode(r)?,
+        })
+    }
+
+    /// Encodes one read segment.
+    pub fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
+        w.put_u32(self.position)?;
+        self.target.encode(w)
+    }
+}
+
+/// Local limits a decoder enforces on chunk lists. Each maps onto the error
+/// the draft reports when a peer exceeds it (section 7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLimits {
+    /// Most Read chunks per message (`RDMA2_ERR_READ_CHUNKS`).
+    pub max_read_chunks: u32,
+    /// Most Write chunks per message (`RDMA2_ERR_WRITE_CHUNKS`).
+    pub max_write_chunks: u32,
+    /// Most segments in any one chunk (`RDMA2_ERR_SEGMENTS`).
+    pub max_segments: u32,
+}
+
+impl ChunkLimits {
+    /// Generous defaults: 16 segments per chunk (the draft's default
+    /// `RCSIZ`), 8 Read chunks, 8 Write chunks.
+    pub const DEFAULT: Self = Self {
+        max_read_chunks: 8,
+        max_write_chunks: 8,
+        max_segments: 16,
+    };
+}
+
+impl Default for ChunkLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Why a chunk list was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkError {
+    /// Malformed or truncated XDR.
+    Xdr(XdrError),
+    /// A read segment's position is not a multiple of four.
+    MisalignedPosition(u32),
+    /// More Read chunks than [`ChunkLimits::max_read_chunks`].
+    TooManyReadChunks,
+    /// More Write chunks than [`ChunkLimits::max_write_chunks`].
+    TooManyWriteChunks,
+    /// A chunk with more segments than [`ChunkLimits::max_segments`].
+    TooManySegments,
+}
+
+impl From<XdrError> for ChunkError {
+    fn from(e: XdrError) -> Self {
+        Self::Xdr(e)
+    }
+}
+
+/// A validated Read list, borrowed from the received header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadList<'a> {
+    /// The encoded entries, without the terminating discriminant.
+    entries: &'a [u8],
+    segments: u32,
+    chunks: u32,
+}
+
+impl<'a> ReadList<'a> {
+    /// Decodes and validates a Read list.
+    pub fn decode(r: &mut XdrReader<'a>, limits: &ChunkLimits) -> Result<Self, ChunkError> {
+        let start = r.rest();
+        let mut segments: u32 = 0;
+        let mut chunks: u32 = 0;
+        let mut in_chunk: u32 = 0;
+        let mut last_position: Option<u32> = None;
+        while r.bool()? {
+            let seg = ReadSegment::decode(r)?;
+            if seg.position % 4 != 0 {
+                return Err(ChunkError::MisalignedPosition(seg.position));
+            }
+            if last_position == Some(seg.position) {
+                in_chunk = in_chunk.saturating_add(1);
+            } else {
+                chunks = chunks.saturating_add(1);
+                in_chunk = 1;
+                if chunks > limits.max_read_chunks {
+                    return Err(ChunkError::TooManyReadChunks);
+                }
+            }
+            if in_chunk > limits.max_segments {
+                return Err(ChunkError::TooManySegments);
+            }
+            last_position = Some(seg.position);
+            segments = segments.saturating_add(1);
+        }
+        let used = start.len().saturating_sub(r.remaining()).saturating_sub(4);
+        let entries = start
+            .get(..used)
+            .ok_or(ChunkError::Xdr(XdrError::Truncated))?;
+        Ok(Self {
+            entries,
+            segments,
+            chunks,
+        })
+    }
+
+    /// Whether the list has no segments.
+    pub const fn is_empty(&self) -> bool {
+        self.segments == 0
+    }
+
+    /// Number of read segments.
+    pub const fn segment_count(&self) -> u32 {
+        self.segments
+    }
+
+    /// Number of Read chunks (runs of segments sharing a position).
+    pub const fn chunk_count(&self) -> u32 {
+        self.chunks
+    }
+
+    /// Iterates over the read segments in wire order.
+    pub fn segments(&self) -> ReadSegments<'a> {
+        ReadSegments { rest: self.entries }
+    }
+
+    /// Iterates over the Read chunks in wire order.
+    pub fn chunks(&self) -> ReadChunks<'a> {
+        ReadChunks { rest: self.entries }
+    }
+
+    /// Whether the list holds a Position Zero Read chunk (Special Format).
+    pub fn has_position_zero(&self) -> bool {
+        self.segments().any(|s| s.position == 0)
+    }
+}
+
+/// Iterator over the segments of a [`ReadList`] or [`ReadChunk`].
+#[derive(Debug, Clone)]
+pub struct ReadSegments<'a> {
+    rest: &'a [u8],
+}
+
+impl Iterator for ReadSegments<'_> {
+    type Item = ReadSegment;
+
+    fn next(&mut self) -> Option<ReadSegment> {
+        let (entry, tail) = self.rest.split_at_checked(READ_ENTRY_XDR_LEN)?;
+        self.rest = tail;
+        let mut r = XdrReader::new(entry.get(4..)?);
+        ReadSegment::decode(&mut r).ok()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.rest.len() / READ_ENTRY_XDR_LEN;
+        (n, Some(n))
+    }
+}
+
+/// One Read chunk: the consecutive read segments sharing a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadChunk<'a> {
+    /// The shared position.
+    pub position: u32,
+    entries: &'a [u8],
+}
+
+impl<'a> ReadChunk<'a> {
+    /// Iterates over this chunk's segments.
+    pub fn segments(&self) -> ReadSegments<'a> {
+        ReadSegments { rest: self.entries }
+    }
+
+    /// Number of segments.
+    pub const fn segment_count(&self) -> usize {
+        self.entries.len() / READ_ENTRY_XDR_LEN
+    }
+
+    /// Total length of the chunk in bytes.
+    pub fn length(&self) -> u64 {
+        self.segments().map(|s| u64::from(s.target.length)).sum()
+    }
+}
+
+/// Iterator over the chunks of a [`ReadList`].
+#[derive(Debug, Clone)]
+pub struct ReadChunks<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for ReadChunks<'a> {
+    type Item = ReadChunk<'a>;
+
+    fn next(&mut self) -> Option<ReadChunk<'a>> {
+        let first = ReadSegments { rest: self.rest }.next()?;
+        let run = ReadSegments { rest: self.rest }
+            .take_while(|s| s.position == first.position)
+            .count();
+        let len = run.checked_mul(READ_ENTRY_XDR_LEN)?;
+        let (entries, tail) = self.rest.split_at_checked(len)?;
+        self.rest = tail;
+        Some(ReadChunk {
+            position: first.position,
+            entries,
+        })
+    }
+}
+
+/// A validated Write chunk (also the shape of a Reply chunk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteChunk<'a> {
+    /// The encoded segments (count already consumed).
+    segments: &'a [u8],
+}
+
+impl<'a> WriteChunk<'a> {
+    /// Decodes the counted segment array of one Write chunk.
+    pub fn decode(r: &mut XdrReader<'a>, limits: &ChunkLimits) -> Result<Self, ChunkError> {
+        let count = r.u32()?;
+        if count > limits.max_segments {
+            return Err(ChunkError::TooManySegments);
+        }
+        let len = usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_mul(SEGMENT_XDR_LEN))
+            .ok_or(ChunkError::TooManySegments)?;
+        Ok(Self {
+            segments: r.take(len)?,
+        })
+    }
+
+    /// Number of segments (0: an empty Write chunk).
+    pub const fn segment_count(&self) -> usize {
+        self.segments.len() / SEGMENT_XDR_LEN
+    }
+
+    /// Iterates over the segments in array order.
+    pub fn segments(&self) -> Segments<'a> {
+        Segments {
+            rest: self.segments,
+        }
+    }
+
+    /// Total capacity of the chunk in bytes.
+    pub fn length(&self) -> u64 {
+        self.segments().map(|s| u64::from(s.length)).sum()
+    }
+
+    /// An unused chunk: non-zero segment count, every segment empty.
+    pub fn is_unused(&self) -> bool {
+        self.segment_count() != 0 && self.segments().all(|s| s.length == 0)
+    }
+}
+
+/// Iterator over the segments of a [`WriteChunk`].
+#[derive(Debug, Clone)]
+pub struct Segments<'a> {
+    rest: &'a [u8],
+}
+
+impl Iterator for Segments<'_> {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        let (seg, tail) = self.rest.split_at_checked(SEGMENT_XDR_LEN)?;
+        self.rest = tail;
+        Segment::decode(&mut XdrReader::new(seg)).ok()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.rest.len() / SEGMENT_XDR_LEN;
+        (n, Some(n))
+    }
+}
+
+/// A validated Write list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteList<'a> {
+    entries: &'a [u8],
+    chunks: u32,
+}
+
+impl<'a> WriteList<'a> {
+    /// Decodes and validates a Write list.
+    pub fn decode(r: &mut XdrReader<'a>, limits: &ChunkLimits) -> Result<Self, ChunkError> {
+        let start = r.rest();
+        let mut chunks: u32 = 0;
+        while r.bool()? {
+            chunks = chunks.saturating_add(1);
+            if chunks > limits.max_write_chunks {
+                return Err(ChunkError::TooManyWriteChunks);
+            }
+            WriteChunk::decode(r, limits)?;
+        }
+        let used = start.len().saturating_sub(r.remaining()).saturating_sub(4);
+        let entries = start
+            .get(..used)
+            .ok_or(ChunkError::Xdr(XdrError::Truncated))?;
+        Ok(Self { entries, chunks })
+    }
+
+    /// Whether the list has no Write chunks.
+    pub const fn is_empty(&self) -> bool {
+        self.chunks == 0
+    }
+
+    /// Number of Write chunks.
+    pub const fn chunk_count(&self) -> u32 {
+        self.chunks
+    }
+
+    /// Iterates over the Write chunks in list order.
+    pub fn chunks(&self) -> WriteChunks<'a> {
+        WriteChunks {
+            r: XdrReader::new(self.entries),
+        }
+    }
+}
+
+/// Iterator over the chunks of a [`WriteList`].
+#[derive(Debug, Clone)]
+pub struct WriteChunks<'a> {
+    r: XdrReader<'a>,
+}
+
+impl<'a> Iterator for WriteChunks<'a> {
+    type Item = WriteChunk<'a>;
+
+    fn next(&mut self) -> Option<WriteChunk<'a>> {
+        if !self.r.bool().ok()? {
+            return None;
+        }
+        let limits = ChunkLimits {
+            max_segments: u32::MAX,
+            ..ChunkLimits::DEFAULT
+        };
+        WriteChunk::decode(&mut self.r, &limits).ok()
+    }
+}
+
+/// The three chunk lists common to v1 `RDMA_MSG`/`RDMA_NOMSG` and (after
+/// `rdma_inv_handle`) v2 `RDMA2_MSG`/`RDMA2_NOMSG`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChunkLists<'a> {
+    /// The Read list.
+    pub reads: ReadList<'a>,
+    /// The Write list.
+    pub writes: WriteList<'a>,
+    /// The Reply chunk, if provided.
+    pub reply: Option<WriteChunk<'a>>,
+}
+
+impl<'a> ChunkLists<'a> {
+    /// Decodes and validates the three lists.
+    pub fn decode(r: &mut XdrReader<'a>, limits: &ChunkLimits) -> Result<Self, ChunkError> {
+        let reads = ReadList::decode(r, limits)?;
+        let writes = WriteList::decode(r, limits)?;
+        let reply = if r.bool()? {
+            Some(WriteChunk::decode(r, limits)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            reads,
+            writes,
+            reply,
+        })
+    }
+
+    /// Whether all three lists are empty (absent Reply chunk).
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
+    }
+
+    /// Whether `handle` appears in any segment of any list.
+    pub fn contains_handle(&self, handle: u32) -> bool {
+        self.reads.segments().any(|s| s.target.handle == handle)
+            || self
+                .writes
+                .chunks()
+                .any(|c| c.segments().any(|s| s.handle == handle))
+            || self
+                .reply
+                .is_some_and(|c| c.segments().any(|s| s.handle == handle))
+    }
+}
+
+/// Chunk lists to encode, as plain slices owned by the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChunkListsRef<'s> {
+    /// Read segments in wire order (chunks are runs of equal position).
+    pub reads: &'s [ReadSegment],
+    /// Write chunks, each an array of segments.
+    pub writes: &'s [&'s [Segment]],
+    /// The Reply chunk, if provided.
+    pub reply: Option<&'s [Segment]>,
+}
+
+impl ChunkListsRef<'_> {
+    /// No chunks at all.
+    pub const EMPTY: ChunkListsRef<'static> = ChunkListsRef {
+        reads: &[],
+        writes: &[],
+        reply: None,
+    };
+
+    /// Whether all lists are empty.
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
+    }
+
+    /// Encodes the three lists.
+    pub fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
+        for seg in self.reads {
+            w.put_bool(true)?;
+            seg.encode(w)?;
+        }
+        w.put_bool(false)?;
+        for chunk in self.writes {
+            w.put_bool(true)?;
+            encode_segment_array(w, chunk)?;
+        }
+        w.put_bool(false)?;
+        match self.reply {
+            Some(chunk) => {
+                w.put_bool(true)?;
+                encode_segment_array(w, chunk)
+            }
+            None => w.put_bool(false),
+        }
+    }
+
+    /// Encoded size in bytes, `None` on overflow.
+    pub fn encoded_len(&self) -> Option<usize> {
+        let reads = self.reads.len().checked_mul(READ_ENTRY_XDR_LEN)?;
+        let mut total = reads.checked_add(12)?;
+        for chunk in self.writes {
+            total = total.checked_add(8)?;
+            total = total.checked_add(chunk.len().checked_mul(SEGMENT_XDR_LEN)?)?;
+        }
+        if let Some(chunk) = self.reply {
+            total = total.checked_add(4)?;
+            total = total.checked_add(chunk.len().checked_mul(SEGMENT_XDR_LEN)?)?;
+        }
+        Some(total)
+    }
+}
+
+/// Encodes a counted array of segments (a Write or Reply chunk body).
+pub fn encode_segment_array(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), EncodeError> {
+    w.put_u32(u32::try_from(segs.len()).map_err(|_| EncodeError::TooLong)?)?;
+    for seg in segs {
+        seg.encode(w)?;
+    }
+    Ok(())
+}

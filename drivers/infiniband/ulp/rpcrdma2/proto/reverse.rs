@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Telling forward-direction from reverse-direction traffic.
+//!
+//! One connection can carry Calls both ways (draft section 4.5, RFC 8167).
+//! A receiver must route each incoming RPC message either to its own
+//! pending Calls (a Reply) or to its service side (a Call). Version 2 says
+//! which with `RDMA2_F_RESPONSE`, which must agree with the RPC message's
+//! `msg_type`; version 1 has no flag, so the receiver peeks at the RPC
+//! header that follows the transport header (RFC 8167 section 4). In both
+//! cases the RPC XID must equal `rdma_xid` (draft section 7.2).
+//!
+//! [`check_reverse_support`] applies the peer's advertised reverse-direction
+//! level (`RDMA2_PROPID_BRS`) to a reverse-direction message.
+
+use super::error::{V2Error, Violation};
+use super::payload_format::PayloadFormat;
+use super::properties::ReverseSupport;
+use super::role::Endpoint;
+use super::xdr::XdrReader;
+
+/// RPC `msg_type` CALL.
+pub const RPC_CALL: u32 = 0;
+/// RPC `msg_type` REPLY.
+pub const RPC_REPLY: u32 = 1;
+
+/// The RPC message type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcMsgType {
+    /// A Call.
+    Call,
+    /// A Reply.
+    Reply,
+}
+
+/// Where an incoming RPC message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// A Call in the usual direction: to the server's service.
+    ForwardCall,
+    /// A Reply to one of the client's Calls.
+    ForwardReply,
+    /// A Call from the server to the client's callback service.
+    ReverseCall,
+    /// A Reply to one of the server's callback Calls.
+    ReverseReply,
+}
+
+/// Reads the XID and `msg_type` at the start of an RPC message.
+pub fn rpc_header(payload: &[u8]) -> Result<(u32, RpcMsgType), Violation> {
+    let mut r = XdrReader::new(payload);
+    let xid = r.u32().map_err(|_| Violation::BadRpcHeader)?;
+    match r.u32().map_err(|_| Violation::BadRpcHeader)? {
+        RPC_CALL => Ok((xid, RpcMsgType::Call)),
+        RPC_REPLY => Ok((xid, RpcMsgType::Reply)),
+        _ => Err(Violation::BadRpcHeader),
+    }
+}
+
+/// The direction of a message of type `mtype` received by `local`.
+pub const fn direction(local: Endpoint, mtype: RpcMsgType) -> Direction {
+    match (local, mtype) {
+        (Endpoint::Server, RpcMsgType::Call) => Direction::ForwardCall,
+        (Endpoint::Client, RpcMsgType::Reply) => Direction::ForwardReply,
+        (Endpoint::Client, RpcMsgType::Call) => Direction::ReverseCall,
+        (Endpoint::Server, RpcMsgType::Reply) => Direction::ReverseReply,
+    }
+}
+
+/// Classifies a v1 `RDMA_MSG` by peeking at its RPC header.
+pub fn classify_v1(local: Endpoint, rdma_xid: u32, payload: &[u8]) -> Result<Direction, Violation> {
+    let (xid, mtype) = rpc_header(payload)?;
+    if xid != rdma_xid {
+        return Err(Violation::XidMismatch);
+    }
+    Ok(direction(local, mtype))
+}
+
+/// Classifies a v2 message by `RDMA2_F_RESPONSE`, cross-checking the RPC
+/// header when the start of the payload is inline (`payload` is `None` for
+/// Special Format or a later fragment). A mismatch is `RDMA2_ERR_BAD_XDR`.
+pub fn classify_v2(
+    local: Endpoint,
+    rdma_xid: u32,
+    response: bool,
+    payload: Option<&[u8]>,
+) -> Result<Direction, Violation> {
+    let mtype = if response {
+        RpcMsgType::Reply
+    } else {
+        RpcMsgType::Call
+    };
+    if let Some(p) = payload {
+        let (xid, inner) = rpc_header(p)?;
+        if xid != rdma_xid {
+            return Err(Violation::XidMismatch);
+        }
+        if inner != mtype {
+            return Err(Violation::DirectionMismatch);
+        }
+    }
+    Ok(direction(local, mtype))
+}
+
+/// Checks a reverse-direction message against the receiver's advertised
+/// support level. Chunks need `General`; Continued Format needs at least
+/// `Continued`; anything needs at least `Simple`.
+pub fn check_reverse_support(
+    support: ReverseSupport,
+    format: PayloadFormat,
+    has_reads: bool,
+    has_writes: bool,
+    has_reply: bool,
+) -> Result<(), V2Error> {
+    if support == ReverseSupport::None {
+        return Err(V2Error::System);
+    }
+    if support < ReverseSupport::General {
+        if has_reads || matches!(format, PayloadFormat::Special) {
+            return Err(V2Error::ReadChunks { max_chunks: 0 });
+        }
+        if has_writes {
+            return Err(V2Error::WriteChunks { max_chunks: 0 });
+        }
+        if has_reply {
+            return Err(V2Error::ReplyResource { length_needed: 0 });
+        }
+    }
+    if support < ReverseSupport::Continued && matches!(format, PayloadFormat::Continued { .. }) {
+        return Err(V2Error::InvalCont);
+    }
+    Ok(())
+}
