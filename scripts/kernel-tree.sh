@@ -39,7 +39,7 @@ overlay() {
   stage=$(mktemp -d)
   mkdir -p "$pristine"
   local files
-  files=$(cat "$RSIW_TOP"/patches/*.patch 2>/dev/null | sed -n 's|^+++ b/||p' | sort -u || true)
+  files=$(cat "$RSIW_TOP"/patches/*.patch 2>/dev/null | sed -n 's|^+++ b\/\([^\t ]*\).*|\1|p' | sort -u || true)
   for f in $files; do
     if [ ! -f "$pristine/$f" ]; then
       mkdir -p "$(dirname "$pristine/$f")"

@@ -11,12 +11,16 @@ log=$1; mode=${2:-test}; only=${3:-*}
 : "${RSIW_VM_MEM:=4096}"
 append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
 append="$append rsiw.mode=$mode rsiw.only=$only ${RSIW_VM_APPEND:-}"
+# A directory the guest mounts at /share (virtio 9p) for what does not fit the console.
+share="${log%.log}.share"
+rm -rf "$share" && mkdir -p "$share"
 echo "run-vm: booting (mode=$mode, timeout ${RSIW_VM_TIMEOUT}s), console -> $log"
 start=$(date +%s)
 rc=0
 timeout -k 10 "$RSIW_VM_TIMEOUT" qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp 2 -m "$RSIW_VM_MEM" \
   -nographic -no-reboot -nic none -monitor none -serial stdio \
+  -virtfs "local,path=$share,mount_tag=rsiwshare,security_model=none,id=share" \
   -kernel "$KTREE/arch/x86/boot/bzImage" -initrd "$RSIW_CACHE/image/initramfs.cpio" \
   -append "$append" </dev/null >"$log" 2>&1 || rc=$?
 echo "run-vm: guest ran $(( $(date +%s) - start ))s, qemu exit $rc"

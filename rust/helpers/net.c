@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0
+
+#include <net/sock.h>
+
+/* A socket's sk_callback_lock, as socket callbacks and their installers take it. */
+void rust_helper_sk_callback_read_lock(struct sock *sk)
+{
+	read_lock(&sk->sk_callback_lock);
+}
+
+void rust_helper_sk_callback_read_unlock(struct sock *sk)
+{
+	read_unlock(&sk->sk_callback_lock);
+}
+
+void rust_helper_sk_callback_write_lock_bh(struct sock *sk)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+}
+
+void rust_helper_sk_callback_write_unlock_bh(struct sock *sk)
+{
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+int rust_helper_sk_state_read(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_state);
+}
+
+/*
+ * What a socket's default sk_state_change does: wake everyone sleeping on it. Used for
+ * sockets whose callbacks were cloned from a listener but carry no handler.
+ */
+void rust_helper_sk_wake_all(struct sock *sk)
+{
+	struct socket_wq *wq;
+
+	rcu_read_lock();
+	wq = rcu_dereference(sk->sk_wq);
+	if (skwq_has_sleeper(wq))
+		wake_up_interruptible_all(&wq->wait);
+	rcu_read_unlock();
+}
