@@ -317,7 +317,7 @@ impl TerminateControl {
 
     /// Unpacks the field from its wire value.
     pub fn from_word(word: u32) -> Self {
-        let [b0, _, code, _] = word.to_be_bytes();
+        let [b0, code, _, _] = word.to_be_bytes();
         Self {
             layer: b0 >> 4,
             error_type: b0 & 0x0F,

@@ -1,0 +1,687 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MPA negotiation: RFC 5044 CRC/revision/markers rules and the RFC 6581
+//! section 9 IRD/ORD and peer-to-peer tables, run end to end through real
+//! frames.
+
+use proptest::prelude::*;
+use rsiw_proto::proto::mpa::*;
+use rsiw_proto::proto::mpa_negotiation::*;
+use rsiw_proto::proto::terminate::TermError;
+
+const WRITE_READ: RtrKinds = RtrKinds {
+    send: false,
+    write: true,
+    read: true,
+};
+const ALL_RTR: RtrKinds = RtrKinds {
+    send: true,
+    write: true,
+    read: true,
+};
+
+fn initiator(ird: u16, ord: u16) -> InitiatorConfig {
+    InitiatorConfig {
+        crc: CrcPolicy::Optional,
+        enhanced: true,
+        ird,
+        ord,
+        max_ird: 64,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    }
+}
+
+fn responder(max_ird: u16, ord: u16) -> ResponderConfig {
+    ResponderConfig {
+        crc: CrcPolicy::Optional,
+        enhanced: true,
+        max_ird,
+        ord,
+        min_ord: 0,
+        rtr: WRITE_READ,
+    }
+}
+
+/// Runs request -> responder -> reply -> initiator over encoded frames.
+fn exchange(
+    i: &InitiatorConfig,
+    r: &ResponderConfig,
+) -> (
+    Result<ResponderDecision, NegotiationError>,
+    Option<Result<InitiatorOutcome, NegotiationError>>,
+) {
+    let mut buf = [0u8; 600];
+    let n = i.encode_request(&mut buf, b"ulp").unwrap();
+    let (req, _) = MpaFrame::decode(&buf[..n], FrameKind::Request).unwrap();
+    assert_eq!(req.ulp_private_data, b"ulp");
+    let decision = r.process_request(&req);
+    let mut reply = [0u8; 600];
+    let m = match &decision {
+        Ok(d) => d.encode_reply(&mut reply, b"rep").unwrap(),
+        Err(e) => r.encode_reject(&req, *e, &mut reply, b"").unwrap(),
+    };
+    let (rep, _) = MpaFrame::decode(&reply[..m], FrameKind::Reply).unwrap();
+    (decision, Some(i.process_reply(&rep)))
+}
+
+fn accepted(o: Option<Result<InitiatorOutcome, NegotiationError>>) -> InitiatorDecision {
+    match o {
+        Some(Ok(InitiatorOutcome::Accepted(d))) => d,
+        other => panic!("not accepted: {other:?}"),
+    }
+}
+
+// --- RFC 6581 section 9.1: IRD and ORD ---
+
+#[test]
+fn ird_ord_plain_negotiation() {
+    let (r, i) = exchange(&initiator(16, 8), &responder(32, 4));
+    let r = r.unwrap();
+    assert_eq!(r.local_ird, QueueDepth::Set(8)); // >= initiator ORD
+    assert_eq!(r.local_ord, QueueDepth::Set(4)); // <= initiator IRD
+    assert_eq!(r.peer.map(|p| (p.ird, p.ord)), Some((16, 8)));
+    let i = accepted(i);
+    assert_eq!(i.local_ird, QueueDepth::Set(16));
+    assert_eq!(i.local_ord, QueueDepth::Set(8));
+    assert_eq!(i.peer.map(|p| (p.ird, p.ord)), Some((8, 4)));
+    assert_eq!(i.revision, 2);
+}
+
+#[test]
+fn responder_ird_limited_by_resources_lowers_initiator_ord() {
+    let (r, i) = exchange(&initiator(16, 16), &responder(4, 4));
+    assert_eq!(r.unwrap().local_ird, QueueDepth::Set(4));
+    assert_eq!(accepted(i).local_ord, QueueDepth::Set(4));
+}
+
+#[test]
+fn responder_ord_capped_by_initiator_ird() {
+    let (r, i) = exchange(&initiator(2, 1), &responder(8, 8));
+    assert_eq!(r.unwrap().local_ord, QueueDepth::Set(2));
+    assert_eq!(accepted(i).local_ird, QueueDepth::Set(2));
+}
+
+#[test]
+fn responder_rejects_insufficient_initiator_ird() {
+    let mut r = responder(8, 8);
+    r.min_ord = 4;
+    let (d, i) = exchange(&initiator(2, 1), &r);
+    let e = d.unwrap_err();
+    assert_eq!(e, NegotiationError::InsufficientIrd { required: 4 });
+    assert_eq!(e.term(), TermError::MpaInsufficientIrd);
+    assert_eq!(e.term().triple().0 as u8, 2);
+    // The reject carries the required ORD, and the initiator passes it on.
+    match i {
+        Some(Ok(InitiatorOutcome::Rejected { peer: Some(p) })) => assert_eq!(p.ord, 4),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn initiator_raises_ird_to_responder_ord() {
+    // A responder that answers with ORD 6 > initiator IRD 2, within max_ird.
+    let i = initiator(2, 1);
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: 1,
+        ord: 6,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    let d = accepted(Some(i.process_reply(&rep)));
+    assert_eq!(d.local_ird, QueueDepth::Set(6));
+    assert_eq!(d.local_ord, QueueDepth::Set(1));
+}
+
+#[test]
+fn initiator_terminates_on_responder_ord_beyond_resources() {
+    let mut i = initiator(2, 1);
+    i.max_ird = 4;
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: 1,
+        ord: 5,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    let err = i.process_reply(&rep).unwrap_err();
+    assert_eq!(err, NegotiationError::InsufficientIrd { required: 5 });
+    assert_eq!(
+        err.term().triple(),
+        (rsiw_proto::proto::terminate::Layer::Llp, 0, 6)
+    );
+}
+
+#[test]
+fn initiator_ord_no_negotiation() {
+    // Initiator ORD 0x3FFF: responder leaves its IRD alone and echoes 0x3FFF;
+    // the initiator then leaves its ORD alone.
+    let (r, i) = exchange(&initiator(4, NO_NEGOTIATION), &responder(8, 2));
+    let r = r.unwrap();
+    assert_eq!(r.local_ird, QueueDepth::Unchanged);
+    assert_eq!(r.reply_enhanced.unwrap().ird, NO_NEGOTIATION);
+    assert_eq!(r.local_ord, QueueDepth::Set(2));
+    let i = accepted(i);
+    assert_eq!(i.local_ord, QueueDepth::Unchanged);
+    assert_eq!(i.local_ird, QueueDepth::Set(4));
+}
+
+#[test]
+fn initiator_ird_no_negotiation() {
+    let (r, i) = exchange(&initiator(NO_NEGOTIATION, 3), &responder(8, 2));
+    let r = r.unwrap();
+    assert_eq!(r.local_ord, QueueDepth::Unchanged);
+    assert_eq!(r.reply_enhanced.unwrap().ord, NO_NEGOTIATION);
+    assert_eq!(r.local_ird, QueueDepth::Set(3));
+    let i = accepted(i);
+    assert_eq!(i.local_ird, QueueDepth::Unchanged);
+    assert_eq!(i.local_ord, QueueDepth::Set(3));
+}
+
+#[test]
+fn both_no_negotiation() {
+    let (r, i) = exchange(&initiator(NO_NEGOTIATION, NO_NEGOTIATION), &responder(8, 2));
+    let r = r.unwrap();
+    assert_eq!(
+        (r.local_ird, r.local_ord),
+        (QueueDepth::Unchanged, QueueDepth::Unchanged)
+    );
+    let e = r.reply_enhanced.unwrap();
+    assert_eq!((e.ird, e.ord), (NO_NEGOTIATION, NO_NEGOTIATION));
+    let i = accepted(i);
+    assert_eq!(
+        (i.local_ird, i.local_ord),
+        (QueueDepth::Unchanged, QueueDepth::Unchanged)
+    );
+}
+
+#[test]
+fn responder_no_negotiation_reply_leaves_initiator_alone() {
+    let i = initiator(4, 4);
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: NO_NEGOTIATION,
+        ord: NO_NEGOTIATION,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    let d = accepted(Some(i.process_reply(&rep)));
+    assert_eq!(
+        (d.local_ird, d.local_ord),
+        (QueueDepth::Unchanged, QueueDepth::Unchanged)
+    );
+}
+
+// --- RFC 6581 section 9.2: peer-to-peer and RTR ---
+
+fn p2p(rtr: RtrKinds) -> InitiatorConfig {
+    InitiatorConfig {
+        peer_to_peer: true,
+        rtr,
+        ..initiator(4, 4)
+    }
+}
+
+#[test]
+fn p2p_prefers_write() {
+    let (r, i) = exchange(&p2p(ALL_RTR), &responder(8, 4));
+    let r = r.unwrap();
+    assert!(r.reply_enhanced.unwrap().peer_to_peer);
+    assert_eq!(r.rtr_accepted, WRITE_READ);
+    assert_eq!(accepted(i).rtr, Some(RtrKind::Write));
+}
+
+#[test]
+fn p2p_read_only() {
+    let (r, i) = exchange(&p2p(RtrKinds::only(RtrKind::Read)), &responder(8, 4));
+    assert_eq!(r.unwrap().rtr_accepted, RtrKinds::only(RtrKind::Read));
+    assert_eq!(accepted(i).rtr, Some(RtrKind::Read));
+}
+
+#[test]
+fn p2p_read_rtr_bumps_zero_responder_ird() {
+    let mut i = p2p(RtrKinds::only(RtrKind::Read));
+    i.ord = 0;
+    let (r, o) = exchange(&i, &responder(8, 4));
+    assert_eq!(r.unwrap().local_ird, QueueDepth::Set(1));
+    let d = accepted(o);
+    assert_eq!(d.rtr, Some(RtrKind::Read));
+    assert_eq!(d.local_ord, QueueDepth::Set(0));
+}
+
+#[test]
+fn p2p_responder_without_ird_cannot_take_read_rtr() {
+    let (r, i) = exchange(&p2p(RtrKinds::only(RtrKind::Read)), &responder(0, 0));
+    // The responder offers what it supports instead (Write), which the
+    // initiator cannot generate: TERM 2/0/7.
+    assert_eq!(r.unwrap().rtr_accepted, RtrKinds::only(RtrKind::Write));
+    let e = i.unwrap().unwrap_err();
+    assert_eq!(e, NegotiationError::NoMatchingRtr);
+    assert_eq!(e.term(), TermError::MpaNoMatchingRtr);
+}
+
+#[test]
+fn p2p_no_common_rtr() {
+    let (r, i) = exchange(&p2p(RtrKinds::only(RtrKind::Send)), &responder(8, 4));
+    assert_eq!(r.unwrap().reply_enhanced.unwrap().rtr, WRITE_READ);
+    assert_eq!(i.unwrap().unwrap_err().term(), TermError::MpaNoMatchingRtr);
+}
+
+#[test]
+fn p2p_responder_supporting_nothing() {
+    let mut r = responder(8, 4);
+    r.rtr = RtrKinds::NONE;
+    let (d, _) = exchange(&p2p(ALL_RTR), &r);
+    assert_eq!(d.unwrap_err(), NegotiationError::NoMatchingRtr);
+}
+
+#[test]
+fn client_server_ignores_rtr_flags() {
+    // A=0 with B/C/D set in the request: they must be ignored.
+    let mut buf = [0u8; 64];
+    let e = EnhancedData {
+        ird: 1,
+        ord: 1,
+        peer_to_peer: false,
+        rtr: ALL_RTR,
+    };
+    let n = encode_frame(
+        &mut buf,
+        FrameKind::Request,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (req, _) = MpaFrame::decode(&buf[..n], FrameKind::Request).unwrap();
+    let d = responder(8, 4).process_request(&req).unwrap();
+    let rep = d.reply_enhanced.unwrap();
+    assert!(!rep.peer_to_peer && rep.rtr.is_empty());
+    assert!(d.rtr_accepted.is_empty());
+}
+
+#[test]
+fn connection_model_mismatch() {
+    let i = p2p(ALL_RTR);
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: 4,
+        ord: 4,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    let err = i.process_reply(&rep).unwrap_err();
+    assert_eq!(err, NegotiationError::ConnectionModelMismatch);
+    assert_eq!(err.term(), TermError::MpaNoMatchingRtr);
+    // And the other way round.
+    let i = initiator(4, 4);
+    let e = EnhancedData {
+        peer_to_peer: true,
+        rtr: WRITE_READ,
+        ..e
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert_eq!(
+        i.process_reply(&rep).unwrap_err(),
+        NegotiationError::ConnectionModelMismatch
+    );
+}
+
+// --- RFC 5044: CRC, revision, markers, enhanced interoperability ---
+
+#[test]
+fn crc_policy_matrix() {
+    use CrcPolicy::*;
+    // (initiator, responder) -> Some(use_crc) or None for failure.
+    let cases = [
+        (Required, Required, Some(true)),
+        (Required, Optional, Some(true)),
+        (Required, Disabled, None),
+        (Optional, Required, Some(true)),
+        (Optional, Optional, Some(false)),
+        (Optional, Disabled, Some(false)),
+        (Disabled, Required, None),
+        (Disabled, Optional, Some(false)),
+        (Disabled, Disabled, Some(false)),
+    ];
+    for (ic, rc, want) in cases {
+        let i = InitiatorConfig {
+            crc: ic,
+            ..initiator(1, 1)
+        };
+        let r = ResponderConfig {
+            crc: rc,
+            ..responder(1, 1)
+        };
+        let (d, o) = exchange(&i, &r);
+        match want {
+            Some(use_crc) => {
+                assert_eq!(d.unwrap().use_crc, use_crc, "{ic:?}/{rc:?}");
+                assert_eq!(accepted(o).use_crc, use_crc, "{ic:?}/{rc:?}");
+            }
+            None if ic == Required => {
+                assert_eq!(d.unwrap_err(), NegotiationError::CrcRequiredByPeer);
+                assert_eq!(
+                    NegotiationError::CrcRequiredByPeer.term(),
+                    TermError::MpaLocalCatastrophic
+                );
+            }
+            None => {
+                assert!(d.unwrap().use_crc);
+                assert_eq!(o.unwrap().unwrap_err(), NegotiationError::CrcRequiredByPeer);
+            }
+        }
+    }
+}
+
+#[test]
+fn reply_dropping_required_crc_is_invalid() {
+    let i = InitiatorConfig {
+        crc: CrcPolicy::Required,
+        ..initiator(1, 1)
+    };
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: 1,
+        ord: 1,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    let err = i.process_reply(&rep).unwrap_err();
+    assert_eq!(err, NegotiationError::CrcRefusedByPeer);
+    assert_eq!(err.term(), TermError::MpaInvalidRequestReply);
+}
+
+fn request_frame(flags: MpaFlags, rev: u8, enhanced: Option<EnhancedData>) -> Vec<u8> {
+    let mut buf = [0u8; 64];
+    let n = encode_frame(
+        &mut buf,
+        FrameKind::Request,
+        flags,
+        rev,
+        enhanced.as_ref(),
+        &[],
+    )
+    .unwrap();
+    buf[..n].to_vec()
+}
+
+#[test]
+fn revisions() {
+    let r = responder(4, 4);
+    for rev in [0u8, 3, 255] {
+        let f = request_frame(MpaFlags::default(), rev, None);
+        let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+        let e = r.process_request(&req).unwrap_err();
+        assert_eq!(e, NegotiationError::UnsupportedRevision(rev));
+        assert_eq!(e.term(), TermError::MpaInvalidRequestReply);
+    }
+    // A revision 1 request is answered with revision 1, unenhanced.
+    let f = request_frame(MpaFlags::default(), 1, None);
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    let d = r.process_request(&req).unwrap();
+    assert_eq!((d.revision, d.reply_enhanced), (1, None));
+    // An unenhanced initiator speaks revision 1 and accepts a plain reply.
+    let i = InitiatorConfig {
+        enhanced: false,
+        ..initiator(1, 1)
+    };
+    let (d, o) = exchange(&i, &r);
+    assert_eq!(d.unwrap().revision, 1);
+    let o = accepted(o);
+    assert_eq!((o.revision, o.local_ird), (1, QueueDepth::Unchanged));
+    // A reply with a higher revision than requested is invalid.
+    let mut reply = [0u8; 64];
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        None,
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert_eq!(
+        i.process_reply(&rep).unwrap_err(),
+        NegotiationError::UnsupportedRevision(2)
+    );
+}
+
+#[test]
+fn revision_2_unenhanced_request_gets_unenhanced_reply() {
+    let f = request_frame(MpaFlags::default(), 2, None);
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    let d = responder(4, 4).process_request(&req).unwrap();
+    assert_eq!(
+        (d.revision, d.reply_enhanced, d.reply_flags.enhanced),
+        (2, None, false)
+    );
+}
+
+#[test]
+fn markers_are_refused() {
+    let f = request_frame(
+        MpaFlags {
+            markers: true,
+            ..Default::default()
+        },
+        1,
+        None,
+    );
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    let e = responder(4, 4).process_request(&req).unwrap_err();
+    assert_eq!(e, NegotiationError::MarkersRequired);
+    assert_eq!(e.term(), TermError::MpaLocalCatastrophic);
+    let mut reply = [0u8; 64];
+    let n = responder(4, 4)
+        .encode_reject(&req, e, &mut reply, &[])
+        .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert!(rep.header.flags.reject && !rep.header.flags.markers);
+    // A reply asking for markers is refused by the initiator.
+    let i = InitiatorConfig {
+        enhanced: false,
+        ..initiator(1, 1)
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags {
+            markers: true,
+            ..Default::default()
+        },
+        1,
+        None,
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert_eq!(
+        i.process_reply(&rep).unwrap_err(),
+        NegotiationError::MarkersRequired
+    );
+}
+
+#[test]
+fn enhanced_interoperability() {
+    // Enhanced request to a responder without RFC 6581.
+    let r = ResponderConfig {
+        enhanced: false,
+        ..responder(4, 4)
+    };
+    let (d, o) = exchange(&initiator(1, 1), &r);
+    let e = d.unwrap_err();
+    assert_eq!(e, NegotiationError::EnhancedNotSupported);
+    assert_eq!(e.term(), TermError::MpaInvalidRequestReply);
+    // Its reject is revision 1, unenhanced; the initiator sees a reject.
+    assert_eq!(
+        o.unwrap().unwrap(),
+        InitiatorOutcome::Rejected { peer: None }
+    );
+    // Enhanced request, unenhanced accept: invalid.
+    let mut reply = [0u8; 64];
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        None,
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert_eq!(
+        initiator(1, 1).process_reply(&rep).unwrap_err(),
+        NegotiationError::EnhancedMismatch
+    );
+    // Unenhanced request (revision 1 cannot carry S), enhanced reply: invalid.
+    let i = InitiatorConfig {
+        enhanced: false,
+        ..initiator(1, 1)
+    };
+    let e = EnhancedData {
+        ird: 1,
+        ord: 1,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let n = encode_frame(
+        &mut reply,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        2,
+        Some(&e),
+        &[],
+    )
+    .unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert!(i.process_reply(&rep).is_err());
+}
+
+#[test]
+fn reject_passes_peer_values() {
+    let mut reply = [0u8; 64];
+    let e = EnhancedData {
+        ird: 7,
+        ord: 9,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let flags = MpaFlags {
+        reject: true,
+        ..Default::default()
+    };
+    let n = encode_frame(&mut reply, FrameKind::Reply, flags, 2, Some(&e), b"why").unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    assert_eq!(
+        initiator(1, 1).process_reply(&rep).unwrap(),
+        InitiatorOutcome::Rejected { peer: Some(e) }
+    );
+    assert_eq!(rep.ulp_private_data, b"why");
+}
+
+fn depth(v: u16) -> impl Strategy<Value = u16> {
+    prop_oneof![Just(NO_NEGOTIATION), 0u16..=v]
+}
+
+proptest! {
+    /// Whenever both sides accept, the section 9.1 relations hold between the
+    /// values they configure.
+    #[test]
+    fn accepted_negotiations_satisfy_rfc6581_relations(
+        ii in depth(40), io in depth(40), imax in 0u16..40,
+        rmax in 0u16..40, rord in 0u16..40, rmin in 0u16..8,
+        ip2p in any::<bool>(), irtr in any::<[bool; 3]>(), rrtr in any::<[bool; 3]>(),
+    ) {
+        let i = InitiatorConfig {
+            crc: CrcPolicy::Optional, enhanced: true, ird: ii, ord: io, max_ird: imax.max(if ii == NO_NEGOTIATION { 0 } else { ii }),
+            peer_to_peer: ip2p, rtr: RtrKinds { send: irtr[0], write: irtr[1], read: irtr[2] },
+        };
+        let r = ResponderConfig {
+            crc: CrcPolicy::Optional, enhanced: true, max_ird: rmax, ord: rord, min_ord: rmin,
+            rtr: RtrKinds { send: rrtr[0], write: rrtr[1], read: rrtr[2] },
+        };
+        let (d, o) = exchange(&i, &r);
+        if let (Ok(d), Some(Ok(InitiatorOutcome::Accepted(o)))) = (d, o) {
+            // initiator ORD <= responder IRD
+            if let (QueueDepth::Set(iord), QueueDepth::Set(rird)) = (o.local_ord, d.local_ird) {
+                prop_assert!(iord <= rird);
+            }
+            // responder ORD <= initiator IRD
+            if let (QueueDepth::Set(rord), QueueDepth::Set(iird)) = (d.local_ord, o.local_ird) {
+                prop_assert!(rord <= iird);
+            }
+            if let QueueDepth::Set(iird) = o.local_ird { prop_assert!(iird <= i.max_ird); }
+            if let QueueDepth::Set(rird) = d.local_ird { prop_assert!(rird <= r.max_ird); }
+            if ip2p {
+                let k = o.rtr.unwrap();
+                prop_assert!(i.rtr.contains(k) && d.rtr_accepted.contains(k));
+                if k == RtrKind::Read { prop_assert!(d.local_ird != QueueDepth::Set(0)); }
+            } else {
+                prop_assert_eq!(o.rtr, None);
+            }
+        }
+    }
+}
