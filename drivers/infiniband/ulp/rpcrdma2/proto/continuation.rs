@@ -41,7 +41,10 @@ pub enum SplitError {
 /// A planned split of a Payload stream over several Sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FragmentPlan {
-    total: usize,
+    /// Bytes carried by the non-final fragments.
+    body: usize,
+    /// Bytes carried by the final fragment.
+    last: usize,
     per_fragment: usize,
     count: usize,
 }
@@ -75,16 +78,25 @@ impl Iterator for Fragments {
         if self.index >= self.plan.count {
             return None;
         }
-        let offset = self.index.checked_mul(self.plan.per_fragment)?;
+        let i = self.index;
         self.index = self.index.saturating_add(1);
-        let more = self.index < self.plan.count;
-        let left = self.plan.total.saturating_sub(offset);
-        let len = if more {
-            self.plan.per_fragment.min(left)
-        } else {
-            left
-        };
-        Some(Fragment { offset, len, more })
+        if self.index == self.plan.count {
+            return Some(Fragment {
+                offset: self.plan.body,
+                len: self.plan.last,
+                more: false,
+            });
+        }
+        let offset = i.checked_mul(self.plan.per_fragment)?;
+        let len = self
+            .plan
+            .per_fragment
+            .min(self.plan.body.saturating_sub(offset));
+        Some(Fragment {
+            offset,
+            len,
+            more: true,
+        })
     }
 }
 
@@ -103,8 +115,9 @@ pub fn plan_fragments(
         .ok_or(SplitError::ThresholdTooSmall)?;
     if payload_len <= final_room {
         return Ok(FragmentPlan {
-            total: payload_len,
-            per_fragment: payload_len.max(1),
+            body: 0,
+            last: payload_len,
+            per_fragment: 0,
             count: 1,
         });
     }
@@ -112,18 +125,19 @@ pub fn plan_fragments(
         .checked_sub(EMPTY_MSG_HEADER_LEN)
         .filter(|p| *p > 0)
         .ok_or(SplitError::ThresholdTooSmall)?;
-    // Fill the non-final fragments completely; the last takes what is left,
-    // which must fit in `final_room`.
-    let excess = payload_len.saturating_sub(final_room);
-    let non_final = excess.div_ceil(per);
-    let count = non_final
+    // The last Send is filled first (it must carry the chunks anyway); the
+    // rest goes, in order, into full-sized non-final Sends.
+    let body = payload_len.saturating_sub(final_room);
+    let count = body
+        .div_ceil(per)
         .checked_add(1)
         .ok_or(SplitError::TooManyFragments)?;
     if count > max_fragments {
         return Err(SplitError::TooManyFragments);
     }
     Ok(FragmentPlan {
-        total: payload_len,
+        body,
+        last: final_room,
         per_fragment: per,
         count,
     })
@@ -299,11 +313,14 @@ impl<S: ReassemblyStorage> Reassembler<S> {
     }
 
     fn abandon(&mut self, xid: u32, more: bool, violation: Violation) -> ContinuationError {
-        let aborted = self.current.take().map(|s| s.xid).filter(|a| *a != xid);
+        let current = self.current.take().map(|s| s.xid);
         self.storage.clear();
-        if let Some(a) = aborted {
-            self.poison(a);
+        // Whatever else the broken sequence's sender still has in flight is
+        // dropped up to and including its final fragment.
+        if let Some(c) = current.filter(|c| *c != xid || more) {
+            self.poison(c);
         }
+        let aborted = current.filter(|c| *c != xid);
         if more {
             self.poison(xid);
         }

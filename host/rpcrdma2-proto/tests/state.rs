@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! State machines: credits, negotiation, continuation, reply choice,
+//! thresholds, property exchange, direction classification.
+
+mod common;
+use common::*;
+use proto::cm_private::CmPrivateData;
+use proto::continuation::*;
+use proto::credits::*;
+use proto::error::*;
+use proto::inline_threshold::InlineThresholds;
+use proto::negotiation::*;
+use proto::payload_format::*;
+use proto::properties::{PeerProperties, PropSet, ReverseSupport};
+use proto::property_exchange::*;
+use proto::reply_choice::*;
+use proto::reverse::*;
+use proto::role::{Endpoint, Role};
+use proto::v2::{self, V2DecodeConfig, RDMA2_F_MORE, RDMA2_MSG, RDMA2_NOMSG};
+use proto::version::{Version, VersionRange};
+use proto::xdr::XdrReader;
+
+// ---- credits ----
+
+#[test]
+fn one_message_until_granted() {
+    let mut c = SendCredits::new();
+    assert!(!c.has_grant());
+    assert_eq!(c.acquire(), Ok(()));
+    assert_eq!(c.acquire(), Err(CreditError::Exhausted));
+    c.on_grant(32);
+    assert!(c.has_grant());
+    assert_eq!(c.available(), 31);
+}
+
+#[test]
+fn credit_exhaustion_and_release() {
+    let mut c = SendCredits::new();
+    c.on_grant(3);
+    for _ in 0..3 {
+        c.acquire().unwrap();
+    }
+    assert_eq!(c.acquire(), Err(CreditError::Exhausted));
+    assert_eq!(c.acquire_many(1), Err(CreditError::Exhausted));
+    c.release(2).unwrap();
+    assert_eq!(c.acquire_many(3), Err(CreditError::Exhausted));
+    c.acquire_many(2).unwrap();
+    assert_eq!(c.in_flight(), 3);
+    assert_eq!(c.release(4), Err(CreditError::ReleaseUnderflow));
+    assert_eq!(c.in_flight(), 3);
+}
+
+#[test]
+fn grant_while_outstanding() {
+    let mut c = SendCredits::new();
+    c.on_grant(8);
+    for _ in 0..6 {
+        c.acquire().unwrap();
+    }
+    // Shrinking below what is in flight blocks, but loses nothing.
+    c.on_grant(4);
+    assert_eq!(c.available(), 0);
+    assert_eq!(c.acquire(), Err(CreditError::Exhausted));
+    c.release(3).unwrap();
+    assert_eq!(c.available(), 1);
+    // An asynchronous grant raises the window without a release.
+    c.on_grant(10);
+    assert_eq!(c.available(), 7);
+    // A zero grant is illegal; it is treated as one.
+    c.on_grant(0);
+    assert_eq!(c.limit(), 1);
+}
+
+#[test]
+fn receive_credits_reserve_one_for_async_grant() {
+    let mut r = ReceiveCredits::new(32);
+    assert_eq!(r.on_received(), Err(CreditError::Overrun));
+    r.on_posted(9);
+    assert_eq!(r.grantable(), 8);
+    assert_eq!(r.advertise(), 8);
+    r.on_posted(100);
+    assert_eq!(r.grantable(), 32);
+    let mut r = ReceiveCredits::new(4);
+    r.on_posted(1);
+    assert_eq!(r.advertise(), 1); // never zero
+    r.on_posted(4);
+    assert_eq!(r.advertise(), 4);
+    for _ in 0..3 {
+        r.on_received().unwrap();
+    }
+    assert!(!r.needs_async_grant());
+    r.on_received().unwrap();
+    // The peer used the whole window; one Receive is left (the reserve).
+    assert!(!r.needs_async_grant());
+    r.on_posted(4);
+    assert!(r.needs_async_grant());
+    let g = r.advertise();
+    assert_eq!(g, 4);
+    assert!(!r.needs_async_grant());
+}
+
+// ---- negotiation ----
+
+#[test]
+fn v2_probe_accepted() {
+    let mut n = ClientNegotiation::new(VersionRange::V1_AND_V2, ServerVersionMemory::default());
+    assert_eq!(n.version(), Version::V2);
+    assert_eq!(n.on_send(1025), Err(NegotiationError::FirstMessageTooLarge));
+    assert_eq!(n.on_send(1024), Ok(Version::V2));
+    assert_eq!(n.on_send(100), Err(NegotiationError::AwaitingFirstReply));
+    assert_eq!(n.on_message(2), Ok(ClientOutcome::Established(Version::V2)));
+    assert_eq!(n.on_send(4000), Ok(Version::V2));
+    assert!(!n.on_disconnect().v2_unsupported);
+}
+
+#[test]
+fn err_vers_falls_back_to_v1_without_loop() {
+    let mut n = ClientNegotiation::new(VersionRange::V1_AND_V2, ServerVersionMemory::default());
+    n.on_send(200).unwrap();
+    // The kernel's v1 server answers in the v1 layout, echoing vers 2.
+    let reply = words(&[0xabcd, 2, 32, 4, 1, 1, 1]);
+    let (xid, range) = parse_version_error(&reply).unwrap();
+    assert_eq!(xid, 0xabcd);
+    assert_eq!(
+        n.on_version_error(range),
+        Ok(ClientOutcome::FallBack(Version::V1))
+    );
+    assert_eq!(n.version(), Version::V1);
+    assert_eq!(n.on_message(1), Ok(ClientOutcome::Established(Version::V1)));
+    assert_eq!(n.on_message(2), Err(NegotiationError::UnexpectedVersion(2)));
+    // Reconnect: start straight in v1, no new probe.
+    let mem = n.on_disconnect();
+    let n2 = ClientNegotiation::new(VersionRange::V1_AND_V2, mem);
+    assert_eq!(n2.version(), Version::V1);
+}
+
+#[test]
+fn lost_probe_means_v1_next_time() {
+    let mut n = ClientNegotiation::new(VersionRange::V1_AND_V2, ServerVersionMemory::default());
+    n.on_send(100).unwrap();
+    let mem = n.on_disconnect();
+    assert!(mem.v2_unsupported);
+    assert_eq!(
+        ClientNegotiation::new(VersionRange::V1_AND_V2, mem).version(),
+        Version::V1
+    );
+}
+
+#[test]
+fn version_error_layouts_and_no_common_version() {
+    let v2_layout = words(&[7, 2, 32, 4, 1, 1, 3, 5]);
+    assert_eq!(
+        parse_version_error(&v2_layout),
+        Some((7, VersionRange { low: 3, high: 5 }))
+    );
+    let mut n = ClientNegotiation::new(VersionRange::V1_AND_V2, ServerVersionMemory::default());
+    n.on_send(10).unwrap();
+    assert_eq!(
+        n.on_version_error(VersionRange { low: 3, high: 5 }),
+        Err(NegotiationError::NoCommonVersion)
+    );
+    assert_eq!(parse_version_error(&words(&[7, 2, 32, 4, 2])), None);
+    assert_eq!(parse_version_error(&words(&[7, 2, 32, 0, 1, 1, 1])), None);
+    assert_eq!(parse_version_error(&words(&[7, 2, 32, 4, 1, 2, 1])), None);
+    assert_eq!(parse_version_error(&[]), None);
+}
+
+#[test]
+fn server_keeps_first_version() {
+    let mut s = ServerNegotiation::new(VersionRange::V1_AND_V2);
+    let e = s.on_message(1, 5).unwrap_err();
+    assert_eq!(e.body, ErrorBody::V2(V2Error::Vers { low: 1, high: 2 }));
+    assert_eq!(s.version(), None);
+    assert_eq!(s.on_message(2, 2), Ok(Version::V2));
+    assert_eq!(s.on_message(3, 2), Ok(Version::V2));
+    let e = s.on_message(4, 1).unwrap_err();
+    assert_eq!((e.xid, e.vers), (4, 1));
+    assert_eq!(e.body, ErrorBody::V2(V2Error::Vers { low: 2, high: 2 }));
+    let mut s1 = ServerNegotiation::new(VersionRange::V1_AND_V2);
+    assert_eq!(s1.on_message(1, 1), Ok(Version::V1));
+    assert_eq!(
+        s1.on_message(2, 2).unwrap_err().body,
+        ErrorBody::V1(V1Error::Vers { low: 1, high: 1 })
+    );
+}
+
+// ---- continuation ----
+
+fn v2msg(xid: u32, htype: u32, flags: u32, payload: &[u8]) -> Vec<u8> {
+    let mut b = words(&[xid, 2, 1, htype, flags, 0, 0, 0, 0]);
+    b.extend_from_slice(payload);
+    b
+}
+
+fn limits() -> ReassemblyLimits {
+    ReassemblyLimits {
+        max_len: 64,
+        max_fragments: 4,
+    }
+}
+
+#[test]
+fn plan_fragments_splits_and_fits() {
+    let p = plan_fragments(100, 200, 36, 8).unwrap();
+    assert_eq!(p.count(), 1);
+    // 36-byte non-final headers leave 64 bytes each; the final header of
+    // 60 bytes leaves 40.
+    let p = plan_fragments(300, 100, 60, 8).unwrap();
+    let f: Vec<_> = p.fragments().collect();
+    let total: usize = f.iter().map(|f| f.len).sum();
+    assert_eq!(total, 300);
+    assert!(f[..f.len() - 1].iter().all(|f| f.more && f.len + 36 <= 100));
+    let last = f.last().unwrap();
+    assert!(!last.more && last.len + 60 <= 100);
+    assert_eq!(p.count(), 6);
+    assert_eq!(plan_fragments(300, 100, 60, 4), Err(SplitError::TooManyFragments));
+    assert_eq!(plan_fragments(300, 30, 20, 99), Err(SplitError::ThresholdTooSmall));
+    assert_eq!(plan_fragments(10, 30, 40, 99), Err(SplitError::ThresholdTooSmall));
+    assert_eq!(plan_fragments(0, 36, 36, 1).unwrap().count(), 1);
+}
+
+#[test]
+fn reassembly_concatenates() {
+    let mut buf = [0u8; 64];
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let cfg = V2DecodeConfig::default();
+    let a = v2msg(9, RDMA2_MSG, RDMA2_F_MORE, b"hello ");
+    let grant = v2msg(0, RDMA2_NOMSG, 0, b"");
+    let b = v2msg(9, RDMA2_MSG, 0, b"world");
+    assert_eq!(
+        r.accept(&v2::decode(&a, &cfg).unwrap()),
+        Ok(Reassembled::Pending)
+    );
+    // A credit grant between fragments does not disturb the sequence.
+    assert_eq!(
+        r.accept(&v2::decode(&grant, &cfg).unwrap()),
+        Ok(Reassembled::Control)
+    );
+    assert_eq!(
+        r.accept(&v2::decode(&b, &cfg).unwrap()),
+        Ok(Reassembled::Complete {
+            xid: 9,
+            fragments: 2
+        })
+    );
+    assert_eq!(r.storage().data(), b"hello world");
+    let whole = v2msg(10, RDMA2_MSG, 0, b"single");
+    assert_eq!(
+        r.accept(&v2::decode(&whole, &cfg).unwrap()),
+        Ok(Reassembled::Whole(b"single"))
+    );
+}
+
+#[test]
+fn interleaved_xid_is_inval_cont_and_poisons() {
+    let mut buf = [0u8; 64];
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let cfg = V2DecodeConfig::default();
+    let feed = |r: &mut Reassembler<SliceStorage<'_>>, m: Vec<u8>| {
+        let owned = m;
+        let d = v2::decode(&owned, &cfg).unwrap();
+        r.accept(&d).map(|x| format!("{x:?}"))
+    };
+    assert!(feed(&mut r, v2msg(1, RDMA2_MSG, RDMA2_F_MORE, b"aaaa")).is_ok());
+    let e = feed(&mut r, v2msg(2, RDMA2_MSG, RDMA2_F_MORE, b"bbbb")).unwrap_err();
+    assert_eq!(e.xid, 2);
+    assert_eq!(e.aborted, Some(1));
+    assert_eq!(e.error(), V2Error::InvalCont);
+    assert_eq!(e.violation, Violation::ContinuationMismatch);
+    // The rest of both sequences is dropped silently, ending with their
+    // final fragments.
+    assert_eq!(feed(&mut r, v2msg(1, RDMA2_MSG, 0, b"a")), Ok("Dropped".into()));
+    assert_eq!(feed(&mut r, v2msg(2, RDMA2_MSG, RDMA2_F_MORE, b"b")), Ok("Dropped".into()));
+    assert_eq!(feed(&mut r, v2msg(2, RDMA2_MSG, 0, b"b")), Ok("Dropped".into()));
+    // Afterwards the XIDs are usable again.
+    assert_eq!(
+        feed(&mut r, v2msg(1, RDMA2_MSG, 0, b"ok")),
+        Ok("Whole([111, 107])".into())
+    );
+    assert!(!r.in_progress());
+}
+
+#[test]
+fn continuation_limits() {
+    let cfg = V2DecodeConfig::default();
+    // Too many fragments.
+    let mut buf = [0u8; 64];
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    for _ in 0..4 {
+        let m = v2msg(5, RDMA2_MSG, RDMA2_F_MORE, b"x");
+        assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Pending));
+    }
+    let m = v2msg(5, RDMA2_MSG, RDMA2_F_MORE, b"x");
+    let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
+    assert_eq!(e.violation, Violation::ContinuationTooLong);
+    assert_eq!(e.aborted, None);
+    let m = v2msg(5, RDMA2_MSG, 0, b"x");
+    assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Dropped));
+    // Too long.
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let big = [7u8; 40];
+    let m = v2msg(6, RDMA2_MSG, RDMA2_F_MORE, &big);
+    assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Pending));
+    let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
+    assert_eq!(e.violation, Violation::ContinuationTooLong);
+    // Storage smaller than the limit: SYSTEM rather than INVAL_CONT.
+    let mut small = [0u8; 8];
+    let mut r = Reassembler::new(SliceStorage::new(&mut small), limits());
+    let m = v2msg(7, RDMA2_MSG, RDMA2_F_MORE, &[1u8; 12]);
+    let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
+    assert_eq!(e.error(), V2Error::System);
+}
+
+#[test]
+fn special_format_mid_sequence_is_violation() {
+    let cfg = V2DecodeConfig::default();
+    let mut buf = [0u8; 64];
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let a = v2msg(3, RDMA2_MSG, RDMA2_F_MORE, b"abcd");
+    r.accept(&v2::decode(&a, &cfg).unwrap()).unwrap();
+    let nomsg = words(&[3, 2, 1, RDMA2_NOMSG, 0, 0, 0, 0, 1, 1, 1, 100, 0, 0]);
+    let e = r.accept(&v2::decode(&nomsg, &cfg).unwrap()).unwrap_err();
+    assert_eq!(e.xid, 3);
+    assert_eq!(e.aborted, None);
+    // Without a sequence, Special Format is simply external.
+    assert_eq!(r.accept(&v2::decode(&nomsg, &cfg).unwrap()), Ok(Reassembled::Dropped));
+    assert_eq!(r.accept(&v2::decode(&nomsg, &cfg).unwrap()), Ok(Reassembled::External));
+}
+
+// ---- reply choice and formats ----
+
+fn shape<'s>(w: &'s [u64], c: &'s [u64]) -> ReplyShape<'s> {
+    ReplyShape {
+        ddp_results: w,
+        write_chunk_capacity: c,
+        reply_chunk_capacity: None,
+        payload_len: 100,
+        header_len: 40,
+        threshold: 4096,
+        max_sends: 8,
+    }
+}
+
+#[test]
+fn reply_mechanism_choice() {
+    let s = shape(&[], &[]);
+    assert_eq!(choose_reply_v2(&s), Ok(PayloadFormat::Simple));
+    assert_eq!(choose_reply_v1(&s), Ok(PayloadFormat::Simple));
+    // Write chunk too small: WRITE_RESOURCE names the 1-based index.
+    let s = shape(&[100, 5000], &[200, 4096]);
+    assert_eq!(
+        choose_reply_v2(&s),
+        Err(V2Error::WriteResource {
+            chunk_index: 2,
+            length_needed: 5000
+        })
+    );
+    assert_eq!(choose_reply_v1(&s), Err(V1Error::Chunk));
+    // Too large inline, Reply chunk provided and big enough: MUST use it.
+    let s = ReplyShape {
+        payload_len: 10000,
+        reply_chunk_capacity: Some(10000),
+        ..shape(&[], &[])
+    };
+    assert_eq!(choose_reply_v2(&s), Ok(PayloadFormat::Special));
+    assert_eq!(choose_reply_v1(&s), Ok(PayloadFormat::Special));
+    // Reply chunk too small: continuation instead (v2), ERR_CHUNK (v1).
+    let s = ReplyShape {
+        reply_chunk_capacity: Some(9999),
+        ..s
+    };
+    assert_eq!(
+        choose_reply_v2(&s),
+        Ok(PayloadFormat::Continued { sends: 3 })
+    );
+    assert_eq!(choose_reply_v1(&s), Err(V1Error::Chunk));
+    // No continuation possible: REPLY_RESOURCE with the length needed.
+    let s = ReplyShape { max_sends: 2, ..s };
+    assert_eq!(
+        choose_reply_v2(&s),
+        Err(V2Error::ReplyResource {
+            length_needed: 10000
+        })
+    );
+}
+
+#[test]
+fn call_format_choice() {
+    let mut c = CallShape {
+        payload_len: 1000,
+        header_len: 36,
+        threshold: 1024,
+        continuation: true,
+        max_sends: 4,
+    };
+    assert_eq!(choose_call_format(&c), PayloadFormat::Continued { sends: 2 });
+    c.payload_len = 988;
+    assert_eq!(choose_call_format(&c), PayloadFormat::Simple);
+    c.payload_len = 100_000;
+    assert_eq!(choose_call_format(&c), PayloadFormat::Special);
+    c.payload_len = 2000;
+    c.continuation = false;
+    assert_eq!(choose_call_format(&c), PayloadFormat::Special);
+}
+
+// ---- thresholds ----
+
+#[test]
+fn inline_thresholds() {
+    assert_eq!(InlineThresholds::V1_DEFAULT.call, 1024);
+    assert_eq!(InlineThresholds::V2_DEFAULT.reply, 4096);
+    // v1 client with 4 KiB buffers; server advertises send 8 KiB recv 2 KiB.
+    let peer = CmPrivateData::new(8192, 2048, true);
+    let t = InlineThresholds::v1(Role::Requester, 4096, 4096, Some(&peer));
+    assert_eq!((t.call, t.reply), (2048, 4096));
+    assert_eq!(t.send(Role::Requester), 2048);
+    assert_eq!(t.receive(Role::Requester), 4096);
+    let t = InlineThresholds::v1(Role::Requester, 4096, 4096, None);
+    assert_eq!((t.call, t.reply), (1024, 1024));
+    let t = InlineThresholds::v1(Role::Responder, 4096, 4096, Some(&peer));
+    assert_eq!((t.call, t.reply), (4096, 2048));
+    // v2 from properties.
+    let local = PeerProperties {
+        send_size: 16384,
+        recv_buffer_size: 8192,
+        ..PeerProperties::DEFAULT
+    };
+    let peer = PeerProperties {
+        send_size: 65536,
+        recv_buffer_size: 4096,
+        ..PeerProperties::DEFAULT
+    };
+    let t = InlineThresholds::v2(Role::Responder, &local, &peer);
+    assert_eq!((t.call, t.reply), (8192, 4096));
+    let t = InlineThresholds::v2(Role::Requester, &PeerProperties::DEFAULT, &PeerProperties::DEFAULT);
+    assert_eq!(t, InlineThresholds::V2_DEFAULT);
+}
+
+// ---- property exchange ----
+
+#[test]
+fn property_exchange_model() {
+    let set_bytes = words(&[1, 1, 4, 8192]);
+    let set = PropSet::decode(&mut XdrReader::new(&set_bytes)).unwrap();
+    let mut x = PropertyExchange::new();
+    assert_eq!(x.on_connprop(&set, true), Ok(ExchangeEvent::MoreExpected));
+    assert!(!x.complete());
+    x.on_local_sent(true);
+    x.on_local_sent(false);
+    assert_eq!(x.on_connprop(&set, false), Ok(ExchangeEvent::PeerDone));
+    assert!(x.complete());
+    assert_eq!(x.peer().send_size, 8192);
+    let e = x.on_connprop(&set, false).unwrap_err();
+    assert_eq!(e.0, V2Error::InvalHtype);
+    // A peer that starts with RPC traffic keeps the defaults.
+    let mut y = PropertyExchange::new();
+    y.on_other_message();
+    assert!(y.peer_done());
+    assert_eq!(*y.peer(), PeerProperties::DEFAULT);
+    assert!(y.on_connprop(&set, false).is_err());
+}
+
+// ---- direction ----
+
+#[test]
+fn reverse_direction_classification() {
+    let call = words(&[42, 0, 2]);
+    let reply = words(&[42, 1, 0]);
+    assert_eq!(classify_v1(Endpoint::Client, 42, &reply), Ok(Direction::ForwardReply));
+    assert_eq!(classify_v1(Endpoint::Client, 42, &call), Ok(Direction::ReverseCall));
+    assert_eq!(classify_v1(Endpoint::Server, 42, &call), Ok(Direction::ForwardCall));
+    assert_eq!(classify_v1(Endpoint::Server, 42, &reply), Ok(Direction::ReverseReply));
+    assert_eq!(classify_v1(Endpoint::Server, 43, &call), Err(Violation::XidMismatch));
+    assert_eq!(classify_v1(Endpoint::Server, 42, &call[..7]), Err(Violation::BadRpcHeader));
+    assert_eq!(
+        classify_v1(Endpoint::Server, 42, &words(&[42, 2])),
+        Err(Violation::BadRpcHeader)
+    );
+    assert_eq!(
+        classify_v2(Endpoint::Client, 42, false, Some(&call)),
+        Ok(Direction::ReverseCall)
+    );
+    assert_eq!(
+        classify_v2(Endpoint::Client, 42, true, Some(&call)),
+        Err(Violation::DirectionMismatch)
+    );
+    assert_eq!(classify_v2(Endpoint::Server, 42, true, None), Ok(Direction::ReverseReply));
+}
+
+#[test]
+fn reverse_support_levels() {
+    use ReverseSupport::*;
+    let simple = PayloadFormat::Simple;
+    let cont = PayloadFormat::Continued { sends: 2 };
+    assert_eq!(check_reverse_support(None, simple, false, false, false), Err(V2Error::System));
+    assert_eq!(check_reverse_support(Simple, simple, false, false, false), Ok(()));
+    assert_eq!(check_reverse_support(Simple, cont, false, false, false), Err(V2Error::InvalCont));
+    assert_eq!(check_reverse_support(Continued, cont, false, false, false), Ok(()));
+    assert_eq!(
+        check_reverse_support(Continued, simple, true, false, false),
+        Err(V2Error::ReadChunks { max_chunks: 0 })
+    );
+    assert_eq!(
+        check_reverse_support(Continued, simple, false, true, false),
+        Err(V2Error::WriteChunks { max_chunks: 0 })
+    );
+    assert_eq!(
+        check_reverse_support(Simple, simple, false, false, true),
+        Err(V2Error::ReplyResource { length_needed: 0 })
+    );
+    assert_eq!(check_reverse_support(General, PayloadFormat::Special, true, true, true), Ok(()));
+}
