@@ -214,9 +214,18 @@ fn plan_fragments_splits_and_fits() {
     let last = f.last().unwrap();
     assert!(!last.more && last.len + 60 <= 100);
     assert_eq!(p.count(), 6);
-    assert_eq!(plan_fragments(300, 100, 60, 4), Err(SplitError::TooManyFragments));
-    assert_eq!(plan_fragments(300, 30, 20, 99), Err(SplitError::ThresholdTooSmall));
-    assert_eq!(plan_fragments(10, 30, 40, 99), Err(SplitError::ThresholdTooSmall));
+    assert_eq!(
+        plan_fragments(300, 100, 60, 4),
+        Err(SplitError::TooManyFragments)
+    );
+    assert_eq!(
+        plan_fragments(300, 30, 20, 99),
+        Err(SplitError::ThresholdTooSmall)
+    );
+    assert_eq!(
+        plan_fragments(10, 30, 40, 99),
+        Err(SplitError::ThresholdTooSmall)
+    );
     assert_eq!(plan_fragments(0, 36, 36, 1).unwrap().count(), 1);
 }
 
@@ -270,9 +279,18 @@ fn interleaved_xid_is_inval_cont_and_poisons() {
     assert_eq!(e.violation, Violation::ContinuationMismatch);
     // The rest of both sequences is dropped silently, ending with their
     // final fragments.
-    assert_eq!(feed(&mut r, v2msg(1, RDMA2_MSG, 0, b"a")), Ok("Dropped".into()));
-    assert_eq!(feed(&mut r, v2msg(2, RDMA2_MSG, RDMA2_F_MORE, b"b")), Ok("Dropped".into()));
-    assert_eq!(feed(&mut r, v2msg(2, RDMA2_MSG, 0, b"b")), Ok("Dropped".into()));
+    assert_eq!(
+        feed(&mut r, v2msg(1, RDMA2_MSG, 0, b"a")),
+        Ok("Dropped".into())
+    );
+    assert_eq!(
+        feed(&mut r, v2msg(2, RDMA2_MSG, RDMA2_F_MORE, b"b")),
+        Ok("Dropped".into())
+    );
+    assert_eq!(
+        feed(&mut r, v2msg(2, RDMA2_MSG, 0, b"b")),
+        Ok("Dropped".into())
+    );
     // Afterwards the XIDs are usable again.
     assert_eq!(
         feed(&mut r, v2msg(1, RDMA2_MSG, 0, b"ok")),
@@ -289,19 +307,28 @@ fn continuation_limits() {
     let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
     for _ in 0..4 {
         let m = v2msg(5, RDMA2_MSG, RDMA2_F_MORE, b"x");
-        assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Pending));
+        assert_eq!(
+            r.accept(&v2::decode(&m, &cfg).unwrap()),
+            Ok(Reassembled::Pending)
+        );
     }
     let m = v2msg(5, RDMA2_MSG, RDMA2_F_MORE, b"x");
     let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
     assert_eq!(e.violation, Violation::ContinuationTooLong);
     assert_eq!(e.aborted, None);
     let m = v2msg(5, RDMA2_MSG, 0, b"x");
-    assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Dropped));
+    assert_eq!(
+        r.accept(&v2::decode(&m, &cfg).unwrap()),
+        Ok(Reassembled::Dropped)
+    );
     // Too long.
     let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
     let big = [7u8; 40];
     let m = v2msg(6, RDMA2_MSG, RDMA2_F_MORE, &big);
-    assert_eq!(r.accept(&v2::decode(&m, &cfg).unwrap()), Ok(Reassembled::Pending));
+    assert_eq!(
+        r.accept(&v2::decode(&m, &cfg).unwrap()),
+        Ok(Reassembled::Pending)
+    );
     let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
     assert_eq!(e.violation, Violation::ContinuationTooLong);
     // Storage smaller than the limit: SYSTEM rather than INVAL_CONT.
@@ -323,9 +350,12 @@ fn special_format_mid_sequence_is_violation() {
     let e = r.accept(&v2::decode(&nomsg, &cfg).unwrap()).unwrap_err();
     assert_eq!(e.xid, 3);
     assert_eq!(e.aborted, None);
-    // Without a sequence, Special Format is simply external.
-    assert_eq!(r.accept(&v2::decode(&nomsg, &cfg).unwrap()), Ok(Reassembled::Dropped));
-    assert_eq!(r.accept(&v2::decode(&nomsg, &cfg).unwrap()), Ok(Reassembled::External));
+    // It ended XID 3's sequence, so nothing stays poisoned; without a
+    // sequence, Special Format is simply external.
+    assert_eq!(
+        r.accept(&v2::decode(&nomsg, &cfg).unwrap()),
+        Ok(Reassembled::External)
+    );
 }
 
 // ---- reply choice and formats ----
@@ -394,7 +424,10 @@ fn call_format_choice() {
         continuation: true,
         max_sends: 4,
     };
-    assert_eq!(choose_call_format(&c), PayloadFormat::Continued { sends: 2 });
+    assert_eq!(
+        choose_call_format(&c),
+        PayloadFormat::Continued { sends: 2 }
+    );
     c.payload_len = 988;
     assert_eq!(choose_call_format(&c), PayloadFormat::Simple);
     c.payload_len = 100_000;
@@ -433,7 +466,11 @@ fn inline_thresholds() {
     };
     let t = InlineThresholds::v2(Role::Responder, &local, &peer);
     assert_eq!((t.call, t.reply), (8192, 4096));
-    let t = InlineThresholds::v2(Role::Requester, &PeerProperties::DEFAULT, &PeerProperties::DEFAULT);
+    let t = InlineThresholds::v2(
+        Role::Requester,
+        &PeerProperties::DEFAULT,
+        &PeerProperties::DEFAULT,
+    );
     assert_eq!(t, InlineThresholds::V2_DEFAULT);
 }
 
@@ -467,12 +504,30 @@ fn property_exchange_model() {
 fn reverse_direction_classification() {
     let call = words(&[42, 0, 2]);
     let reply = words(&[42, 1, 0]);
-    assert_eq!(classify_v1(Endpoint::Client, 42, &reply), Ok(Direction::ForwardReply));
-    assert_eq!(classify_v1(Endpoint::Client, 42, &call), Ok(Direction::ReverseCall));
-    assert_eq!(classify_v1(Endpoint::Server, 42, &call), Ok(Direction::ForwardCall));
-    assert_eq!(classify_v1(Endpoint::Server, 42, &reply), Ok(Direction::ReverseReply));
-    assert_eq!(classify_v1(Endpoint::Server, 43, &call), Err(Violation::XidMismatch));
-    assert_eq!(classify_v1(Endpoint::Server, 42, &call[..7]), Err(Violation::BadRpcHeader));
+    assert_eq!(
+        classify_v1(Endpoint::Client, 42, &reply),
+        Ok(Direction::ForwardReply)
+    );
+    assert_eq!(
+        classify_v1(Endpoint::Client, 42, &call),
+        Ok(Direction::ReverseCall)
+    );
+    assert_eq!(
+        classify_v1(Endpoint::Server, 42, &call),
+        Ok(Direction::ForwardCall)
+    );
+    assert_eq!(
+        classify_v1(Endpoint::Server, 42, &reply),
+        Ok(Direction::ReverseReply)
+    );
+    assert_eq!(
+        classify_v1(Endpoint::Server, 43, &call),
+        Err(Violation::XidMismatch)
+    );
+    assert_eq!(
+        classify_v1(Endpoint::Server, 42, &call[..7]),
+        Err(Violation::BadRpcHeader)
+    );
     assert_eq!(
         classify_v1(Endpoint::Server, 42, &words(&[42, 2])),
         Err(Violation::BadRpcHeader)
@@ -485,7 +540,10 @@ fn reverse_direction_classification() {
         classify_v2(Endpoint::Client, 42, true, Some(&call)),
         Err(Violation::DirectionMismatch)
     );
-    assert_eq!(classify_v2(Endpoint::Server, 42, true, None), Ok(Direction::ReverseReply));
+    assert_eq!(
+        classify_v2(Endpoint::Server, 42, true, None),
+        Ok(Direction::ReverseReply)
+    );
 }
 
 #[test]
@@ -493,10 +551,22 @@ fn reverse_support_levels() {
     use ReverseSupport::*;
     let simple = PayloadFormat::Simple;
     let cont = PayloadFormat::Continued { sends: 2 };
-    assert_eq!(check_reverse_support(None, simple, false, false, false), Err(V2Error::System));
-    assert_eq!(check_reverse_support(Simple, simple, false, false, false), Ok(()));
-    assert_eq!(check_reverse_support(Simple, cont, false, false, false), Err(V2Error::InvalCont));
-    assert_eq!(check_reverse_support(Continued, cont, false, false, false), Ok(()));
+    assert_eq!(
+        check_reverse_support(None, simple, false, false, false),
+        Err(V2Error::System)
+    );
+    assert_eq!(
+        check_reverse_support(Simple, simple, false, false, false),
+        Ok(())
+    );
+    assert_eq!(
+        check_reverse_support(Simple, cont, false, false, false),
+        Err(V2Error::InvalCont)
+    );
+    assert_eq!(
+        check_reverse_support(Continued, cont, false, false, false),
+        Ok(())
+    );
     assert_eq!(
         check_reverse_support(Continued, simple, true, false, false),
         Err(V2Error::ReadChunks { max_chunks: 0 })
@@ -509,5 +579,8 @@ fn reverse_support_levels() {
         check_reverse_support(Simple, simple, false, false, true),
         Err(V2Error::ReplyResource { length_needed: 0 })
     );
-    assert_eq!(check_reverse_support(General, PayloadFormat::Special, true, true, true), Ok(()));
+    assert_eq!(
+        check_reverse_support(General, PayloadFormat::Special, true, true, true),
+        Ok(())
+    );
 }

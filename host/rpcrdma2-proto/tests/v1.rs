@@ -18,11 +18,10 @@ fn cfg() -> V1DecodeConfig {
 }
 
 fn reply_of(f: Fault) -> (u32, u32, V1Error) {
-    match f.reply().expect("a reply") {
-        r => match r.body {
-            ErrorBody::V1(e) => (r.xid, r.vers, e),
-            other => panic!("not a v1 error: {other:?}"),
-        },
+    let r = f.reply().expect("a reply");
+    match r.body {
+        ErrorBody::V1(e) => (r.xid, r.vers, e),
+        other => panic!("not a v1 error: {other:?}"),
     }
 }
 
@@ -51,9 +50,9 @@ fn msg_with_read_list_two_chunks() {
         1, 16, 0xaa, 100, 0, 0x1000, //
         1, 16, 0xab, 20, 0, 0x2000, //
         1, 64, 0xac, 4, 0, 0x3000, //
-        0, // end of read list
-        0, // write list
-        0, // reply chunk
+        0,      // end of read list
+        0,      // write list
+        0,      // reply chunk
     ]);
     let h = v1::decode(&buf, &cfg()).unwrap();
     let V1Body::Msg { chunks, payload } = h.body else {
@@ -155,7 +154,10 @@ fn error_vers_and_chunk() {
     // Unknown error codes and truncated arms are dropped silently.
     for bad in [words(&[XID, 1, 8, 4, 3]), words(&[XID, 1, 8, 4, 1, 1])] {
         let f = v1::decode(&bad, &cfg()).unwrap_err();
-        assert!(matches!(f, Fault::Discard(Violation::ErrorBody(_))), "{f:?}");
+        assert!(
+            matches!(f, Fault::Discard(Violation::ErrorBody(_))),
+            "{f:?}"
+        );
     }
 }
 
@@ -193,11 +195,11 @@ fn unknown_proc_is_err_chunk() {
 #[test]
 fn malformed_lists_are_err_chunk() {
     let cases = [
-        words(&[XID, 1, 8, 0]),                         // lists missing
-        words(&[XID, 1, 8, 0, 2, 0, 0]),                // bad discriminant
+        words(&[XID, 1, 8, 0]),                            // lists missing
+        words(&[XID, 1, 8, 0, 2, 0, 0]),                   // bad discriminant
         words(&[XID, 1, 8, 0, 1, 6, 1, 1, 0, 0, 0, 0, 0]), // misaligned position
-        words(&[XID, 1, 8, 0, 0, 1, 1000, 0]),          // count beyond buffer
-        words(&[XID, 1, 8, 0, 0, 1, 0xffff_ffff]),      // huge count
+        words(&[XID, 1, 8, 0, 0, 1, 1000, 0]),             // count beyond buffer
+        words(&[XID, 1, 8, 0, 0, 1, 0xffff_ffff]),         // huge count
     ];
     for buf in cases {
         let f = v1::decode(&buf, &cfg()).unwrap_err();

@@ -274,10 +274,7 @@ fn chunk_limit_errors_carry_local_limits() {
         max_write_chunks: 1,
         max_segments: 2,
     };
-    let c = V2DecodeConfig {
-        limits,
-        ..cfg()
-    };
+    let c = V2DecodeConfig { limits, ..cfg() };
     let reads = msg(0, &[0, 1, 0, 1, 1, 0, 0, 1, 4, 1, 1, 0, 0, 0, 0, 0], &[]);
     assert_eq!(
         v2_reply(decode(&reads, &c).unwrap_err()),
@@ -336,7 +333,13 @@ fn connprop_every_property() {
     assert_eq!(props[3], Property::MaxSegmentCount(8));
     assert_eq!(props[4], Property::Reverse(ReverseSupport::Continued));
     assert_eq!(props[5], Property::HostAuth(b"hello"));
-    assert!(matches!(props[6], Property::Unknown(PropVal { which: 99, data: b"xyz" })));
+    assert!(matches!(
+        props[6],
+        Property::Unknown(PropVal {
+            which: 99,
+            data: b"xyz"
+        })
+    ));
     assert_eq!(props[7], Property::RecvBufferSize(DEFAULT_BUFFER_SIZE));
     let mut peer = PeerProperties::default();
     peer.apply(&set);
@@ -366,7 +369,9 @@ fn connprop_every_property() {
     let expect = cat(&[
         &connprop(
             RDMA2_F_TPMORE,
-            &[6, 1, 4, 8192, 2, 4, 16384, 3, 4, 65536, 4, 4, 8, 5, 4, 2, 6, 12, 5],
+            &[
+                6, 1, 4, 8192, 2, 4, 16384, 3, 4, 65536, 4, 4, 8, 5, 4, 2, 6, 12, 5,
+            ],
         ),
         b"hello\0\0\0",
     ]);

@@ -7,6 +7,11 @@
 //! parse the rest. [`decode`] does that and hands the buffer to the v1 or
 //! v2 decoder; [`encode_error_reply`] turns a [`Fault`]'s [`ErrorReply`]
 //! into the matching `RDMA_ERROR` or `RDMA2_ERROR` header.
+//!
+//! A client still probing with version 2 must first offer each reply to
+//! [`super::negotiation::parse_version_error`]: a v1-only server answers in
+//! the v1 layout while echoing `rdma_vers` 2, which the v2 decoder (rightly)
+//! cannot parse and drops.
 
 use super::chunk::ChunkLimits;
 use super::error::{ErrorBody, ErrorReply, Fault, V1Error, V2Error, Violation};
