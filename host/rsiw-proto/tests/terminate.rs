@@ -185,3 +185,65 @@ proptest! {
         let _ = TerminateMessage::decode(&body);
     }
 }
+
+#[test]
+fn reporting_builds_the_rfc_echo() {
+    use rsiw_proto::proto::rdmap::{encode_headers, untagged_header, Opcode};
+    let expected = read_request_terminate();
+    let offending = &expected[24..];
+    assert_eq!(offending.len(), 46);
+    let m = TerminateMessage::reporting(TermError::RdmapBaseBounds, Some(offending));
+    let mut out = [0u8; 128];
+    let n = encode_headers(
+        &untagged_header(Opcode::Terminate, true, 0, 1, 0),
+        &OpcodeHeader::Terminate(m),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(&out[..n], &expected[..]);
+
+    // DDP errors echo the DDP header only.
+    let m = TerminateMessage::reporting(TermError::DdpInvalidQn, Some(offending));
+    assert_eq!(
+        m.control.flags,
+        EchoFlags {
+            segment_length: true,
+            ddp_header: true,
+            rdmap_header: false
+        }
+    );
+    assert_eq!(m.ddp_header, Some(&offending[..18]));
+    assert_eq!(m.rdmap_header, None);
+    // Version errors and MPA errors echo nothing.
+    for e in [
+        TermError::RdmapInvalidVersion,
+        TermError::DdpUntaggedInvalidVersion,
+        TermError::MpaCrc,
+    ] {
+        let m = TerminateMessage::reporting(e, Some(offending));
+        assert_eq!(m.control.flags, EchoFlags::default());
+        assert_eq!(m.encode(&mut out), Ok(4));
+    }
+    // A segment too short for its DDP header is not echoed.
+    let m = TerminateMessage::reporting(TermError::RdmapBaseBounds, Some(&offending[..10]));
+    assert_eq!(m.control.flags, EchoFlags::default());
+    // A Send's protection error sets R with an empty RDMA header.
+    let send = [
+        0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 9, 9,
+    ];
+    let m = TerminateMessage::reporting(TermError::RdmapInvalidStag, Some(&send));
+    assert_eq!(m.rdmap_header, Some(&[][..]));
+    assert_eq!(m.segment_length, Some(20));
+    let n = m.encode(&mut out).unwrap();
+    assert_eq!(TerminateMessage::decode(&out[..n]).unwrap(), m);
+}
+
+proptest! {
+    #[test]
+    fn reporting_always_encodes(i in 0usize..33, seg in proptest::collection::vec(any::<u8>(), 0..80)) {
+        let m = TerminateMessage::reporting(ALL_TERM_ERRORS[i], Some(&seg));
+        let mut out = [0u8; 128];
+        let n = m.encode(&mut out).unwrap();
+        prop_assert_eq!(TerminateMessage::decode(&out[..n]).unwrap(), m);
+    }
+}

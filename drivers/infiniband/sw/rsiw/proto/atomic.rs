@@ -173,7 +173,6 @@ impl AtomicRequestHeader {
     }
 
     /// A CmpSwap request; all-ones masks give the plain operation.
-    #[allow(clippy::too_many_arguments)]
     pub const fn cmp_swap(
         request_id: u32,
         remote_stag: u32,

@@ -42,12 +42,13 @@ pub const MAX_HEADER_LEN: usize = 128;
 
 /// Pad bytes that follow a ULPDU of `ulpdu_len` bytes.
 pub const fn pad_len(ulpdu_len: usize) -> usize {
-    (4 - (ulpdu_len + LENGTH_FIELD_LEN) % 4) % 4
+    (4 - (ulpdu_len % 4 + LENGTH_FIELD_LEN) % 4) % 4
 }
 
-/// Total FPDU length for a ULPDU of `ulpdu_len` bytes.
+/// Total FPDU length for a ULPDU of `ulpdu_len` bytes (saturating; only
+/// lengths up to `u16::MAX` can be framed).
 pub const fn fpdu_len(ulpdu_len: usize) -> usize {
-    LENGTH_FIELD_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN
+    ulpdu_len.saturating_add(LENGTH_FIELD_LEN + CRC_LEN + pad_len(ulpdu_len))
 }
 
 /// The pad and CRC that close an FPDU.

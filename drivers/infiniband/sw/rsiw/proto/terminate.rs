@@ -26,6 +26,7 @@
 //! whatever follows (28 bytes for an RDMA Read Request).
 
 use super::ddp;
+use super::rdmap::{Opcode, RdmapControl};
 use super::wire::{self, EncodeError};
 
 /// Length of the Terminate Control field.
@@ -387,6 +388,51 @@ impl TerminateError {
 }
 
 impl<'a> TerminateMessage<'a> {
+    /// The TERMINATE body reporting `error` about the `offending` ULPDU (the
+    /// DDP segment that caused it, if any). The headers are echoed as
+    /// [`TermError::echo_flags`] asks, as far as `offending` holds them: the
+    /// DDP header, and for protection errors also the opcode's own RDMA header
+    /// (e.g. the 28-byte Read Request header; empty for a Send). Send the
+    /// result with [`super::rdmap::encode_headers`] on queue 2.
+    pub fn reporting(error: TermError, offending: Option<&'a [u8]>) -> Self {
+        let wanted = error.echo_flags();
+        let mut message = Self {
+            control: TerminateControl::new(error, EchoFlags::default()),
+            segment_length: None,
+            ddp_header: None,
+            rdmap_header: None,
+        };
+        let Some(segment) = offending else {
+            return message;
+        };
+        if !wanted.ddp_header {
+            return message;
+        }
+        let Some(&first) = segment.first() else {
+            return message;
+        };
+        let ddp_len = ddp::DdpControl::from_byte(first).header_len();
+        let Some(ddp_header) = segment.get(..ddp_len) else {
+            return message;
+        };
+        message.ddp_header = Some(ddp_header);
+        message.segment_length = Some(u16::try_from(segment.len()).unwrap_or(u16::MAX));
+        message.control.flags.ddp_header = true;
+        message.control.flags.segment_length = wanted.segment_length;
+        if wanted.rdmap_header {
+            let rdmap_len = segment
+                .get(1)
+                .and_then(|&b| Opcode::from_u8(RdmapControl::from_byte(b).opcode))
+                .map_or(0, |op| op.rdmap_header_len());
+            let end = ddp_len.saturating_add(rdmap_len);
+            if let Some(rdmap_header) = segment.get(ddp_len..end) {
+                message.rdmap_header = Some(rdmap_header);
+                message.control.flags.rdmap_header = true;
+            }
+        }
+        message
+    }
+
     /// Decodes the body of a TERMINATE (the bytes after its untagged DDP
     /// header, up to the end of the ULPDU).
     pub fn decode(body: &'a [u8]) -> Result<Self, TerminateError> {

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Negotiation over arbitrary configurations and frames: never panics, and
+//! accepted outcomes respect the RFC 6581 section 9.1 bounds.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rsiw_proto::proto::mpa::{FrameKind, MpaFrame, RtrKinds, REPLY_KEY, REQUEST_KEY};
+use rsiw_proto::proto::mpa_negotiation::{
+    CrcPolicy, InitiatorConfig, InitiatorOutcome, QueueDepth, ResponderConfig,
+};
+
+fn policy(b: u8) -> CrcPolicy {
+    match b % 3 {
+        0 => CrcPolicy::Required,
+        1 => CrcPolicy::Optional,
+        _ => CrcPolicy::Disabled,
+    }
+}
+
+fn rtr(b: u8) -> RtrKinds {
+    RtrKinds { send: b & 1 != 0, write: b & 2 != 0, read: b & 4 != 0 }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((cfg, frame)) = data.split_at_checked(12) else { return };
+    let word = |i: usize| u16::from_be_bytes([cfg[i], cfg[i + 1]]) & 0x3FFF;
+    let initiator = InitiatorConfig {
+        crc: policy(cfg[0]),
+        enhanced: cfg[1] & 1 != 0,
+        ird: word(2),
+        ord: word(4),
+        max_ird: word(6),
+        peer_to_peer: cfg[1] & 2 != 0,
+        rtr: rtr(cfg[1] >> 2),
+    };
+    let responder = ResponderConfig {
+        crc: policy(cfg[8]),
+        enhanced: cfg[9] & 1 != 0,
+        max_ird: word(6),
+        ord: word(10),
+        min_ord: word(2) & 0xFF,
+        rtr: rtr(cfg[9] >> 1),
+    };
+    // The fuzzer supplies everything after the key, so that it spends its
+    // time on flags, revisions and enhanced data rather than on the key.
+    let request = [&REQUEST_KEY[..], frame].concat();
+    let reply = [&REPLY_KEY[..], frame].concat();
+    if let Ok((req, _)) = MpaFrame::decode(&request, FrameKind::Request) {
+        let mut out = [0u8; 600];
+        match responder.process_request(&req) {
+            Ok(d) => {
+                if let QueueDepth::Set(ird) = d.local_ird {
+                    assert!(ird <= responder.max_ird.max(1));
+                }
+                if let (QueueDepth::Set(ord), Some(peer)) = (d.local_ord, req.enhanced) {
+                    assert!(ord <= peer.ird);
+                }
+                d.encode_reply(&mut out, req.ulp_private_data).expect("reply fits");
+            }
+            Err(e) => {
+                let _ = e.term();
+                responder.encode_reject(&req, e, &mut out, &[]).expect("reject fits");
+            }
+        }
+    }
+    if let Ok((rep, _)) = MpaFrame::decode(&reply, FrameKind::Reply) {
+        match initiator.process_reply(&rep) {
+            Ok(InitiatorOutcome::Accepted(d)) => {
+                if let QueueDepth::Set(ird) = d.local_ird {
+                    assert!(ird <= initiator.max_ird.max(initiator.ird));
+                }
+                if let QueueDepth::Set(ord) = d.local_ord {
+                    assert!(ord <= initiator.ord);
+                }
+                if let Some(kind) = d.rtr {
+                    assert!(initiator.rtr.contains(kind));
+                }
+            }
+            Ok(InitiatorOutcome::Rejected { .. }) => {}
+            Err(e) => {
+                let _ = e.term();
+            }
+        }
+    }
+});
