@@ -300,7 +300,8 @@ impl<S: ReassemblyStorage> Reassembler<S> {
         if let Some(slot) = self.poisoned.iter_mut().find(|s| s.is_none()) {
             *slot = Some(xid);
         } else {
-            self.poisoned = [self.poisoned[1], Some(xid)];
+            let [_, newer] = self.poisoned;
+            self.poisoned = [newer, Some(xid)];
         }
     }
 
