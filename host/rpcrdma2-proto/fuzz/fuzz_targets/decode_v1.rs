@@ -17,14 +17,20 @@ fuzz_target!(|data: &[u8]| {
         },
         ..Default::default()
     };
-    let Ok(h) = v1::decode(data, &cfg) else { return };
+    let Ok(h) = v1::decode(data, &cfg) else {
+        return;
+    };
     let (chunks, nomsg) = match h.body {
         V1Body::Msg { chunks, .. } => (chunks, false),
         V1Body::NoMsg { chunks } => (chunks, true),
         _ => return,
     };
     let reads: Vec<ReadSegment> = chunks.reads.segments().collect();
-    let writes: Vec<Vec<Segment>> = chunks.writes.chunks().map(|c| c.segments().collect()).collect();
+    let writes: Vec<Vec<Segment>> = chunks
+        .writes
+        .chunks()
+        .map(|c| c.segments().collect())
+        .collect();
     let wrefs: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
     let reply: Option<Vec<Segment>> = chunks.reply.map(|c| c.segments().collect());
     let lists = ChunkListsRef {
@@ -32,7 +38,11 @@ fuzz_target!(|data: &[u8]| {
         writes: &wrefs,
         reply: reply.as_deref(),
     };
-    let body = if nomsg { V1BodyRef::NoMsg(lists) } else { V1BodyRef::Msg(lists) };
+    let body = if nomsg {
+        V1BodyRef::NoMsg(lists)
+    } else {
+        V1BodyRef::Msg(lists)
+    };
     let mut out = vec![0u8; h.header_len];
     let n = v1::encode(&mut out, h.xid, h.vers, h.credit, &body).unwrap();
     assert_eq!(&out[..n], &data[..h.header_len]);

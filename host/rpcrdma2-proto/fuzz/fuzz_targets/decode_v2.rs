@@ -11,7 +11,9 @@ use rpcrdma2_proto::proto::properties::PeerProperties;
 use rpcrdma2_proto::proto::v2::{self, V2Body, V2BodyRef, V2ChunkListsRef, V2DecodeConfig};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(m) = v2::decode(data, &V2DecodeConfig::default()) else { return };
+    let Ok(m) = v2::decode(data, &V2DecodeConfig::default()) else {
+        return;
+    };
     let (chunks, nomsg) = match m.body {
         V2Body::Msg { chunks, .. } => (chunks, false),
         V2Body::NoMsg { chunks } => (chunks, true),
@@ -23,7 +25,12 @@ fuzz_target!(|data: &[u8]| {
         V2Body::Error(_) => return,
     };
     let reads: Vec<ReadSegment> = chunks.lists.reads.segments().collect();
-    let writes: Vec<Vec<Segment>> = chunks.lists.writes.chunks().map(|c| c.segments().collect()).collect();
+    let writes: Vec<Vec<Segment>> = chunks
+        .lists
+        .writes
+        .chunks()
+        .map(|c| c.segments().collect())
+        .collect();
     let wrefs: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
     let reply: Option<Vec<Segment>> = chunks.lists.reply.map(|c| c.segments().collect());
     let c = V2ChunkListsRef {
@@ -34,7 +41,11 @@ fuzz_target!(|data: &[u8]| {
             reply: reply.as_deref(),
         },
     };
-    let body = if nomsg { V2BodyRef::NoMsg(c) } else { V2BodyRef::Msg(c) };
+    let body = if nomsg {
+        V2BodyRef::NoMsg(c)
+    } else {
+        V2BodyRef::Msg(c)
+    };
     let mut out = vec![0u8; m.header_len];
     let n = v2::encode(&mut out, &m.prefix, &body).unwrap();
     assert_eq!(&out[..n], &data[..m.header_len]);

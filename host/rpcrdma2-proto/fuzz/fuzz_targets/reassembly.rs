@@ -23,7 +23,9 @@ fuzz_target!(|data: &[u8]| {
         let len = usize::from(len).min(tail.len());
         let (msg, tail) = tail.split_at(len);
         rest = tail;
-        let Ok(m) = v2::decode(msg, &V2DecodeConfig::default()) else { continue };
+        let Ok(m) = v2::decode(msg, &V2DecodeConfig::default()) else {
+            continue;
+        };
         match r.accept(&m) {
             Ok(Reassembled::Complete { fragments, .. }) => {
                 assert!(fragments <= limits.max_fragments);
