@@ -8,8 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::atomic::{
-    check_alignment, masked_cmp_swap, masked_fetch_add, AtomicRequestHeader,
-    AtomicResponseHeader,
+    check_alignment, masked_cmp_swap, masked_fetch_add, AtomicRequestHeader, AtomicResponseHeader,
 };
 
 fn reference_fetch_add(original: u64, add: u64, mask: u64) -> u64 {
@@ -34,9 +33,18 @@ fuzz_target!(|data: &[u8]| {
         let original = req.compare_data.rotate_left(7) ^ req.remote_tagged_offset;
         let new = req.apply(original).expect("decode checked the AOpCode");
         if req.aopcode == 0 {
-            assert_eq!(new, reference_fetch_add(original, req.add_swap_data, req.add_swap_mask));
+            assert_eq!(
+                new,
+                reference_fetch_add(original, req.add_swap_data, req.add_swap_mask)
+            );
         } else {
-            let expect = masked_cmp_swap(original, req.compare_data, req.compare_mask, req.add_swap_data, req.add_swap_mask);
+            let expect = masked_cmp_swap(
+                original,
+                req.compare_data,
+                req.compare_mask,
+                req.add_swap_data,
+                req.add_swap_mask,
+            );
             assert_eq!(new, expect);
             // Bits outside the swap mask never change.
             assert_eq!((new ^ original) & !req.add_swap_mask, 0);

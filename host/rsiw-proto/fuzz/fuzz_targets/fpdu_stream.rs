@@ -24,7 +24,11 @@ fn run(stream: &[u8], crc: bool, sizes: &[u8]) -> (Vec<Ev>, Option<FpduError>) {
     let mut pos = 0;
     let mut k = 0;
     while pos < stream.len() {
-        let size = if sizes.is_empty() { stream.len() } else { usize::from(sizes[k % sizes.len()]).max(1) };
+        let size = if sizes.is_empty() {
+            stream.len()
+        } else {
+            usize::from(sizes[k % sizes.len()]).max(1)
+        };
         k += 1;
         let end = (pos + size).min(stream.len());
         let res = rx.feed(&stream[pos..end], |ev| {
@@ -51,9 +55,13 @@ fn run(stream: &[u8], crc: bool, sizes: &[u8]) -> (Vec<Ev>, Option<FpduError>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&ctl, rest)) = data.split_first() else { return };
+    let Some((&ctl, rest)) = data.split_first() else {
+        return;
+    };
     let nsizes = usize::from(ctl >> 1) % 16;
-    let Some((sizes, stream)) = rest.split_at_checked(nsizes.min(rest.len())) else { return };
+    let Some((sizes, stream)) = rest.split_at_checked(nsizes.min(rest.len())) else {
+        return;
+    };
     let crc = ctl & 1 != 0;
     let whole = run(stream, crc, &[]);
     let pieces = run(stream, crc, sizes);

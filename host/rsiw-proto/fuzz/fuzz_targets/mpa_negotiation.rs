@@ -20,11 +20,17 @@ fn policy(b: u8) -> CrcPolicy {
 }
 
 fn rtr(b: u8) -> RtrKinds {
-    RtrKinds { send: b & 1 != 0, write: b & 2 != 0, read: b & 4 != 0 }
+    RtrKinds {
+        send: b & 1 != 0,
+        write: b & 2 != 0,
+        read: b & 4 != 0,
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((cfg, frame)) = data.split_at_checked(12) else { return };
+    let Some((cfg, frame)) = data.split_at_checked(12) else {
+        return;
+    };
     let word = |i: usize| u16::from_be_bytes([cfg[i], cfg[i + 1]]) & 0x3FFF;
     let initiator = InitiatorConfig {
         crc: policy(cfg[0]),
@@ -57,11 +63,14 @@ fuzz_target!(|data: &[u8]| {
                 if let (QueueDepth::Set(ord), Some(peer)) = (d.local_ord, req.enhanced) {
                     assert!(ord <= peer.ird);
                 }
-                d.encode_reply(&mut out, req.ulp_private_data).expect("reply fits");
+                d.encode_reply(&mut out, req.ulp_private_data)
+                    .expect("reply fits");
             }
             Err(e) => {
                 let _ = e.term();
-                responder.encode_reject(&req, e, &mut out, &[]).expect("reject fits");
+                responder
+                    .encode_reject(&req, e, &mut out, &[])
+                    .expect("reject fits");
             }
         }
     }

@@ -11,7 +11,14 @@ fuzz_target!(|data: &[u8]| {
     match TerminateMessage::decode(data) {
         Ok(m) => {
             if let Some(e) = m.control.error() {
-                assert_eq!(TermError::from_triple(m.control.layer, m.control.error_type, m.control.error_code), Some(e));
+                assert_eq!(
+                    TermError::from_triple(
+                        m.control.layer,
+                        m.control.error_type,
+                        m.control.error_code
+                    ),
+                    Some(e)
+                );
                 let _ = e.echo_flags();
             }
             let mut out = vec![0u8; data.len()];
