@@ -30,7 +30,9 @@ copy() { # copy a file to the same path under $root, following links, keeping th
 }
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
-  ldd "$f" 2>/dev/null | awk '/=> \//{print $3} /^\s*\/lib/{print $1}' | while read -r l; do copy "$l"; done
+  # ldd fails on static binaries (busybox): they need nothing.
+  { ldd "$f" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\s*\/lib/{print $1}' |
+    while read -r l; do copy "$l"; done
 done
 copy /lib64/ld-linux-x86-64.so.2
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.

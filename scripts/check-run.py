@@ -16,15 +16,14 @@ import sys
 
 SPLATS = [
     r"\bOops\b", r"\bBUG:", r"\bWARNING:", r"KASAN", r"UBSAN", r"possible circular locking",
-    r"possible recursive locking", r"inconsistent lock state", r"INFO: possible",
-    r"lockdep", r"Kernel panic", r"general protection fault", r"blocked for more than",
+    r"possible recursive locking", r"inconsistent lock state", r"possible irq lock inversion",
+    r"suspicious RCU usage", r"DEBUG_LOCKS_WARN_ON", r"Kernel panic", r"general protection fault", r"blocked for more than",
     r"rcu_.* detected stalls", r"\bpanicked at\b", r"Call Trace:", r"refcount_t:",
     r"list_(add|del) corruption", r"RSIW-TIMEOUT", r"run-vm: TIMEOUT",
 ]
 # Lines that match a pattern above but are not splats (KUnit's own failure lines are counted
-# through KTAP, and the lockdep banner printed at boot is not a report).
-BENIGN = [r"Lock dependency validator", r"lockdep:\s+\[", r"\.\.\. MAX_LOCKDEP", r"in-kernel lockdep",
-          r"per task-struct memory footprint", r"lockdep_init", r"\bEXPECTATION FAILED\b"]
+# through KTAP).
+BENIGN = [r"\bEXPECTATION FAILED\b"]
 
 
 def leaves(node, path=()):

@@ -10,7 +10,7 @@ rdma link add siw0 type siw netdev dummy0
 rdma link add siw1 type siw netdev dummy1
 nfs_server_start
 if [ -n "${RSIW_CAPTURE:-}" ]; then
-  tcpdump -i lo -s 0 -U -w "$RSIW_CAPTURE/nfs-rdma-siw.pcap" tcp port 20049 2>/tmp/tcpdump.log &
+  tcpdump -Z root -i lo -s 0 -U -w "$RSIW_CAPTURE/nfs-rdma-siw.pcap" tcp port 20049 2>/tmp/tcpdump.log &
   tcpdump_pid=$!
   sleep 1
 fi
@@ -31,7 +31,11 @@ for vers in 4.1 3; do
   echo "NFSv$vers over C rpcrdma/C siw: 300 KiB written, read back and compared"
   umount /mnt/nfs
 done
-[ -n "${tcpdump_pid:-}" ] && { kill $tcpdump_pid; wait $tcpdump_pid 2>/dev/null || true; cat /tmp/tcpdump.log; }
+if [ -n "${tcpdump_pid:-}" ]; then
+  kill $tcpdump_pid || { cat /tmp/tcpdump.log; fail "tcpdump died"; }
+  wait $tcpdump_pid 2>/dev/null || true
+  cat /tmp/tcpdump.log
+fi
 nfs_server_stop
 rdma link del siw1
 rdma link del siw0

@@ -45,7 +45,11 @@ fn failed_expect_eq_marks_test_failed(test: &mut Test) -> Result {
     let failed = Test::scratch_fails(|scratch| {
         kunit_expect_eq!(scratch, 7u32, 8u32);
     });
-    kunit_expect!(test, failed, "an unequal kunit_expect_eq! did not fail its test");
+    kunit_expect!(
+        test,
+        failed,
+        "an unequal kunit_expect_eq! did not fail its test"
+    );
     Ok(())
 }
 

@@ -79,8 +79,9 @@ impl Collector {
     fn wait_for(&self, done: impl Fn(&Received) -> bool) -> bool {
         let mut guard = self.rx.lock();
         while !done(&*guard) {
-            if let CondVarTimeoutResult::Timeout =
-                self.changed.wait_interruptible_timeout(&mut guard, msecs_to_jiffies(5000))
+            if let CondVarTimeoutResult::Timeout = self
+                .changed
+                .wait_interruptible_timeout(&mut guard, msecs_to_jiffies(5000))
             {
                 return done(&*guard);
             }
@@ -142,7 +143,11 @@ fn stream_reaches_callbacks(test: &mut Test, ip: IpAddr) -> Result {
     client.set_nodelay();
     let collector = Collector::new()?;
     server.install_callbacks(collector.clone())?;
-    kunit_expect_eq!(test, server.install_callbacks(collector.clone()), Err(EBUSY));
+    kunit_expect_eq!(
+        test,
+        server.install_callbacks(collector.clone()),
+        Err(EBUSY)
+    );
 
     // 40000 bytes in uneven pieces, some sent together with MSG_MORE.
     let mut msg = KVec::with_capacity(40000, GFP_KERNEL)?;
@@ -220,7 +225,11 @@ fn connection_errors(test: &mut Test) -> Result {
     kunit_expect_eq!(test, client.peer_addr().err(), Some(ENOTCONN));
     // Too many buffers for one call.
     let bufs = [&b"x"[..]; kernel::net::tcp::MAX_SEND_BUFFERS + 1];
-    kunit_expect_eq!(test, client.send_vectored(&bufs, MsgFlags::NONE), Err(EINVAL));
+    kunit_expect_eq!(
+        test,
+        client.send_vectored(&bufs, MsgFlags::NONE),
+        Err(EINVAL)
+    );
     Ok(())
 }
 
@@ -245,7 +254,11 @@ fn listener_callbacks_see_connections(test: &mut Test) -> Result {
     let own = Collector::new()?;
     server.install_callbacks(own.clone())?;
     client.send(b"ping", MsgFlags::NONE)?;
-    kunit_expect!(test, own.wait_for(|r| r.len == 4), "accepted socket got no data");
+    kunit_expect!(
+        test,
+        own.wait_for(|r| r.len == 4),
+        "accepted socket got no data"
+    );
     kunit_expect_eq!(test, collector.rx.lock().len, 0);
     Ok(())
 }

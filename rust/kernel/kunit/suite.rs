@@ -28,8 +28,8 @@
 //! kernel::kunit_suite!(arith, [adds_up]);
 //! ```
 
-use crate::{bindings, error::Error, str::CStr};
 use crate::ffi::{c_char, c_void};
+use crate::{bindings, error::Error, str::CStr};
 use core::{cell::UnsafeCell, fmt};
 
 /// The test KUnit is running, handed to each case.
@@ -211,7 +211,10 @@ impl Suite {
     /// which must end with [`CaseEntry::END`] (checked at compile time).
     pub const fn new(name: &'static CStr, cases: &'static [CaseEntry]) -> Self {
         let bytes = name.as_bytes_with_nul();
-        assert!(bytes.len() <= 256, "KUnit suite names are at most 255 bytes");
+        assert!(
+            bytes.len() <= 256,
+            "KUnit suite names are at most 255 bytes"
+        );
         assert!(!cases.is_empty(), "a case table ends with CaseEntry::END");
         let mut cname = [0 as c_char; 256];
         let mut i = 0;
@@ -318,7 +321,10 @@ macro_rules! kunit_expect_eq {
         match (&$left, &$right) {
             (left, right) => $test.check(
                 *left == *right,
-                &$crate::kunit::suite::Location { file: $crate::c_str!(file!()), line: line!() },
+                &$crate::kunit::suite::Location {
+                    file: $crate::c_str!(file!()),
+                    line: line!(),
+                },
                 $crate::c_str!(concat!(stringify!($left), " == ", stringify!($right))),
                 Some(format_args!("left: {:?}, right: {:?}", left, right)),
             ),

@@ -128,7 +128,6 @@ impl From<u8> for TcpState {
 /// A `struct sockaddr` big enough for IPv4 and IPv6, as the socket calls take it.
 #[repr(C)]
 union RawSockAddr {
-    any: bindings::sockaddr,
     v4: bindings::sockaddr_in,
     v6: bindings::sockaddr_in6,
     storage: [u8; 128],
@@ -142,7 +141,10 @@ impl RawSockAddr {
                 v4.sin_family = bindings::AF_INET as _;
                 v4.sin_port = a.port().to_be();
                 v4.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-                (Self { v4 }, core::mem::size_of::<bindings::sockaddr_in>() as c_int)
+                (
+                    Self { v4 },
+                    core::mem::size_of::<bindings::sockaddr_in>() as c_int,
+                )
             }
             SocketAddr::V6(a) => {
                 let mut v6 = bindings::sockaddr_in6::default();
@@ -151,7 +153,10 @@ impl RawSockAddr {
                 v6.sin6_flowinfo = a.flowinfo().to_be();
                 v6.sin6_addr.in6_u.u6_addr8 = a.ip().octets();
                 v6.sin6_scope_id = a.scope_id();
-                (Self { v6 }, core::mem::size_of::<bindings::sockaddr_in6>() as c_int)
+                (
+                    Self { v6 },
+                    core::mem::size_of::<bindings::sockaddr_in6>() as c_int,
+                )
             }
         }
     }
@@ -161,9 +166,9 @@ impl RawSockAddr {
     }
 
     fn to_socket_addr(&self) -> Result<SocketAddr> {
-        // SAFETY: Every bit pattern is a valid `sockaddr`; the family field is at the same
+        // SAFETY: Every bit pattern is a valid `sockaddr_in`; the family field is at the same
         // place in all the variants.
-        let family = u32::from(unsafe { self.any.sa_family });
+        let family = u32::from(unsafe { self.v4.sin_family });
         match family {
             bindings::AF_INET => {
                 // SAFETY: The family says the socket layer wrote a `sockaddr_in`; any bit pattern
@@ -291,7 +296,9 @@ impl TcpSocket {
         let mut new = core::ptr::null_mut();
         let flags = if nonblocking { bindings::O_NONBLOCK } else { 0 };
         // SAFETY: `sock` is valid; `new` is a valid place for the result.
-        to_result(unsafe { bindings::kernel_accept(self.sock.as_ptr(), &mut new, flags as c_int) })?;
+        to_result(unsafe {
+            bindings::kernel_accept(self.sock.as_ptr(), &mut new, flags as c_int)
+        })?;
         // SAFETY: `kernel_accept` succeeded: `new` is a socket we own. Its `sk` was cloned from
         // ours, with `sk_user_data` cleared because we install it with the no-copy flag, and
         // callbacks that are this module's trampolines or the listener's originals.
@@ -603,7 +610,14 @@ unsafe extern "C" fn data_ready_trampoline(sk: *mut bindings::sock) {
         };
         i.handler.data_ready(&mut rx);
         // SAFETY: `sk` is valid and the read lock is held (we run inside `with_installed`).
-        unsafe { chain(sk, i.data_ready, data_ready_trampoline, bindings::sock_def_readable) };
+        unsafe {
+            chain(
+                sk,
+                i.data_ready,
+                data_ready_trampoline,
+                bindings::sock_def_readable,
+            )
+        };
     };
     // SAFETY: The socket layer passes a valid socket.
     unsafe { with_installed(sk, run, bindings::sock_def_readable) };
@@ -642,7 +656,14 @@ unsafe extern "C" fn state_change_trampoline(sk: *mut bindings::sock) {
         let state = TcpState::from(unsafe { bindings::sk_state_read(sk) } as u8);
         i.handler.state_change(state);
         // SAFETY: `sk` is valid and the read lock is held (we run inside `with_installed`).
-        unsafe { chain(sk, i.state_change, state_change_trampoline, bindings::sk_wake_all) };
+        unsafe {
+            chain(
+                sk,
+                i.state_change,
+                state_change_trampoline,
+                bindings::sk_wake_all,
+            )
+        };
     };
     // SAFETY: The socket layer passes a valid socket.
     unsafe { with_installed(sk, run, bindings::sk_wake_all) };
