@@ -15,5 +15,5 @@ mkdir -p "$RSIW_CACHE" "$CCACHE_DIR"
 # The kernel build line every script uses: clang/LLVM (Rust needs it). ccache sits in front of
 # clang through Debian's masquerade directory (CC="ccache clang" would break rustc's -Clinker).
 kmake() {
-  PATH="/usr/lib/ccache:$PATH" make -C "$KTREE" LLVM=1 -j"$JOBS" "$@"
+  PATH="/usr/lib/ccache:$PATH" make -C "$KTREE" LLVM=1 CLIPPY=1 -j"$JOBS" "$@"
 }

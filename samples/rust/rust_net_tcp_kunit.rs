@@ -78,12 +78,12 @@ impl Collector {
     /// Waits until `done` holds for what was received (or 5 s pass); returns whether it did.
     fn wait_for(&self, done: impl Fn(&Received) -> bool) -> bool {
         let mut guard = self.rx.lock();
-        while !done(&*guard) {
+        while !done(&guard) {
             if let CondVarTimeoutResult::Timeout = self
                 .changed
                 .wait_interruptible_timeout(&mut guard, msecs_to_jiffies(5000))
             {
-                return done(&*guard);
+                return done(&guard);
             }
         }
         true

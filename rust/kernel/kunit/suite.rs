@@ -188,15 +188,17 @@ impl CaseEntry {
     }
 
     /// The all-zero entry that ends a table.
-    pub const END: Self = Self(UnsafeCell::new(bindings::kunit_case {
-        run_case: None,
-        name: core::ptr::null(),
-        generate_params: None,
-        attr: bindings::kunit_attributes { speed: 0 },
-        status: bindings::kunit_status_KUNIT_SUCCESS,
-        module_name: core::ptr::null_mut(),
-        log: core::ptr::null_mut(),
-    }));
+    pub const fn end() -> Self {
+        Self(UnsafeCell::new(bindings::kunit_case {
+            run_case: None,
+            name: core::ptr::null(),
+            generate_params: None,
+            attr: bindings::kunit_attributes { speed: 0 },
+            status: bindings::kunit_status_KUNIT_SUCCESS,
+            module_name: core::ptr::null_mut(),
+            log: core::ptr::null_mut(),
+        }))
+    }
 }
 
 /// A suite (a `struct kunit_suite`), built by [`kunit_suite!`] into a static.
@@ -208,14 +210,14 @@ unsafe impl Sync for Suite {}
 
 impl Suite {
     /// A suite called `name` (at most 255 bytes, checked at compile time) running `cases`,
-    /// which must end with [`CaseEntry::END`] (checked at compile time).
+    /// which must end with [`CaseEntry::end`] (checked at compile time).
     pub const fn new(name: &'static CStr, cases: &'static [CaseEntry]) -> Self {
         let bytes = name.as_bytes_with_nul();
         assert!(
             bytes.len() <= 256,
             "KUnit suite names are at most 255 bytes"
         );
-        assert!(!cases.is_empty(), "a case table ends with CaseEntry::END");
+        assert!(!cases.is_empty(), "a case table ends with CaseEntry::end()");
         let mut cname = [0 as c_char; 256];
         let mut i = 0;
         while i < bytes.len() {
@@ -281,7 +283,7 @@ macro_rules! kunit_suite {
             const COUNT: usize = [$(stringify!($case)),+].len() + 1;
             static CASES: [CaseEntry; COUNT] = [
                 $(CaseEntry::new::<$case>($crate::c_str!(stringify!($name))),)+
-                CaseEntry::END,
+                CaseEntry::end(),
             ];
             static SUITE: Suite = Suite::new($crate::c_str!(stringify!($name)), &CASES);
             #[used]

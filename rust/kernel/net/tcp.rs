@@ -137,22 +137,31 @@ impl RawSockAddr {
     fn new(addr: &SocketAddr) -> (Self, c_int) {
         match addr {
             SocketAddr::V4(a) => {
-                let mut v4 = bindings::sockaddr_in::default();
-                v4.sin_family = bindings::AF_INET as _;
-                v4.sin_port = a.port().to_be();
-                v4.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+                let v4 = bindings::sockaddr_in {
+                    sin_family: bindings::AF_INET as _,
+                    sin_port: a.port().to_be(),
+                    sin_addr: bindings::in_addr {
+                        s_addr: u32::from_ne_bytes(a.ip().octets()),
+                    },
+                    ..Default::default()
+                };
                 (
                     Self { v4 },
                     core::mem::size_of::<bindings::sockaddr_in>() as c_int,
                 )
             }
             SocketAddr::V6(a) => {
-                let mut v6 = bindings::sockaddr_in6::default();
-                v6.sin6_family = bindings::AF_INET6 as _;
-                v6.sin6_port = a.port().to_be();
-                v6.sin6_flowinfo = a.flowinfo().to_be();
-                v6.sin6_addr.in6_u.u6_addr8 = a.ip().octets();
-                v6.sin6_scope_id = a.scope_id();
+                let v6 = bindings::sockaddr_in6 {
+                    sin6_family: bindings::AF_INET6 as _,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo().to_be(),
+                    sin6_addr: bindings::in6_addr {
+                        in6_u: bindings::in6_addr__bindgen_ty_1 {
+                            u6_addr8: a.ip().octets(),
+                        },
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
                 (
                     Self { v6 },
                     core::mem::size_of::<bindings::sockaddr_in6>() as c_int,

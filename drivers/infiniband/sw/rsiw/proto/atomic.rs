@@ -115,7 +115,7 @@ pub const fn cmp_swap(original: u64, compare: u64, swap: u64) -> u64 {
 
 /// Fails unless `address` is 64-bit aligned.
 pub const fn check_alignment(address: u64) -> Result<(), AtomicError> {
-    if address.is_multiple_of(ATOMIC_ALIGNMENT) {
+    if address % ATOMIC_ALIGNMENT == 0 {
         Ok(())
     } else {
         Err(AtomicError::Misaligned(address))

@@ -14,7 +14,7 @@
 //! no attacker-supplied count sizes anything: a count is accepted only if the
 //! bytes it describes are really present and it is within the limit.
 
-use super::xdr::{EncodeError, XdrError, XdrReader, XdrWriter};
+use super::xdr::{split_at_checked, EncodeError, XdrError, XdrReader, XdrWriter};
 
 /// Encoded size of a [`Segment`].
 pub const SEGMENT_XDR_LEN: usize = 16;
@@ -215,7 +215,7 @@ impl Iterator for ReadSegments<'_> {
     type Item = ReadSegment;
 
     fn next(&mut self) -> Option<ReadSegment> {
-        let (entry, tail) = self.rest.split_at_checked(READ_ENTRY_XDR_LEN)?;
+        let (entry, tail) = split_at_checked(self.rest, READ_ENTRY_XDR_LEN)?;
         self.rest = tail;
         let mut r = XdrReader::new(entry.get(4..)?);
         ReadSegment::decode(&mut r).ok()
@@ -267,7 +267,7 @@ impl<'a> Iterator for ReadChunks<'a> {
             .take_while(|s| s.position == first.position)
             .count();
         let len = run.checked_mul(READ_ENTRY_XDR_LEN)?;
-        let (entries, tail) = self.rest.split_at_checked(len)?;
+        let (entries, tail) = split_at_checked(self.rest, len)?;
         self.rest = tail;
         Some(ReadChunk {
             position: first.position,
@@ -332,7 +332,7 @@ impl Iterator for Segments<'_> {
     type Item = Segment;
 
     fn next(&mut self) -> Option<Segment> {
-        let (seg, tail) = self.rest.split_at_checked(SEGMENT_XDR_LEN)?;
+        let (seg, tail) = split_at_checked(self.rest, SEGMENT_XDR_LEN)?;
         self.rest = tail;
         Segment::decode(&mut XdrReader::new(seg)).ok()
     }

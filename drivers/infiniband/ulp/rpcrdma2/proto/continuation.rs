@@ -387,7 +387,7 @@ impl<S: ReassemblyStorage> Reassembler<S> {
         seq.fragments = seq.fragments.saturating_add(1);
         let new_len = self.storage.len().checked_add(p.len());
         if seq.fragments > self.limits.max_fragments
-            || new_len.is_none_or(|l| l > self.limits.max_len)
+            || new_len.map_or(true, |l| l > self.limits.max_len)
         {
             return Err(self.abandon(xid, more, Violation::ContinuationTooLong));
         }

@@ -78,7 +78,7 @@ impl<'a> XdrReader<'a> {
 
     /// Takes exactly `n` raw bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], XdrError> {
-        let (head, tail) = self.rest.split_at_checked(n).ok_or(XdrError::Truncated)?;
+        let (head, tail) = split_at_checked(self.rest, n).ok_or(XdrError::Truncated)?;
         self.rest = tail;
         self.consumed = self.consumed.saturating_add(n);
         Ok(head)
@@ -233,4 +233,10 @@ impl<'b> XdrWriter<'b> {
         self.put_u32(len)?;
         self.put_opaque_fixed(data)
     }
+}
+
+/// `slice::split_at_checked`, which the kernel's minimum Rust (1.78) lacks: the first `n`
+/// bytes and the rest, or `None` when there are fewer than `n`.
+pub fn split_at_checked(s: &[u8], n: usize) -> Option<(&[u8], &[u8])> {
+    Some((s.get(..n)?, s.get(n..)?))
 }
