@@ -13,7 +13,7 @@ extract() {
   echo "kernel-tree: extracting $KSRC_TARBALL into $KTREE"
   rm -rf "$KTREE.tmp" && mkdir -p "$KTREE.tmp"
   tar -xJf "$KSRC_TARBALL" -C "$KTREE.tmp" --strip-components=1
-  rm -rf "$KTREE" && mv "$KTREE.tmp" "$KTREE"
+  rm -rf "$KTREE" "$RSIW_CACHE/pristine" && mv "$KTREE.tmp" "$KTREE"
   touch "$KTREE/.rsiw-extracted"
 }
 
