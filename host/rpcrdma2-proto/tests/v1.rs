@@ -44,12 +44,13 @@ fn msg_without_chunks() {
 
 #[test]
 fn msg_with_read_list_two_chunks() {
-    // Two read segments at position 16 (one chunk), one at 64 (another).
+    // Two read segments at position 16 (one chunk of 120 bytes), one at
+    // 136, right after that chunk's data item (another).
     let buf = words(&[
         XID, 1, 8, 0, //
         1, 16, 0xaa, 100, 0, 0x1000, //
         1, 16, 0xab, 20, 0, 0x2000, //
-        1, 64, 0xac, 4, 0, 0x3000, //
+        1, 136, 0xac, 4, 0, 0x3000, //
         0,      // end of read list
         0,      // write list
         0,      // reply chunk
@@ -66,7 +67,7 @@ fn msg_with_read_list_two_chunks() {
     assert_eq!(cs[0].position, 16);
     assert_eq!(cs[0].segment_count(), 2);
     assert_eq!(cs[0].length(), 120);
-    assert_eq!(cs[1].position, 64);
+    assert_eq!(cs[1].position, 136);
     let segs: Vec<_> = chunks.reads.segments().collect();
     assert_eq!(
         segs[1],
@@ -294,4 +295,132 @@ fn cm_private_data_rfc8797() {
     assert_eq!(cm_private::encode_size(1 << 30), 255);
     let q = CmPrivateData::new(8192, 1 << 20, false);
     assert_eq!((q.send_size, q.recv_size, q.flags), (8192, 256 * 1024, 0));
+}
+
+/// One Read list entry: discriminant, position, handle, length, offset.
+fn read_entry(position: u32, handle: u32, length: u32) -> [u32; 6] {
+    [1, position, handle, length, 0, 0x1000]
+}
+
+fn msg_with_reads(entries: &[[u32; 6]]) -> Vec<u8> {
+    let mut ws = vec![XID, 1, 8, 0];
+    for e in entries {
+        ws.extend_from_slice(e);
+    }
+    ws.extend_from_slice(&[0, 0, 0]);
+    words(&ws)
+}
+
+#[test]
+fn read_list_position_order_is_enforced() {
+    use proto::chunk::ChunkError;
+    // Chunks out of XDR position order.
+    let f = v1::decode(
+        &msg_with_reads(&[read_entry(64, 1, 8), read_entry(16, 2, 8)]),
+        &cfg(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        f.violation(),
+        Violation::Chunk(ChunkError::PositionOutOfOrder {
+            position: 16,
+            previous: 64
+        })
+    );
+    assert_eq!(reply_of(f).2, V1Error::Chunk);
+    // Segments of the chunk at 16 not contiguous in the list.
+    let f = v1::decode(
+        &msg_with_reads(&[
+            read_entry(16, 1, 8),
+            read_entry(64, 2, 8),
+            read_entry(16, 3, 8),
+        ]),
+        &cfg(),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        f.violation(),
+        Violation::Chunk(ChunkError::PositionOutOfOrder { .. })
+    ));
+    assert_eq!(reply_of(f).2, V1Error::Chunk);
+    // The chunk at 32 starts inside the 10 (XDR: 12) bytes at 24.
+    let f = v1::decode(
+        &msg_with_reads(&[
+            read_entry(24, 1, 6),
+            read_entry(24, 2, 4),
+            read_entry(32, 3, 4),
+        ]),
+        &cfg(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        f.violation(),
+        Violation::Chunk(ChunkError::OverlappingChunks {
+            position: 32,
+            previous_end: 36
+        })
+    );
+    assert_eq!(reply_of(f).2, V1Error::Chunk);
+    // Right at the rounded-up end is fine; so is a zero-length chunk.
+    let ok = msg_with_reads(&[
+        read_entry(24, 1, 6),
+        read_entry(24, 2, 4),
+        read_entry(36, 3, 0),
+        read_entry(36, 4, 0),
+        read_entry(36, 5, 5),
+        read_entry(44, 6, 1),
+    ]);
+    let h = v1::decode(&ok, &cfg()).unwrap();
+    let V1Body::Msg { chunks, .. } = h.body else {
+        panic!()
+    };
+    let cs: Vec<_> = chunks.reads.chunks().collect();
+    assert_eq!(
+        cs.iter()
+            .map(|c| (c.position, c.segment_count()))
+            .collect::<Vec<_>>(),
+        [(24, 2), (36, 3), (44, 1)]
+    );
+    // A huge chunk cannot wrap the end computation around.
+    let f = v1::decode(
+        &msg_with_reads(&[
+            read_entry(0xffff_fff0, 1, u32::MAX),
+            read_entry(0xffff_fff0, 2, u32::MAX),
+            read_entry(0xffff_fffc, 3, 4),
+        ]),
+        &cfg(),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        f.violation(),
+        Violation::Chunk(ChunkError::OverlappingChunks {
+            position: 0xffff_fffc,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn position_zero_chunk_may_enclose_other_chunks() {
+    // RDMA_NOMSG Long Call: the whole message at position zero, plus a
+    // data item chunk inside it.
+    let mut ws = vec![XID, 1, 8, 1];
+    ws.extend_from_slice(&read_entry(0, 1, 4096));
+    ws.extend_from_slice(&read_entry(0, 2, 100));
+    ws.extend_from_slice(&read_entry(128, 3, 8192));
+    ws.extend_from_slice(&[0, 0, 0]);
+    let buf = words(&ws);
+    let h = v1::decode(&buf, &cfg()).unwrap();
+    let V1Body::NoMsg { chunks } = h.body else {
+        panic!()
+    };
+    assert!(chunks.reads.has_position_zero());
+    assert_eq!(chunks.reads.chunk_count(), 2);
+    // But a position-zero entry after a later chunk is out of order.
+    let mut ws = vec![XID, 1, 8, 1];
+    ws.extend_from_slice(&read_entry(128, 3, 8192));
+    ws.extend_from_slice(&read_entry(0, 1, 4096));
+    ws.extend_from_slice(&[0, 0, 0]);
+    let f = v1::decode(&words(&ws), &cfg()).unwrap_err();
+    assert_eq!(reply_of(f).2, V1Error::Chunk);
 }

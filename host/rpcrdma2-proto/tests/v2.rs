@@ -439,3 +439,57 @@ fn dispatch_routes_by_version() {
     let n = dispatch::encode_error_reply(&mut out, &f.reply().unwrap(), 8).unwrap();
     assert_eq!(&out[..n], &words(&[XID, 2, 8, 4, 1, 1, 1])[..]);
 }
+
+#[test]
+fn read_list_out_of_order_or_overlapping_is_bad_xdr() {
+    use proto::chunk::ChunkError;
+    let msg = |p1: u32, len1: u32, p2: u32| {
+        words(&[
+            XID,
+            2,
+            0x0020_0020,
+            RDMA2_MSG,
+            0, // prefix
+            0, // rdma_inv_handle
+            1,
+            p1,
+            1,
+            len1,
+            0,
+            0x1000, // read segment
+            1,
+            p2,
+            2,
+            4,
+            0,
+            0x2000, // read segment
+            0,
+            0,
+            0, // end of lists
+        ])
+    };
+    for (p1, len1, p2) in [(64, 4, 16), (16, 40, 52)] {
+        let f = decode(&msg(p1, len1, p2), &cfg()).unwrap_err();
+        assert!(
+            matches!(
+                f.violation(),
+                Violation::Chunk(
+                    ChunkError::PositionOutOfOrder { .. } | ChunkError::OverlappingChunks { .. }
+                )
+            ),
+            "{f:?}"
+        );
+        let Some(ErrorReply {
+            body: ErrorBody::V2(e),
+            ..
+        }) = f.reply()
+        else {
+            panic!("{f:?}")
+        };
+        assert_eq!(e, V2Error::BadXdr);
+    }
+    // In order and disjoint: accepted.
+    let ok = msg(16, 36, 52);
+    let m = decode(&ok, &cfg()).unwrap();
+    assert_eq!(m.chunks().unwrap().lists.reads.chunk_count(), 2);
+}

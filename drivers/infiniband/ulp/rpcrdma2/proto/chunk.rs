@@ -8,8 +8,9 @@
 //! segment), the Write list a linked list of Write chunks (counted arrays of
 //! segments), and the Reply chunk an optional Write chunk.
 //!
-//! Decoding validates the whole list once, against [`ChunkLimits`], and then
-//! hands out *views* ([`ReadList`], [`WriteList`], [`WriteChunk`]) that
+//! Decoding validates the whole list once, against [`ChunkLimits`] and the
+//! Read list position rules (see [`ReadList::decode`]), and then hands out
+//! *views* ([`ReadList`], [`WriteList`], [`WriteChunk`]) that
 //! borrow the received bytes and iterate over them. Nothing is allocated and
 //! no attacker-supplied count sizes anything: a count is accepted only if the
 //! bytes it describes are really present and it is within the limit.
@@ -112,6 +113,22 @@ pub enum ChunkError {
     Xdr(XdrError),
     /// A read segment's position is not a multiple of four.
     MisalignedPosition(u32),
+    /// A read segment's position is below the one before it: the Read list
+    /// is not in XDR position order, or a chunk's segments are not
+    /// contiguous in the list.
+    PositionOutOfOrder {
+        /// Position of the offending segment.
+        position: u32,
+        /// Position of the chunk before it.
+        previous: u32,
+    },
+    /// A Read chunk starts inside the data item of the chunk before it.
+    OverlappingChunks {
+        /// Position of the offending chunk.
+        position: u32,
+        /// First position past the previous chunk's (rounded-up) data.
+        previous_end: u64,
+    },
     /// More Read chunks than [`ChunkLimits::max_read_chunks`].
     TooManyReadChunks,
     /// More Write chunks than [`ChunkLimits::max_write_chunks`].
@@ -137,30 +154,75 @@ pub struct ReadList<'a> {
 
 impl<'a> ReadList<'a> {
     /// Decodes and validates a Read list.
+    ///
+    /// Besides the limits, the positions must follow the XDR stream. Draft
+    /// section 4.3.5 (carrying over RFC 8166's Read chunk rules, sections
+    /// 3.4.5 and 3.5.3, for version 1) makes the Position the offset in the
+    /// unreduced Payload stream where the chunk's data item is reinserted,
+    /// gives all segments of one Read chunk the same Position, and has the
+    /// Responder concatenate the segments "whose Position field value
+    /// matches this offset until there are no more RDMA segments at that
+    /// Position value"; section 4.3.5.1 pulls each chunk when the XDR
+    /// offset of the Payload stream reaches it. A list a Responder can
+    /// process that way therefore has:
+    ///
+    /// - positions that are multiples of four and never decrease, so the
+    ///   segments of one chunk are contiguous and chunks come in XDR
+    ///   position order ([`ChunkError::PositionOutOfOrder`] otherwise);
+    /// - no chunk starting inside the previous chunk's data item, i.e.
+    ///   before its position plus its XDR-rounded-up length
+    ///   ([`ChunkError::OverlappingChunks`] otherwise). A Position Zero
+    ///   Read chunk (the whole Payload stream, Special Format / `RDMA_NOMSG`
+    ///   Long Call) is exempt: the other chunks lie inside it by design.
+    ///
+    /// Both violations map to `ERR_CHUNK` (v1) and `RDMA2_ERR_BAD_XDR` (v2).
     pub fn decode(r: &mut XdrReader<'a>, limits: &ChunkLimits) -> Result<Self, ChunkError> {
         let start = r.rest();
         let mut segments: u32 = 0;
         let mut chunks: u32 = 0;
         let mut in_chunk: u32 = 0;
-        let mut last_position: Option<u32> = None;
+        // Position and accumulated length of the current chunk.
+        let mut current: Option<(u32, u64)> = None;
         while r.bool()? {
             let seg = ReadSegment::decode(r)?;
-            if seg.position % 4 != 0 {
-                return Err(ChunkError::MisalignedPosition(seg.position));
+            let position = seg.position;
+            if position % 4 != 0 {
+                return Err(ChunkError::MisalignedPosition(position));
             }
-            if last_position == Some(seg.position) {
-                in_chunk = in_chunk.saturating_add(1);
-            } else {
-                chunks = chunks.saturating_add(1);
-                in_chunk = 1;
-                if chunks > limits.max_read_chunks {
-                    return Err(ChunkError::TooManyReadChunks);
+            let length = u64::from(seg.target.length);
+            match current {
+                Some((prev, len)) if prev == position => {
+                    in_chunk = in_chunk.saturating_add(1);
+                    current = Some((prev, len.saturating_add(length)));
+                }
+                Some((prev, _)) if position < prev => {
+                    return Err(ChunkError::PositionOutOfOrder {
+                        position,
+                        previous: prev,
+                    });
+                }
+                _ => {
+                    if let Some((prev, len)) = current.filter(|(p, _)| *p != 0) {
+                        // The data item rounded up to its XDR size.
+                        let end = u64::from(prev).saturating_add(len).saturating_add(3) & !3u64;
+                        if u64::from(position) < end {
+                            return Err(ChunkError::OverlappingChunks {
+                                position,
+                                previous_end: end,
+                            });
+                        }
+                    }
+                    chunks = chunks.saturating_add(1);
+                    in_chunk = 1;
+                    if chunks > limits.max_read_chunks {
+                        return Err(ChunkError::TooManyReadChunks);
+                    }
+                    current = Some((position, length));
                 }
             }
             if in_chunk > limits.max_segments {
                 return Err(ChunkError::TooManySegments);
             }
-            last_position = Some(seg.position);
             segments = segments.saturating_add(1);
         }
         let used = start.len().saturating_sub(r.remaining()).saturating_sub(4);

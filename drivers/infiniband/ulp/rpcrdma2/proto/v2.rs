@@ -223,7 +223,11 @@ impl Default for V2DecodeConfig {
 fn chunk_error_to_v2(e: super::chunk::ChunkError, limits: &ChunkLimits) -> V2Error {
     use super::chunk::ChunkError;
     match e {
-        ChunkError::Xdr(_) | ChunkError::MisalignedPosition(_) => V2Error::BadXdr,
+        // Ordering and overlap are XDR errors of the header (section 7.2.1).
+        ChunkError::Xdr(_)
+        | ChunkError::MisalignedPosition(_)
+        | ChunkError::PositionOutOfOrder { .. }
+        | ChunkError::OverlappingChunks { .. } => V2Error::BadXdr,
         ChunkError::TooManyReadChunks => V2Error::ReadChunks {
             max_chunks: limits.max_read_chunks,
         },
@@ -244,7 +248,9 @@ fn chunk_error_to_v2(e: super::chunk::ChunkError, limits: &ChunkLimits) -> V2Err
 /// but `RDMA2_CONNPROP`, `RDMA2_ERR_INVAL_HTYPE`; `RDMA2_F_MORE` on anything
 /// but `RDMA2_MSG`/`RDMA2_CONNPROP` or together with chunks,
 /// `RDMA2_ERR_INVAL_CONT`; malformed lists or an `rdma_inv_handle` naming
-/// no segment, `RDMA2_ERR_BAD_XDR`; too many chunks or segments,
+/// no segment, or a Read list out of position order or with overlapping
+/// chunks (see [`ReadList::decode`](super::chunk::ReadList::decode)),
+/// `RDMA2_ERR_BAD_XDR`; too many chunks or segments,
 /// `RDMA2_ERR_READ_CHUNKS`/`WRITE_CHUNKS`/`SEGMENTS` with the local limit;
 /// a bad property, `RDMA2_ERR_BAD_PROPVAL`.
 pub fn decode<'a>(buf: &'a [u8], cfg: &V2DecodeConfig) -> Result<V2Message<'a>, Fault> {
