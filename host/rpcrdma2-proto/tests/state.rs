@@ -584,3 +584,231 @@ fn reverse_support_levels() {
         Ok(())
     );
 }
+
+// ---- property sets over several RDMA2_CONNPROP (RDMA2_F_TPMORE) ----
+
+mod tpmore {
+    use super::*;
+    use proto::properties::Property;
+    use proto::v2::{Credit, Flags, V2Body};
+
+    fn big_set(auth: &[u8]) -> Vec<Property<'_>> {
+        vec![
+            Property::SendSize(8192),
+            Property::HostAuth(auth),
+            Property::RecvBufferSize(16384),
+            Property::Reverse(ReverseSupport::Continued),
+            Property::MaxSegmentCount(32),
+            Property::HostAuth(auth),
+            Property::MaxSegmentSize(65536),
+        ]
+    }
+
+    /// Splits `props` under `max`, encodes every batch and decodes it again;
+    /// returns the wire messages.
+    fn split_and_encode(props: &[Property<'_>], max: usize) -> Vec<Vec<u8>> {
+        let batches: Vec<_> = split_properties(props, max).unwrap().collect();
+        let mut out = Vec::new();
+        for (i, b) in batches.iter().enumerate() {
+            assert_eq!(b.tpmore, i + 1 < batches.len());
+            let mut buf = vec![0u8; max];
+            let n = b
+                .encode(&mut buf, 0x77, Credit::from_raw(0x0020_0020), Flags::NONE)
+                .unwrap();
+            assert!(n <= max);
+            buf.truncate(n);
+            out.push(buf);
+        }
+        // Order and content survive the split.
+        let joined: Vec<Property<'_>> = batches.iter().flat_map(|b| b.props.to_vec()).collect();
+        assert_eq!(joined, props);
+        out
+    }
+
+    fn feed(
+        x: &mut PropertyExchange,
+        asm: &mut PropAssembler<'_>,
+        wire: &[u8],
+    ) -> Result<ExchangeEvent, (V2Error, Violation)> {
+        let m = v2::decode(wire, &V2DecodeConfig::default()).unwrap();
+        let V2Body::ConnProp(set) = m.body else {
+            panic!("{m:?}")
+        };
+        x.on_connprop_assembled(asm, &set, m.prefix.flags.tpmore())
+    }
+
+    #[test]
+    fn split_respects_message_size_and_reassembles() {
+        let auth = [0x5a_u8; 700];
+        let props = big_set(&auth);
+        let msgs = split_and_encode(&props, 1024);
+        assert_eq!(msgs.len(), 2);
+        let mut storage = [0u8; 4096];
+        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
+        let mut x = PropertyExchange::new();
+        assert_eq!(
+            feed(&mut x, &mut asm, &msgs[0]),
+            Ok(ExchangeEvent::MoreExpected)
+        );
+        // Nothing is applied before the sequence is complete.
+        assert_eq!(*x.peer(), PeerProperties::DEFAULT);
+        assert!(asm.in_progress() && asm.set().is_none());
+        assert_eq!(
+            feed(&mut x, &mut asm, &msgs[1]),
+            Ok(ExchangeEvent::PeerDone)
+        );
+        let p = x.peer();
+        assert_eq!(
+            (p.send_size, p.recv_buffer_size, p.max_segment_count),
+            (8192, 16384, 32)
+        );
+        assert_eq!(
+            (p.max_segment_size, p.reverse, p.host_auth_seen),
+            (65536, ReverseSupport::Continued, true)
+        );
+        let whole = asm.set().unwrap();
+        assert_eq!(whole.len(), 7);
+        assert_eq!(whole.properties().collect::<Vec<_>>(), props);
+        // The peer is done: one more earns RDMA2_ERR_INVAL_HTYPE.
+        assert_eq!(
+            feed(&mut x, &mut asm, &msgs[1]),
+            Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete))
+        );
+    }
+
+    #[test]
+    fn small_messages_and_empty_set() {
+        // Only one 12-byte property fits per 36-byte message.
+        let props = [
+            Property::SendSize(2048),
+            Property::RecvBufferSize(2048),
+            Property::MaxSegmentCount(4),
+        ];
+        let msgs = split_and_encode(&props, 36);
+        assert_eq!(msgs.len(), 3);
+        let mut storage = [0u8; 64];
+        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
+        let mut x = PropertyExchange::new();
+        for m in &msgs[..2] {
+            assert_eq!(feed(&mut x, &mut asm, m), Ok(ExchangeEvent::MoreExpected));
+        }
+        assert_eq!(
+            feed(&mut x, &mut asm, &msgs[2]),
+            Ok(ExchangeEvent::PeerDone)
+        );
+        assert_eq!(x.peer().max_segment_count, 4);
+        // An empty set is one message with RDMA2_F_TPMORE clear.
+        let b: Vec<_> = split_properties(&[], 1024).unwrap().collect();
+        assert_eq!(b.len(), 1);
+        assert!(b[0].props.is_empty() && !b[0].tpmore);
+    }
+
+    #[test]
+    fn oversized_property_cannot_be_split() {
+        let auth = [0u8; 2000];
+        let props = big_set(&auth);
+        assert_eq!(
+            split_properties(&props, 1024).unwrap_err(),
+            PropSplitError::PropertyTooLarge(1)
+        );
+        assert!(split_properties(&[], 8).is_err());
+    }
+
+    #[test]
+    fn limits_earn_system_error_and_apply_nothing() {
+        let props = [
+            Property::SendSize(2048),
+            Property::RecvBufferSize(2048),
+            Property::MaxSegmentCount(4),
+        ];
+        let msgs = split_and_encode(&props, 36);
+        let cases = [
+            (
+                PropLimits {
+                    max_messages: 2,
+                    ..PropLimits::DEFAULT
+                },
+                64,
+            ),
+            (
+                PropLimits {
+                    max_props: 2,
+                    ..PropLimits::DEFAULT
+                },
+                64,
+            ),
+            (
+                PropLimits {
+                    max_bytes: 24,
+                    ..PropLimits::DEFAULT
+                },
+                64,
+            ),
+            // Buffer smaller than the limits allow.
+            (PropLimits::DEFAULT, 30),
+        ];
+        for (limits, cap) in cases {
+            let mut storage = vec![0u8; cap];
+            let mut asm = PropAssembler::new(&mut storage, limits);
+            let mut x = PropertyExchange::new();
+            assert_eq!(
+                feed(&mut x, &mut asm, &msgs[0]),
+                Ok(ExchangeEvent::MoreExpected)
+            );
+            assert_eq!(
+                feed(&mut x, &mut asm, &msgs[1]),
+                Ok(ExchangeEvent::MoreExpected)
+            );
+            assert_eq!(
+                feed(&mut x, &mut asm, &msgs[2]),
+                Err((V2Error::System, Violation::PropertiesTooLarge)),
+                "{limits:?} {cap}"
+            );
+            assert!(!asm.in_progress());
+            assert_eq!(*x.peer(), PeerProperties::DEFAULT);
+            assert!(!x.peer_done());
+        }
+    }
+
+    #[test]
+    fn other_header_type_mid_sequence_drops_the_partial_set() {
+        let props = [Property::SendSize(2048), Property::RecvBufferSize(2048)];
+        let msgs = split_and_encode(&props, 36);
+        let mut storage = [0u8; 64];
+        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
+        let mut x = PropertyExchange::new();
+        assert_eq!(
+            feed(&mut x, &mut asm, &msgs[0]),
+            Ok(ExchangeEvent::MoreExpected)
+        );
+        assert_eq!(
+            x.on_other_message_assembled(&mut asm, RDMA2_MSG),
+            Err((
+                V2Error::InvalHtype,
+                Violation::PropertiesIncomplete(RDMA2_MSG)
+            ))
+        );
+        assert!(x.peer_done());
+        assert_eq!(*x.peer(), PeerProperties::DEFAULT);
+        // Without an open sequence it is just the end of the exchange.
+        let mut y = PropertyExchange::new();
+        assert_eq!(y.on_other_message_assembled(&mut asm, RDMA2_MSG), Ok(()));
+        assert!(y.peer_done());
+    }
+
+    #[test]
+    fn connprop_decoder_still_rejects_bad_values() {
+        // A bad value in one message of the sequence is BAD_PROPVAL from the
+        // decoder, before the assembler ever sees it.
+        let wire = words(&[0x77, 2, 0x0020_0020, 5, 4, 1, 1, 4, 16]);
+        let f = v2::decode(&wire, &V2DecodeConfig::default()).unwrap_err();
+        let Some(ErrorReply {
+            body: ErrorBody::V2(e),
+            ..
+        }) = f.reply()
+        else {
+            panic!()
+        };
+        assert_eq!(e, V2Error::BadPropval);
+    }
+}

@@ -215,7 +215,13 @@ pub struct PropSet<'a> {
 impl<'a> PropSet<'a> {
     /// Decodes the set and validates every known property in it.
     pub fn decode(r: &mut XdrReader<'a>) -> Result<Self, PropError> {
-        let count = r.array_count(8, MAX_PROPS_PER_SET)?;
+        Self::decode_limited(r, MAX_PROPS_PER_SET)
+    }
+
+    /// [`PropSet::decode`] with a caller-chosen limit on the number of
+    /// properties (for a set reassembled from several messages).
+    pub fn decode_limited(r: &mut XdrReader<'a>, max_props: u32) -> Result<Self, PropError> {
+        let count = r.array_count(8, max_props)?;
         let start = r.rest();
         for _ in 0..count {
             let pv = decode_propval(r)?;
@@ -236,6 +242,11 @@ impl<'a> PropSet<'a> {
     /// Whether the set is empty.
     pub const fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The encoded `rpcrdma2_propval` entries, without the count word.
+    pub const fn entries(&self) -> &'a [u8] {
+        self.entries
     }
 
     /// Iterates over the raw properties.

@@ -12,9 +12,33 @@
 //! The draft also says peers without an exchange use the defaults (section
 //! 4.2.2), so a peer whose first message is not `RDMA2_CONNPROP` is taken to
 //! have finished with no properties.
+//!
+//! A property set too large for one message is spread over several
+//! `RDMA2_CONNPROP` messages with `RDMA2_F_TPMORE` (section 6.3.4: "If a
+//! peer has more or larger Transport Properties than can fit in the
+//! initial RDMA2_CONNPROP message type, it sets the RDMA2_F_TPMORE flag";
+//! `RDMA2_F_MORE`, the Message Continuation flag of section 6.2.2.2, is not
+//! used for this). Each message carries a complete `rpcrdma2_propset`.
+//!
+//! - Sending: [`split_properties`] cuts a set into [`PropBatch`]es that
+//!   each fit a given message size, `RDMA2_F_TPMORE` on all but the last.
+//! - Receiving: [`PropertyExchange::on_connprop`] applies each message as
+//!   it comes; [`PropertyExchange::on_connprop_assembled`] instead gathers
+//!   the sequence in a [`PropAssembler`] (caller-provided buffer, limits in
+//!   [`PropLimits`], no allocation) and applies the whole set at once when
+//!   the last message arrives, so a sequence that fails applies nothing
+//!   (section 7.2.2). Faults: `RDMA2_CONNPROP` after the peer's last one,
+//!   `RDMA2_ERR_INVAL_HTYPE` (section 6.2.2.3); a sequence over the local
+//!   limits, `RDMA2_ERR_SYSTEM` (section 7.4.1: the draft sets no limit, so
+//!   this is a local resource problem); a bad value, `RDMA2_ERR_BAD_PROPVAL`
+//!   (already raised by the decoder); another header type while the
+//!   sequence is open, `RDMA2_ERR_INVAL_HTYPE`, dropping the partial set.
 
 use super::error::{V2Error, Violation};
-use super::properties::{PeerProperties, PropSet};
+use super::properties::{PeerProperties, PropSet, Property, MAX_PROPS_PER_SET};
+use super::v2::{self, Flags, Prefix, V2BodyRef, PREFIX_LEN, RDMA2_F_TPMORE};
+use super::version::RPCRDMA_VERSION_2;
+use super::xdr::{EncodeError, XdrReader};
 
 /// What happened after a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,5 +117,310 @@ impl PropertyExchange {
     /// properties, it never will and the defaults stand.
     pub fn on_other_message(&mut self) {
         self.peer_done = true;
+    }
+
+    /// Feeds a received `RDMA2_CONNPROP` through `asm`: the set is stored,
+    /// and applied (all of it, atomically) only once the message without
+    /// `RDMA2_F_TPMORE` has arrived. On any error the partial set is
+    /// dropped and nothing of it is applied.
+    pub fn on_connprop_assembled(
+        &mut self,
+        asm: &mut PropAssembler<'_>,
+        set: &PropSet<'_>,
+        tpmore: bool,
+    ) -> Result<ExchangeEvent, (V2Error, Violation)> {
+        if self.peer_done {
+            asm.reset();
+            return Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete));
+        }
+        match asm.accept(set, tpmore)? {
+            AssemblyEvent::MoreExpected => Ok(ExchangeEvent::MoreExpected),
+            AssemblyEvent::Complete => {
+                let whole = asm
+                    .set()
+                    .ok_or((V2Error::System, Violation::PropertiesTooLarge))?;
+                self.peer.apply(&whole);
+                self.peer_done = true;
+                Ok(ExchangeEvent::PeerDone)
+            }
+        }
+    }
+
+    /// Records another header type `htype` from the peer when properties
+    /// are gathered through `asm`. Before any `RDMA2_CONNPROP` this is
+    /// [`PropertyExchange::on_other_message`]; in the middle of a
+    /// `RDMA2_F_TPMORE` sequence the partial set is dropped (the defaults
+    /// stay), the peer is taken to be done, and `RDMA2_ERR_INVAL_HTYPE` is
+    /// returned to report.
+    pub fn on_other_message_assembled(
+        &mut self,
+        asm: &mut PropAssembler<'_>,
+        htype: u32,
+    ) -> Result<(), (V2Error, Violation)> {
+        let open = asm.in_progress() && !self.peer_done;
+        asm.reset();
+        self.peer_done = true;
+        if open {
+            Err((V2Error::InvalHtype, Violation::PropertiesIncomplete(htype)))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Limits on one peer's property set gathered over a `RDMA2_F_TPMORE`
+/// sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PropLimits {
+    /// Most `RDMA2_CONNPROP` messages in the sequence.
+    pub max_messages: u32,
+    /// Most properties in all of them together.
+    pub max_props: u32,
+    /// Most bytes of encoded properties in all of them together (the
+    /// storage must hold four more, for the count word).
+    pub max_bytes: usize,
+}
+
+impl PropLimits {
+    /// Eight messages, 256 properties, 16 KiB.
+    pub const DEFAULT: Self = Self {
+        max_messages: 8,
+        max_props: 256,
+        max_bytes: 16384,
+    };
+}
+
+impl Default for PropLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// What [`PropAssembler::accept`] did with a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssemblyEvent {
+    /// Stored; more `RDMA2_CONNPROP` will follow.
+    MoreExpected,
+    /// The sequence is complete; [`PropAssembler::set`] holds it.
+    Complete,
+}
+
+/// Gathers the property sets of a `RDMA2_F_TPMORE` sequence into a
+/// caller-provided buffer, as one `rpcrdma2_propset` (count word, then the
+/// entries of every message in order).
+#[derive(Debug)]
+pub struct PropAssembler<'b> {
+    buf: &'b mut [u8],
+    limits: PropLimits,
+    /// Bytes used, count word included (0: nothing yet).
+    len: usize,
+    props: u32,
+    messages: u32,
+    complete: bool,
+}
+
+impl<'b> PropAssembler<'b> {
+    /// An assembler writing into `buf` under `limits`.
+    pub fn new(buf: &'b mut [u8], limits: PropLimits) -> Self {
+        Self {
+            buf,
+            limits,
+            len: 0,
+            props: 0,
+            messages: 0,
+            complete: false,
+        }
+    }
+
+    /// Whether a sequence has started and not yet completed.
+    pub const fn in_progress(&self) -> bool {
+        self.messages != 0 && !self.complete
+    }
+
+    /// Messages stored so far.
+    pub const fn messages(&self) -> u32 {
+        self.messages
+    }
+
+    /// Drops whatever is stored.
+    pub fn reset(&mut self) {
+        self.len = 0;
+        self.props = 0;
+        self.messages = 0;
+        self.complete = false;
+    }
+
+    /// Stores one received, already validated set; `tpmore` is the
+    /// message's `RDMA2_F_TPMORE`. Over a limit, or when the buffer is too
+    /// small, everything is dropped and `RDMA2_ERR_SYSTEM` is returned.
+    pub fn accept(
+        &mut self,
+        set: &PropSet<'_>,
+        tpmore: bool,
+    ) -> Result<AssemblyEvent, (V2Error, Violation)> {
+        if self.complete {
+            self.reset();
+        }
+        let too_large = (V2Error::System, Violation::PropertiesTooLarge);
+        let start = if self.len == 0 { 4 } else { self.len };
+        let entries = set.entries();
+        let messages = self.messages.checked_add(1);
+        let props = self.props.checked_add(set.len());
+        let end = start.checked_add(entries.len());
+        let (Some(messages), Some(props), Some(end)) = (messages, props, end) else {
+            self.reset();
+            return Err(too_large);
+        };
+        if messages > self.limits.max_messages
+            || props > self.limits.max_props
+            || end.saturating_sub(4) > self.limits.max_bytes
+        {
+            self.reset();
+            return Err(too_large);
+        }
+        let Some(dst) = self.buf.get_mut(start..end) else {
+            self.reset();
+            return Err(too_large);
+        };
+        dst.copy_from_slice(entries);
+        self.len = end;
+        self.props = props;
+        self.messages = messages;
+        if tpmore {
+            return Ok(AssemblyEvent::MoreExpected);
+        }
+        match self.buf.get_mut(..4) {
+            Some(count) => count.copy_from_slice(&props.to_be_bytes()),
+            None => {
+                self.reset();
+                return Err(too_large);
+            }
+        }
+        self.complete = true;
+        Ok(AssemblyEvent::Complete)
+    }
+
+    /// The whole set, once [`AssemblyEvent::Complete`] was returned.
+    pub fn set(&self) -> Option<PropSet<'_>> {
+        if !self.complete {
+            return None;
+        }
+        let bytes = self.buf.get(..self.len)?;
+        let max = self.limits.max_props.max(1);
+        PropSet::decode_limited(&mut XdrReader::new(bytes), max).ok()
+    }
+}
+
+/// Why [`split_properties`] cannot split a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropSplitError {
+    /// The property at this index does not fit in a message of the given
+    /// size even alone.
+    PropertyTooLarge(usize),
+}
+
+/// One `RDMA2_CONNPROP` message's share of a split property set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PropBatch<'p, 'a> {
+    /// The properties carried.
+    pub props: &'p [Property<'a>],
+    /// Whether `RDMA2_F_TPMORE` is set (every batch but the last).
+    pub tpmore: bool,
+}
+
+impl PropBatch<'_, '_> {
+    /// Encodes this batch as a `RDMA2_CONNPROP` message into `buf`,
+    /// returning its length. `flags` are the other flags to send (usually
+    /// none); `RDMA2_F_TPMORE` is set from the batch.
+    pub fn encode(
+        &self,
+        buf: &mut [u8],
+        xid: u32,
+        credit: v2::Credit,
+        flags: Flags,
+    ) -> Result<usize, EncodeError> {
+        let prefix = Prefix {
+            xid,
+            vers: RPCRDMA_VERSION_2,
+            credit,
+            htype: v2::RDMA2_CONNPROP,
+            flags: flags.with(RDMA2_F_TPMORE, self.tpmore),
+        };
+        v2::encode(buf, &prefix, &V2BodyRef::ConnProp(self.props))
+    }
+}
+
+/// Iterator over the batches of a split property set.
+#[derive(Debug, Clone)]
+pub struct PropBatches<'p, 'a> {
+    rest: &'p [Property<'a>],
+    max_message: usize,
+    started: bool,
+}
+
+/// Encoded size of a `RDMA2_CONNPROP` message with an empty set.
+pub const EMPTY_CONNPROP_LEN: usize = PREFIX_LEN + 4;
+
+/// Splits `props` over as few `RDMA2_CONNPROP` messages of at most
+/// `max_message` bytes each as keeps their order (section 6.3.4; the first
+/// message of a connection is limited to the default inline threshold).
+/// Each batch holds at most [`MAX_PROPS_PER_SET`] properties, what a
+/// receiver built from this code accepts per message. An empty set gives
+/// one empty batch: a peer always sends at least one `RDMA2_CONNPROP`.
+pub fn split_properties<'p, 'a>(
+    props: &'p [Property<'a>],
+    max_message: usize,
+) -> Result<PropBatches<'p, 'a>, PropSplitError> {
+    for (i, p) in props.iter().enumerate() {
+        let fits = p
+            .encoded_len()
+            .and_then(|l| l.checked_add(EMPTY_CONNPROP_LEN))
+            .is_some_and(|l| l <= max_message);
+        if !fits {
+            return Err(PropSplitError::PropertyTooLarge(i));
+        }
+    }
+    if max_message < EMPTY_CONNPROP_LEN {
+        return Err(PropSplitError::PropertyTooLarge(0));
+    }
+    Ok(PropBatches {
+        rest: props,
+        max_message,
+        started: false,
+    })
+}
+
+impl<'p, 'a> Iterator for PropBatches<'p, 'a> {
+    type Item = PropBatch<'p, 'a>;
+
+    fn next(&mut self) -> Option<PropBatch<'p, 'a>> {
+        if self.started && self.rest.is_empty() {
+            return None;
+        }
+        self.started = true;
+        let mut size = EMPTY_CONNPROP_LEN;
+        let mut n: usize = 0;
+        for p in self.rest {
+            let next = p.encoded_len().and_then(|l| l.checked_add(size));
+            match next {
+                Some(s) if s <= self.max_message && n < MAX_PROPS_PER_SET as usize => {
+                    size = s;
+                    n = n.saturating_add(1);
+                }
+                _ => break,
+            }
+        }
+        let head = self.rest.get(..n)?;
+        let tail = self.rest.get(n..)?;
+        if head.is_empty() && !tail.is_empty() {
+            // Cannot happen after the check in `split_properties`.
+            self.rest = &[];
+            return None;
+        }
+        self.rest = tail;
+        Some(PropBatch {
+            props: head,
+            tpmore: !tail.is_empty(),
+        })
     }
 }
