@@ -2,6 +2,10 @@
 # `make fuzz`: run every cargo-fuzz target of the host crates for FUZZ_SECONDS each (default
 # 600) and print each target's execution count. Fails on a crash, timeout or OOM.
 # cargo-fuzz needs nightly flags; stable rustc accepts them with RUSTC_BOOTSTRAP=1.
+# A fuzz crate with a committed seed corpus (fuzz/seeds/<target>/, made by
+# scripts/fuzz-seeds.sh) gets it as a second, read-only corpus directory after
+# its working corpus (fuzz/corpus/<target>/, not committed); crates without
+# one run with cargo-fuzz's default corpus as before.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
@@ -13,7 +17,12 @@ for dir in "$RSIW_TOP"/host/*/fuzz; do
   [ -f "$dir/Cargo.toml" ] || continue
   for target in $(cd "$dir/.." && cargo fuzz list); do
     log="$RSIW_CACHE/fuzz-$(basename "$(dirname "$dir")")-$target.log"
-    if (cd "$dir/.." && cargo fuzz run "$target" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10) >"$log" 2>&1; then
+    corpus=()
+    if [ -d "$dir/seeds/$target" ]; then
+      mkdir -p "$dir/corpus/$target"
+      corpus=("$dir/corpus/$target" "$dir/seeds/$target")
+    fi
+    if (cd "$dir/.." && cargo fuzz run "$target" ${corpus[@]+"${corpus[@]}"} -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10) >"$log" 2>&1; then
       execs=$(grep -oE 'Done [0-9]+ runs' "$log" | tail -1 | grep -oE '[0-9]+' || echo '?')
       echo "fuzz: $(basename "$(dirname "$dir")")/$target: ok, $execs executions in ${FUZZ_SECONDS}s"
     else
