@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An rsiw device: one per netdev, with one iWARP port.
+//!
+//! Its identity comes from the netdev's MAC: the GID is the MAC (as the C siw does, since
+//! iWARP connection management addresses by IP, the GID only has to be unique), the node and
+//! system image GUIDs are the MAC's EUI-64. The port follows the netdev's link and MTU.
+
+use kernel::{
+    net::device::NetDevice,
+    prelude::*,
+    rdma::device::{
+        AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
+        PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
+        KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
+    },
+    sync::Arc,
+};
+
+/// The siw user ABI version (`SIW_ABI_VERSION` of `include/uapi/rdma/siw-abi.h`).
+const SIW_ABI_VERSION: u32 = 1;
+/// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.
+const VENDOR_ID: u32 = 0x0062_6d74;
+/// Our part id, so that `ibv_devinfo` tells rsiw from the C siw.
+const VENDOR_PART_ID: u32 = 0x7273;
+/// Node description.
+const NODE_DESC: &[u8] = b"Software iWARP stack (rsiw)";
+
+/// Design limits, at least the C siw's (its `siw.h`).
+mod limits {
+    pub(super) const MAX_QP: u32 = 1024 * 100;
+    pub(super) const MAX_QP_WR: u32 = 1024 * 32;
+    pub(super) const MAX_ORD_QP: u32 = 128;
+    pub(super) const MAX_IRD_QP: u32 = 128;
+    pub(super) const MAX_SGE: u32 = 6;
+    pub(super) const MAX_SGE_RD: u32 = 1;
+    pub(super) const MAX_CQ: u32 = 1024 * 100;
+    pub(super) const MAX_CQE: u32 = MAX_QP_WR * 100;
+    pub(super) const MAX_MR: u32 = MAX_QP * 10;
+    pub(super) const MAX_PD: u32 = MAX_QP;
+    pub(super) const MAX_SRQ: u32 = MAX_QP;
+    pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR * 64;
+    pub(super) const MAX_SGE_PBL: u32 = 256;
+}
+
+/// What the RDMA core calls us with for one device.
+struct RsiwDevice {
+    /// The netdev's MAC at creation.
+    mac: [u8; 6],
+}
+
+/// The EUI-64 of a MAC (RFC 4291 appendix A), as node and system image GUIDs use it.
+fn eui64(mac: [u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+/// Creates and registers device `name` bound to `netdev`.
+pub(crate) fn create(
+    devices: &Arc<DeviceSet>,
+    name: &CStr,
+    netdev: &NetDevice,
+    owner: &'static ThisModule,
+) -> Result {
+    // The GID must be unique; a netdev without a MAC has nothing unique to offer.
+    let mac = netdev.mac().ok_or(EINVAL)?;
+    let driver = Arc::new(RsiwDevice { mac }, GFP_KERNEL)?;
+    let info = DeviceInfo {
+        name,
+        node_type: NodeType::Rnic,
+        driver_id: DriverId::Siw,
+        uverbs_abi_ver: SIW_ABI_VERSION,
+        node_guid: eui64(mac),
+        node_desc: NODE_DESC,
+        netdev,
+        num_comp_vectors: 1,
+        owner,
+    };
+    devices.register(&info, driver)
+}
+
+impl kernel::rdma::device::Driver for RsiwDevice {
+    fn query_device(&self, _dev: &Device) -> Result<DeviceAttributes> {
+        use limits::*;
+        Ok(DeviceAttributes {
+            sys_image_guid: eui64(self.mac),
+            max_mr_size: u64::MAX,
+            page_size_cap: kernel::page::PAGE_SIZE as u64,
+            vendor_id: VENDOR_ID,
+            vendor_part_id: VENDOR_PART_ID,
+            device_cap_flags: DEVICE_MEM_MGT_EXTENSIONS,
+            kernel_cap_flags: KERNEL_ALLOW_USER_UNREG,
+            max_qp: MAX_QP,
+            max_qp_wr: MAX_QP_WR,
+            max_send_sge: MAX_SGE,
+            max_recv_sge: MAX_SGE,
+            max_sge_rd: MAX_SGE_RD,
+            max_cq: MAX_CQ,
+            max_cqe: MAX_CQE,
+            max_mr: MAX_MR,
+            max_pd: MAX_PD,
+            max_mw: 0,
+            max_qp_rd_atom: MAX_ORD_QP,
+            max_qp_init_rd_atom: MAX_IRD_QP,
+            max_res_rd_atom: MAX_QP.saturating_mul(MAX_IRD_QP),
+            max_srq: MAX_SRQ,
+            max_srq_wr: MAX_SRQ_WR,
+            max_srq_sge: MAX_SGE,
+            max_fast_reg_page_list_len: MAX_SGE_PBL,
+            // RFC 7306 atomics are not implemented yet: report none.
+            atomic_cap: AtomicCap::None,
+            masked_atomic_cap: AtomicCap::None,
+        })
+    }
+
+    fn query_port(&self, dev: &Device, port: u32) -> Result<PortAttributes> {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        let netdev = dev.netdev(port).ok_or(ENODEV)?;
+        let up = netdev.is_up();
+        Ok(PortAttributes {
+            state: if up {
+                PortState::Active
+            } else {
+                PortState::Down
+            },
+            link_up: up,
+            max_mtu: netdev.max_mtu(),
+            active_mtu: netdev.mtu(),
+            gid_tbl_len: 1,
+            port_cap_flags: PORT_CM_SUP | PORT_DEVICE_MGMT_SUP,
+            max_msg_sz: u32::MAX,
+        })
+    }
+
+    fn port_immutable(&self, _dev: &Device, port: u32) -> Result<PortImmutable> {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        Ok(PortImmutable::iwarp(1))
+    }
+
+    fn query_gid(&self, _dev: &Device, port: u32, index: u32) -> Result<[u8; 16]> {
+        if port != 1 || index != 0 {
+            return Err(EINVAL);
+        }
+        let mut gid = [0u8; 16];
+        gid[..6].copy_from_slice(&self.mac);
+        Ok(gid)
+    }
+}

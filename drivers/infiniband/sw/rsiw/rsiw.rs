@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rsiw: a software iWARP RNIC.
+//!
+//! `modprobe rsiw && rdma link add rsiw0 type rsiw netdev eth0` creates an iWARP device bound
+//! to `eth0`, registered with the RDMA core under the driver id of the C `siw` so that the siw
+//! user ABI applies. `rdma link del rsiw0` removes it; unloading the module removes all.
+//!
+//! State of this driver: devices register and report their attributes, ports and GID; the data
+//! path (QPs, CQs, MRs, MPA/DDP/RDMAP over TCP) is not there yet, so every other verb answers
+//! `-EOPNOTSUPP` from the RDMA core. The wire protocol code it will use is in `proto/`.
+
+use kernel::{
+    net::device::NetDevice,
+    prelude::*,
+    rdma::{
+        device::{netdev_has_device, DeviceSetOwner, DriverId},
+        link::{LinkContext, LinkRegistration, LinkType},
+    },
+    sync::Arc,
+};
+
+mod device;
+
+module! {
+    type: RsiwModule,
+    name: "rsiw",
+    author: "rsiw project",
+    description: "Software iWARP RNIC in Rust",
+    license: "GPL",
+    alias: ["rdma-link-rsiw"],
+}
+
+struct RsiwModule {
+    _link: Pin<KBox<LinkRegistration<RsiwLink>>>,
+}
+
+impl kernel::Module for RsiwModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let devices = Arc::new(DeviceSetOwner::new()?, GFP_KERNEL)?;
+        let link = KBox::pin_init(LinkRegistration::<RsiwLink>::new(devices), GFP_KERNEL)?;
+        Ok(RsiwModule { _link: link })
+    }
+}
+
+/// The `rsiw` link type of `rdma link add`.
+struct RsiwLink;
+
+/// Where the link registration keeps the set of our devices for `newlink`.
+static LINK_CONTEXT: LinkContext<DeviceSetOwner> = LinkContext::new();
+
+impl LinkType for RsiwLink {
+    type Data = DeviceSetOwner;
+    const TYPE: &'static CStr = kernel::c_str!("rsiw");
+
+    fn context() -> &'static LinkContext<DeviceSetOwner> {
+        &LINK_CONTEXT
+    }
+
+    fn newlink(devices: &DeviceSetOwner, name: &CStr, netdev: &NetDevice) -> Result {
+        if netdev.is_loopback() {
+            return Err(EINVAL);
+        }
+        // One iWARP device per netdev, whether ours or the C siw's (we share its driver id).
+        if netdev_has_device(netdev, DriverId::Siw) {
+            return Err(EEXIST);
+        }
+        device::create(devices.set(), name, netdev, &THIS_MODULE)
+    }
+}

@@ -1,0 +1,51 @@
+# timeout: 120
+# rsiw registers with the RDMA core: `rdma link add` loads the module (by its rdma-link alias)
+# and creates an iWARP device bound to a netdev, whose node type, GUID, GID and port state
+# follow the netdev; the C siw and rsiw coexist on different netdevs; `rdma link del` and
+# unloading the module remove the devices.
+. /tests/lib.sh
+two_dummies
+sys=/sys/class/infiniband
+
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
+grep -q '^rsiw ' /proc/modules || fail "rdma link add did not load rsiw"
+rdma link show rsiw0/1
+rdma link show rsiw0/1 | grep -q 'state ACTIVE physical_state LINK_UP netdev dummy0' ||
+  fail "rsiw0 port not active on dummy0"
+[ "$(cat $sys/rsiw0/node_type)" = "4: RNIC" ] || fail "node type $(cat $sys/rsiw0/node_type)"
+
+# GUID = EUI-64 of the MAC, GID = the MAC.
+mac=$(cat /sys/class/net/dummy0/address)
+set -- $(echo "$mac" | tr ':' ' ')
+b0=$(printf '%02x' $(( 0x$1 ^ 2 )))
+guid="$b0$2:$3ff:fe$4:$5$6"
+[ "$(cat $sys/rsiw0/node_guid)" = "$guid" ] || fail "node_guid $(cat $sys/rsiw0/node_guid), want $guid"
+gid="$1$2:$3$4:$5$6:0000:0000:0000:0000:0000"
+[ "$(cat $sys/rsiw0/ports/1/gids/0)" = "$gid" ] || fail "gid $(cat $sys/rsiw0/ports/1/gids/0), want $gid"
+echo "rsiw0: RNIC, node_guid $guid, gid $gid"
+
+# The port follows the netdev.
+ip link set dummy0 down
+[ "$(cat $sys/rsiw0/ports/1/state)" = "1: DOWN" ] || fail "port state $(cat $sys/rsiw0/ports/1/state) with dummy0 down"
+ip link set dummy0 up
+[ "$(cat $sys/rsiw0/ports/1/state)" = "4: ACTIVE" ] || fail "port state $(cat $sys/rsiw0/ports/1/state) with dummy0 up"
+
+# Refused: a second device on the same netdev, and loopback.
+! rdma link add rsiw9 type rsiw netdev dummy0 2>/dev/null || fail "second device on dummy0 accepted"
+! rdma link add rsiw9 type rsiw netdev lo 2>/dev/null || fail "device on lo accepted"
+
+# The C siw next to it, and the C siw refusing rsiw's netdev.
+modprobe siw
+rdma link add siw1 type siw netdev dummy1 || fail "siw1 next to rsiw0"
+! rdma link add siw9 type siw netdev dummy0 2>/dev/null || fail "siw accepted rsiw's netdev"
+rdma link show
+
+# Removal: by link del, then by unloading the module with a device present.
+rdma link del rsiw0 || fail "rdma link del rsiw0"
+[ ! -e $sys/rsiw0 ] || fail "rsiw0 still there after link del"
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "re-adding rsiw0"
+modprobe -r rsiw || fail "rsiw does not unload with a device"
+[ ! -e $sys/rsiw0 ] || fail "rsiw0 survived the module"
+[ -e $sys/siw1 ] || fail "unloading rsiw removed the C siw's device"
+rdma link del siw1
+echo "rsiw link lifecycle: add, attributes, port state, refusals, coexistence, del, unload: ok"

@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices: a provider's `struct ib_device`, registered with the RDMA core.
+//!
+//! # Lifetime
+//!
+//! The RDMA core owns a registered device. It allocates the memory (`_ib_alloc_device`, here a
+//! container holding the `ib_device` followed by the driver's data), and any of several paths
+//! may unregister it: `rdma link del`, the driver itself (its netdev went away, its module is
+//! unloading), or another driver with the same driver id (`ib_unregister_driver`). At the end
+//! of each path the core calls the device's `dealloc_driver`, then frees the memory. So a
+//! driver never holds an owning pointer to its devices; it holds a [`DeviceSet`], which
+//! knows which devices are still alive:
+//!
+//! - [`DeviceSet::register`] allocates, fills in and registers a device and records it;
+//! - `dealloc_driver` drops the driver's data and removes the device from the set;
+//! - [`DeviceSet::unregister_all`] (also run on drop) unregisters the devices still recorded
+//!   and waits until every `dealloc_driver` has finished. A module keeps its set until it
+//!   unloads, so no callback can run module code after the module is gone.
+//!
+//! The callbacks of the ops table are non-generic functions of this crate that dispatch to
+//! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
+//!
+//! Only the device-level verbs are wrapped so far (device and port attributes, the GID, the
+//! port's immutable data). Everything else in `ib_device_ops` is left unset, and the RDMA core
+//! answers those verbs with `-EOPNOTSUPP`.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use crate::{
+    bindings,
+    error::{from_result, to_result, Result},
+    ffi::c_int,
+    net::device::NetDevice,
+    new_condvar, new_mutex,
+    prelude::*,
+    str::CStr,
+    sync::{Arc, CondVar, Mutex},
+    types::ARef,
+};
+use core::mem::ManuallyDrop;
+
+/// The transport of a device's node (`enum rdma_node_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeType {
+    /// An iWARP RNIC (`RDMA_NODE_RNIC`).
+    Rnic,
+}
+
+/// The driver a device claims to be, which user space uses to pick its provider library
+/// (`enum rdma_driver_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverId {
+    /// `RDMA_DRIVER_SIW`: the software iWARP user ABI (rdma-core's `siw` provider).
+    Siw,
+}
+
+/// How a device takes part in atomic operations (`enum ib_atomic_cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AtomicCap {
+    /// No atomics.
+    #[default]
+    None,
+    /// Atomic with respect to other atomics arriving at this device.
+    Hca,
+    /// Atomic with respect to every access to the memory.
+    Global,
+}
+
+/// Device attributes reported by `query_device` (a subset of `struct ib_device_attr`; the rest
+/// is zero).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceAttributes {
+    /// System image GUID (network byte order).
+    pub sys_image_guid: [u8; 8],
+    /// Largest memory region.
+    pub max_mr_size: u64,
+    /// Supported page sizes (a bit per size).
+    pub page_size_cap: u64,
+    /// IEEE vendor id.
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub vendor_part_id: u32,
+    /// `IB_DEVICE_*` capability flags.
+    pub device_cap_flags: u64,
+    /// `IBK_*` kernel capability flags.
+    pub kernel_cap_flags: u64,
+    /// Queue pairs.
+    pub max_qp: u32,
+    /// Work requests per queue.
+    pub max_qp_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Scatter/gather entries per RDMA Read.
+    pub max_sge_rd: u32,
+    /// Completion queues.
+    pub max_cq: u32,
+    /// Entries per completion queue.
+    pub max_cqe: u32,
+    /// Memory regions.
+    pub max_mr: u32,
+    /// Protection domains.
+    pub max_pd: u32,
+    /// Memory windows.
+    pub max_mw: u32,
+    /// Incoming RDMA Reads and atomics outstanding per QP (IRD).
+    pub max_qp_rd_atom: u32,
+    /// Outgoing RDMA Reads and atomics outstanding per QP (ORD).
+    pub max_qp_init_rd_atom: u32,
+    /// Incoming RDMA Reads and atomics outstanding per device.
+    pub max_res_rd_atom: u32,
+    /// Shared receive queues.
+    pub max_srq: u32,
+    /// Work requests per shared receive queue.
+    pub max_srq_wr: u32,
+    /// Scatter/gather entries per shared receive queue work request.
+    pub max_srq_sge: u32,
+    /// Pages in a fast-registration page list.
+    pub max_fast_reg_page_list_len: u32,
+    /// Atomics.
+    pub atomic_cap: AtomicCap,
+    /// Masked atomics.
+    pub masked_atomic_cap: AtomicCap,
+}
+
+/// The state of a port (`enum ib_port_state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PortState {
+    /// `IB_PORT_DOWN`.
+    #[default]
+    Down,
+    /// `IB_PORT_ACTIVE`.
+    Active,
+}
+
+/// Port attributes reported by `query_port` (a subset of `struct ib_port_attr`; the link
+/// speed and width are filled in from the netdev by the RDMA core).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortAttributes {
+    /// Logical state.
+    pub state: PortState,
+    /// Physical link up (`IB_PORT_PHYS_STATE_LINK_UP`) or disabled.
+    pub link_up: bool,
+    /// Largest MTU in bytes (rounded down to an IB MTU).
+    pub max_mtu: u32,
+    /// Current MTU in bytes (rounded down to an IB MTU).
+    pub active_mtu: u32,
+    /// GID table entries.
+    pub gid_tbl_len: u32,
+    /// `IB_PORT_*` capability bits.
+    pub port_cap_flags: u32,
+    /// Largest message.
+    pub max_msg_sz: u32,
+}
+
+/// What a port never changes (`struct ib_port_immutable`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortImmutable {
+    /// GID table entries.
+    pub gid_tbl_len: u32,
+    /// P_Key table entries.
+    pub pkey_tbl_len: u32,
+    /// `RDMA_CORE_*` flags: the port's protocol.
+    pub core_cap_flags: u32,
+}
+
+impl PortImmutable {
+    /// An iWARP port with `gid_tbl_len` GIDs.
+    pub const fn iwarp(gid_tbl_len: u32) -> Self {
+        Self {
+            gid_tbl_len,
+            pkey_tbl_len: 0,
+            core_cap_flags: bindings::RDMA_CORE_PORT_IWARP,
+        }
+    }
+}
+
+/// `IB_PORT_CM_SUP`: the port supports connection management.
+pub const PORT_CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+/// `IB_PORT_DEVICE_MGMT_SUP`.
+pub const PORT_DEVICE_MGMT_SUP: u32 =
+    bindings::ib_port_capability_mask_bits_IB_PORT_DEVICE_MGMT_SUP;
+/// `IB_DEVICE_MEM_MGT_EXTENSIONS`: fast registration and local invalidation.
+pub const DEVICE_MEM_MGT_EXTENSIONS: u64 =
+    bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+/// `IBK_ALLOW_USER_UNREG`.
+pub const KERNEL_ALLOW_USER_UNREG: u64 = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+
+/// The device a callback is about.
+///
+/// # Invariants
+///
+/// `ptr` is a registered (or registering) device of a [`DeviceSet`] for the duration of the
+/// borrow.
+pub struct Device {
+    ptr: *mut bindings::ib_device,
+}
+
+impl Device {
+    /// The netdev bound to `port`, if any.
+    pub fn netdev(&self, port: u32) -> Option<ARef<NetDevice>> {
+        // SAFETY: `ptr` is valid (type invariant); the function returns a held reference or
+        // null.
+        let nd = unsafe { bindings::ib_device_get_netdev(self.ptr, port) };
+        if nd.is_null() {
+            return None;
+        }
+        // SAFETY: `nd` is valid and we own the reference `ib_device_get_netdev` took.
+        Some(unsafe { ARef::from_raw(core::ptr::NonNull::from(NetDevice::from_raw(nd))) })
+    }
+}
+
+/// A provider's device-level verbs.
+pub trait Driver: Send + Sync {
+    /// The device attributes.
+    fn query_device(&self, dev: &Device) -> Result<DeviceAttributes>;
+    /// The attributes of `port`.
+    fn query_port(&self, dev: &Device, port: u32) -> Result<PortAttributes>;
+    /// What never changes about `port`.
+    fn port_immutable(&self, dev: &Device, port: u32) -> Result<PortImmutable>;
+    /// GID `index` of `port`.
+    fn query_gid(&self, dev: &Device, port: u32, index: u32) -> Result<[u8; 16]>;
+}
+
+/// What a new device looks like.
+pub struct DeviceInfo<'a> {
+    /// Its name (`%d` gets a unique number).
+    pub name: &'a CStr,
+    /// Its node type.
+    pub node_type: NodeType,
+    /// Its driver id.
+    pub driver_id: DriverId,
+    /// The user verbs ABI version of its provider library.
+    pub uverbs_abi_ver: u32,
+    /// Node GUID (network byte order).
+    pub node_guid: [u8; 8],
+    /// Node description (at most 63 bytes are used).
+    pub node_desc: &'a [u8],
+    /// The netdev its only port is bound to.
+    pub netdev: &'a NetDevice,
+    /// Completion vectors.
+    pub num_comp_vectors: u32,
+    /// The module providing the driver, which the RDMA core pins while user space uses it.
+    pub owner: &'static ThisModule,
+}
+
+/// The memory `_ib_alloc_device` gives us: the device, then what the driver put behind it.
+#[repr(C)]
+struct Container {
+    ibdev: bindings::ib_device,
+    driver: ManuallyDrop<Arc<dyn Driver>>,
+    set: ManuallyDrop<Arc<DeviceSet>>,
+}
+
+/// The live devices of one driver; see the module documentation.
+#[pin_data]
+pub struct DeviceSet {
+    /// Addresses of the devices whose `dealloc_driver` has not run yet; 0 is a free slot.
+    #[pin]
+    devices: Mutex<KVec<usize>>,
+    /// Signalled whenever a device leaves `devices`.
+    #[pin]
+    left: CondVar,
+}
+
+impl DeviceSet {
+    /// An empty set.
+    pub fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                devices <- new_mutex!(KVec::new()),
+                left <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The number of live devices.
+    pub fn len(&self) -> usize {
+        self.devices.lock().iter().filter(|&&d| d != 0).count()
+    }
+
+    /// Whether no device is alive.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Creates, registers and records a device served by `driver`.
+    pub fn register(self: &Arc<Self>, info: &DeviceInfo<'_>, driver: Arc<dyn Driver>) -> Result {
+        // Room in the set first, so that recording the device cannot fail after it is live.
+        self.devices.lock().reserve(1, GFP_KERNEL)?;
+
+        // SAFETY: The size covers a `Container`, whose first field is the `ib_device`, as
+        // `_ib_alloc_device` requires. It returns zeroed memory or null.
+        let ibdev = unsafe { bindings::_ib_alloc_device(core::mem::size_of::<Container>()) };
+        if ibdev.is_null() {
+            return Err(ENOMEM);
+        }
+        let container = ibdev.cast::<Container>();
+        // SAFETY: `container` is the fresh, suitably aligned allocation (kzalloc) of a
+        // `Container`; we initialise the driver part before any callback can run, and the
+        // device fields before registering.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).driver).write(ManuallyDrop::new(driver));
+            core::ptr::addr_of_mut!((*container).set).write(ManuallyDrop::new(self.clone()));
+            bindings::ib_set_device_ops(ibdev, &DEVICE_OPS.0);
+            (*ibdev).ops.owner = info.owner.as_ptr();
+            (*ibdev).ops.driver_id = match info.driver_id {
+                DriverId::Siw => bindings::rdma_driver_id_RDMA_DRIVER_SIW,
+            };
+            (*ibdev).ops.uverbs_abi_ver = info.uverbs_abi_ver;
+            (*ibdev).node_type = match info.node_type {
+                NodeType::Rnic => bindings::RDMA_NODE_RNIC as u8,
+            };
+            (*ibdev).node_guid = u64::from_ne_bytes(info.node_guid);
+            let desc = &mut (*ibdev).node_desc;
+            let room = desc.len() - 1;
+            for (d, s) in desc.iter_mut().zip(info.node_desc.iter().take(room)) {
+                *d = *s as _;
+            }
+            (*ibdev).phys_port_cnt = 1;
+            (*ibdev).num_comp_vectors = info.num_comp_vectors.max(1) as c_int;
+            let ifname = info.netdev.name();
+            for (d, s) in (*ibdev).iw_ifname.iter_mut().zip(ifname) {
+                *d = s as _;
+            }
+            (*ibdev).iw_driver_flags = bindings::iw_flags_IW_F_NO_PORT_MAP;
+        }
+
+        // SAFETY: `ibdev` is allocated and not registered; the netdev is valid. On failure we
+        // still own the device and free it with `ib_dealloc_device`, which runs
+        // `dealloc_driver` and so drops the driver part.
+        let ret = unsafe {
+            let mut ret = bindings::ib_device_set_netdev(ibdev, info.netdev.as_raw(), 1);
+            if ret == 0 {
+                ret = bindings::ib_register_device(
+                    ibdev,
+                    info.name.as_char_ptr(),
+                    core::ptr::null_mut(),
+                );
+            }
+            ret
+        };
+        if ret != 0 {
+            // `dealloc_driver` expects to find the device in the set.
+            self.record(ibdev);
+            // SAFETY: Registration failed, so the device is still ours to free.
+            unsafe { bindings::ib_dealloc_device(ibdev) };
+            return to_result(ret);
+        }
+        // From here the core owns the device; it may even be gone already (a concurrent
+        // unregistration), in which case `dealloc_driver` removed it — or finds it absent.
+        self.record(ibdev);
+        Ok(())
+    }
+
+    fn record(&self, ibdev: *mut bindings::ib_device) {
+        let mut devices = self.devices.lock();
+        if let Some(slot) = devices.iter_mut().find(|d| **d == 0) {
+            *slot = ibdev as usize;
+        } else if devices.push(ibdev as usize, GFP_ATOMIC).is_err() {
+            // Cannot happen: `register` reserved the room.
+            pr_warn!("rdma: could not record a device\n");
+        }
+    }
+
+    fn forget(&self, ibdev: *mut bindings::ib_device) {
+        let mut devices = self.devices.lock();
+        if let Some(slot) = devices.iter_mut().find(|d| **d == ibdev as usize) {
+            *slot = 0;
+        }
+        drop(devices);
+        self.left.notify_all();
+    }
+
+    /// Unregisters every live device of the set and waits until all of them are gone.
+    pub fn unregister_all(&self) {
+        loop {
+            let mut devices = self.devices.lock();
+            // Pick a device we can take a registration reference on; the others are being
+            // unregistered by someone else already.
+            let mut picked = None;
+            for &d in devices.iter().filter(|&&d| d != 0) {
+                // SAFETY: A recorded device has not run `dealloc_driver` yet, so its memory is
+                // alive while we hold the set's lock (`dealloc_driver` takes it to leave).
+                if unsafe { bindings::ib_device_try_get(d as *mut bindings::ib_device) } {
+                    picked = Some(d);
+                    break;
+                }
+            }
+            match picked {
+                Some(d) => {
+                    drop(devices);
+                    // SAFETY: We hold the registration reference taken above, which this
+                    // consumes; the function copes with concurrent unregistration.
+                    unsafe {
+                        bindings::ib_unregister_device_and_put(d as *mut bindings::ib_device)
+                    };
+                }
+                None if devices.iter().all(|&d| d == 0) => return,
+                None => {
+                    // Wait for the unregistrations in flight.
+                    let _ = self.left.wait_interruptible_timeout(&mut devices, 100);
+                }
+            }
+        }
+    }
+}
+
+/// Makes sure no device outlives the set's owner (a module, typically).
+pub struct DeviceSetOwner(Arc<DeviceSet>);
+
+impl DeviceSetOwner {
+    /// A new, empty set owned by the caller.
+    pub fn new() -> Result<Self> {
+        Ok(Self(DeviceSet::new()?))
+    }
+
+    /// The set, to register devices in.
+    pub fn set(&self) -> &Arc<DeviceSet> {
+        &self.0
+    }
+}
+
+impl Drop for DeviceSetOwner {
+    fn drop(&mut self) {
+        self.0.unregister_all();
+    }
+}
+
+/// The container of `ibdev`.
+///
+/// # Safety
+///
+/// `ibdev` must be a device allocated by [`DeviceSet::register`] whose `dealloc_driver` has not
+/// finished.
+unsafe fn container<'a>(ibdev: *mut bindings::ib_device) -> &'a Container {
+    // SAFETY: The device is the first field of its container (the caller's guarantee).
+    unsafe { &*ibdev.cast::<Container>() }
+}
+
+/// Runs `f` with the driver and a `Device` for `ibdev`.
+///
+/// # Safety
+///
+/// As for [`container`].
+unsafe fn with_driver<R>(
+    ibdev: *mut bindings::ib_device,
+    f: impl FnOnce(&dyn Driver, &Device) -> R,
+) -> R {
+    // SAFETY: The caller's guarantee.
+    let c = unsafe { container(ibdev) };
+    // INVARIANT: The device is alive for the call.
+    f(&**c.driver, &Device { ptr: ibdev })
+}
+
+fn c_int_of(v: u32) -> c_int {
+    v.min(c_int::MAX as u32) as c_int
+}
+
+fn mtu_enum(bytes: u32) -> bindings::ib_mtu {
+    match bytes {
+        4096.. => bindings::ib_mtu_IB_MTU_4096,
+        2048.. => bindings::ib_mtu_IB_MTU_2048,
+        1024.. => bindings::ib_mtu_IB_MTU_1024,
+        512.. => bindings::ib_mtu_IB_MTU_512,
+        _ => bindings::ib_mtu_IB_MTU_256,
+    }
+}
+
+fn atomic_cap(cap: AtomicCap) -> bindings::ib_atomic_cap {
+    match cap {
+        AtomicCap::None => bindings::ib_atomic_cap_IB_ATOMIC_NONE,
+        AtomicCap::Hca => bindings::ib_atomic_cap_IB_ATOMIC_HCA,
+        AtomicCap::Global => bindings::ib_atomic_cap_IB_ATOMIC_GLOB,
+    }
+}
+
+/// `query_device`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a device of ours, a writable `attr` and a valid or null
+/// `udata`.
+unsafe extern "C" fn query_device_callback(
+    ibdev: *mut bindings::ib_device,
+    attr: *mut bindings::ib_device_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // The siw ABI passes no driver data with this verb.
+        // SAFETY: `udata` is valid or null.
+        if let Some(u) = unsafe { udata.as_ref() } {
+            if u.inlen != 0 || u.outlen != 0 {
+                return Err(EINVAL);
+            }
+        }
+        // SAFETY: A device of ours, alive for the call.
+        let a = unsafe { with_driver(ibdev, |d, dev| d.query_device(dev)) }?;
+        let c = bindings::ib_device_attr {
+            sys_image_guid: u64::from_ne_bytes(a.sys_image_guid),
+            max_mr_size: a.max_mr_size,
+            page_size_cap: a.page_size_cap,
+            vendor_id: a.vendor_id,
+            vendor_part_id: a.vendor_part_id,
+            device_cap_flags: a.device_cap_flags,
+            kernel_cap_flags: a.kernel_cap_flags,
+            max_qp: c_int_of(a.max_qp),
+            max_qp_wr: c_int_of(a.max_qp_wr),
+            max_send_sge: c_int_of(a.max_send_sge),
+            max_recv_sge: c_int_of(a.max_recv_sge),
+            max_sge_rd: c_int_of(a.max_sge_rd),
+            max_cq: c_int_of(a.max_cq),
+            max_cqe: c_int_of(a.max_cqe),
+            max_mr: c_int_of(a.max_mr),
+            max_pd: c_int_of(a.max_pd),
+            max_mw: c_int_of(a.max_mw),
+            max_qp_rd_atom: c_int_of(a.max_qp_rd_atom),
+            max_qp_init_rd_atom: c_int_of(a.max_qp_init_rd_atom),
+            max_res_rd_atom: c_int_of(a.max_res_rd_atom),
+            max_srq: c_int_of(a.max_srq),
+            max_srq_wr: c_int_of(a.max_srq_wr),
+            max_srq_sge: c_int_of(a.max_srq_sge),
+            max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,
+            atomic_cap: atomic_cap(a.atomic_cap),
+            masked_atomic_cap: atomic_cap(a.masked_atomic_cap),
+            ..Default::default()
+        };
+        // SAFETY: `attr` is writable (the caller's guarantee).
+        unsafe { attr.write(c) };
+        Ok(0)
+    })
+}
+
+/// `query_port`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a device of ours and a writable `attr`.
+unsafe extern "C" fn query_port_callback(
+    ibdev: *mut bindings::ib_device,
+    port: u32,
+    attr: *mut bindings::ib_port_attr,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: A device of ours, alive for the call.
+        let a = unsafe { with_driver(ibdev, |d, dev| d.query_port(dev, port)) }?;
+        let mut c = bindings::ib_port_attr {
+            state: match a.state {
+                PortState::Down => bindings::ib_port_state_IB_PORT_DOWN,
+                PortState::Active => bindings::ib_port_state_IB_PORT_ACTIVE,
+            },
+            phys_state: if a.link_up {
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
+            } else {
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
+            },
+            max_mtu: mtu_enum(a.max_mtu),
+            active_mtu: mtu_enum(a.active_mtu),
+            gid_tbl_len: c_int_of(a.gid_tbl_len),
+            port_cap_flags: a.port_cap_flags,
+            max_msg_sz: a.max_msg_sz,
+            ..Default::default()
+        };
+        // SAFETY: A device of ours; the out pointers are fields of `c`.
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(ibdev, port, &mut c.active_speed, &mut c.active_width)
+        })?;
+        // SAFETY: `attr` is writable (the caller's guarantee).
+        unsafe { attr.write(c) };
+        Ok(0)
+    })
+}
+
+/// `get_port_immutable`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a device of ours and a writable `imm`.
+unsafe extern "C" fn port_immutable_callback(
+    ibdev: *mut bindings::ib_device,
+    port: u32,
+    imm: *mut bindings::ib_port_immutable,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: A device of ours, alive for the call.
+        let p = unsafe { with_driver(ibdev, |d, dev| d.port_immutable(dev, port)) }?;
+        // SAFETY: `imm` is writable (the caller's guarantee).
+        unsafe {
+            (*imm).gid_tbl_len = c_int_of(p.gid_tbl_len);
+            (*imm).pkey_tbl_len = c_int_of(p.pkey_tbl_len);
+            (*imm).core_cap_flags = p.core_cap_flags;
+        }
+        Ok(0)
+    })
+}
+
+/// `query_gid`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a device of ours and a writable `gid`.
+unsafe extern "C" fn query_gid_callback(
+    ibdev: *mut bindings::ib_device,
+    port: u32,
+    index: c_int,
+    gid: *mut bindings::ib_gid,
+) -> c_int {
+    from_result(|| {
+        let index = u32::try_from(index).map_err(|_| EINVAL)?;
+        // SAFETY: A device of ours, alive for the call.
+        let raw = unsafe { with_driver(ibdev, |d, dev| d.query_gid(dev, port, index)) }?;
+        // SAFETY: `gid` is writable (the caller's guarantee); the union is plain bytes.
+        unsafe { (*gid).raw = raw };
+        Ok(0)
+    })
+}
+
+/// `dealloc_driver`: the last callback of a device, before the core frees it.
+///
+/// # Safety
+///
+/// Called once by the RDMA core with a device of ours, after every other callback.
+unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
+    let container = ibdev.cast::<Container>();
+    // SAFETY: The driver part was initialised by `register` and nothing uses it after this
+    // last callback; `ManuallyDrop::take` moves each out exactly once.
+    let (driver, set) = unsafe {
+        (
+            ManuallyDrop::take(&mut (*container).driver),
+            ManuallyDrop::take(&mut (*container).set),
+        )
+    };
+    // The driver's data (module code may run here) goes before the set hears of it, so a
+    // module waiting in `unregister_all` cannot unload under it.
+    drop(driver);
+    set.forget(ibdev);
+}
+
+/// An ops table in a `static`.
+#[repr(transparent)]
+struct OpsTable(bindings::ib_device_ops);
+
+// SAFETY: The table is never written after initialisation; its pointers (functions, the
+// null module and attribute groups) are only read.
+unsafe impl Sync for OpsTable {}
+
+/// The ops table shared by every device of every Rust driver.
+static DEVICE_OPS: OpsTable = OpsTable({
+    // SAFETY: `ib_device_ops` is plain data (function pointers and integers), for which all
+    // zeroes is valid: no callback, no values.
+    let mut ops: bindings::ib_device_ops = unsafe { core::mem::zeroed() };
+    ops.query_device = Some(query_device_callback);
+    ops.query_port = Some(query_port_callback);
+    ops.get_port_immutable = Some(port_immutable_callback);
+    ops.query_gid = Some(query_gid_callback);
+    ops.dealloc_driver = Some(dealloc_driver_callback);
+    ops
+});
+
+/// Whether `netdev` already has a device of driver `id` bound to it.
+pub fn netdev_has_device(netdev: &NetDevice, id: DriverId) -> bool {
+    let id = match id {
+        DriverId::Siw => bindings::rdma_driver_id_RDMA_DRIVER_SIW,
+    };
+    // SAFETY: `netdev` is valid; the function returns a device with a reference, or null.
+    let dev = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), id) };
+    if dev.is_null() {
+        return false;
+    }
+    // SAFETY: Drops the reference `ib_device_get_by_netdev` took.
+    unsafe { bindings::ib_device_put(dev) };
+    true
+}
