@@ -10,11 +10,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 : "${FUZZ_SECONDS:=600}"
+# FUZZ_CRATES limits the run to some host crates (e.g. "rpcrdma2-proto"); default: all.
+: "${FUZZ_CRATES:=}"
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 export RUSTC_BOOTSTRAP=1
 status=0
 for dir in "$RSIW_TOP"/host/*/fuzz; do
   [ -f "$dir/Cargo.toml" ] || continue
+  crate=$(basename "$(dirname "$dir")")
+  [ -z "$FUZZ_CRATES" ] || [[ " $FUZZ_CRATES " == *" $crate "* ]] || continue
   for target in $(cd "$dir/.." && cargo fuzz list); do
     log="$RSIW_CACHE/fuzz-$(basename "$(dirname "$dir")")-$target.log"
     corpus=()
