@@ -1,8 +1,8 @@
 # timeout: 120
 # rsiw registers with the RDMA core: `rdma link add` loads the module (by its rdma-link alias)
 # and creates an iWARP device bound to a netdev, whose node type, GUID, GID and port state
-# follow the netdev; the C siw and rsiw coexist on different netdevs; `rdma link del` and
-# unloading the module remove the devices.
+# follow the netdev; the C siw and rsiw coexist on different netdevs; deleting the netdev,
+# `rdma link del` and unloading the module remove the devices.
 . /tests/lib.sh
 two_dummies
 sys=/sys/class/infiniband
@@ -40,6 +40,14 @@ rdma link add siw1 type siw netdev dummy1 || fail "siw1 next to rsiw0"
 ! rdma link add siw9 type siw netdev dummy0 2>/dev/null || fail "siw accepted rsiw's netdev"
 rdma link show
 
+# Removal: the netdev going away takes the device with it (and does not hang waiting).
+ip link del dummy0 || fail "deleting rsiw0's netdev"
+for _ in $(seq 50); do [ -e $sys/rsiw0 ] || break; sleep 0.1; done
+[ ! -e $sys/rsiw0 ] || fail "rsiw0 survived its netdev"
+[ -e $sys/siw1 ] || fail "deleting dummy0 removed the C siw's device"
+two_dummies
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rsiw0 on a new dummy0"
+
 # Removal: by link del, then by unloading the module with a device present.
 rdma link del rsiw0 || fail "rdma link del rsiw0"
 [ ! -e $sys/rsiw0 ] || fail "rsiw0 still there after link del"
@@ -48,4 +56,4 @@ modprobe -r rsiw || fail "rsiw does not unload with a device"
 [ ! -e $sys/rsiw0 ] || fail "rsiw0 survived the module"
 [ -e $sys/siw1 ] || fail "unloading rsiw removed the C siw's device"
 rdma link del siw1
-echo "rsiw link lifecycle: add, attributes, port state, refusals, coexistence, del, unload: ok"
+echo "rsiw link lifecycle: add, attributes, port state, refusals, coexistence, netdev removal, del, unload: ok"

@@ -26,3 +26,9 @@ unsigned int rust_helper_netdev_mtu(const struct net_device *dev)
 {
 	return READ_ONCE(dev->mtu);
 }
+
+struct net_device *
+rust_helper_netdev_notifier_info_to_dev(const struct netdev_notifier_info *info)
+{
+	return netdev_notifier_info_to_dev(info);
+}

@@ -409,6 +409,29 @@ impl DeviceSet {
     }
 }
 
+impl DeviceSet {
+    /// Starts unregistering the device of this set bound to `netdev`, if there is one, without
+    /// waiting: safe under RTNL, from a netdev notifier. `id` is the devices' driver id.
+    pub fn unregister_netdev_queued(&self, netdev: &NetDevice, id: DriverId) {
+        let id = match id {
+            DriverId::Siw => bindings::rdma_driver_id_RDMA_DRIVER_SIW,
+        };
+        // SAFETY: `netdev` is valid; this returns a device with a registration reference, or
+        // null. It finds the device even while the netdev is unregistering.
+        let dev = unsafe { bindings::ib_device_get_by_netdev(netdev.as_raw(), id) };
+        if dev.is_null() {
+            return;
+        }
+        // Another driver with the same id (the C siw) may own it.
+        if self.devices.lock().contains(&(dev as usize)) {
+            // SAFETY: `dev` is registered and we hold a registration reference.
+            unsafe { bindings::ib_unregister_device_queued(dev) };
+        }
+        // SAFETY: Drops the reference taken above.
+        unsafe { bindings::ib_device_put(dev) };
+    }
+}
+
 /// Makes sure no device outlives the set's owner (a module, typically).
 pub struct DeviceSetOwner(Arc<DeviceSet>);
 

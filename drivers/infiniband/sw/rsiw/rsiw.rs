@@ -11,7 +11,10 @@
 //! `-EOPNOTSUPP` from the RDMA core. The wire protocol code it will use is in `proto/`.
 
 use kernel::{
-    net::device::NetDevice,
+    net::{
+        device::NetDevice,
+        notifier::{NetdevEvent, NetdevNotifier, NetdevNotifierRegistration},
+    },
     prelude::*,
     rdma::{
         device::{netdev_has_device, DeviceSetOwner, DriverId},
@@ -31,15 +34,35 @@ module! {
     alias: ["rdma-link-rsiw"],
 }
 
+/// The module: the link type, and the netdev events that remove devices. Dropping it
+/// unregisters both, then the last reference to the device set unregisters the devices and
+/// waits until they are gone.
 struct RsiwModule {
+    _netdev_events: Pin<KBox<NetdevNotifierRegistration>>,
     _link: Pin<KBox<LinkRegistration<RsiwLink>>>,
 }
 
 impl kernel::Module for RsiwModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let devices = Arc::new(DeviceSetOwner::new()?, GFP_KERNEL)?;
+        let events = Arc::new(NetdevEvents(devices.clone()), GFP_KERNEL)?;
+        let netdev_events = KBox::pin_init(NetdevNotifierRegistration::new(events), GFP_KERNEL)?;
         let link = KBox::pin_init(LinkRegistration::<RsiwLink>::new(devices), GFP_KERNEL)?;
-        Ok(RsiwModule { _link: link })
+        Ok(RsiwModule {
+            _netdev_events: netdev_events,
+            _link: link,
+        })
+    }
+}
+
+/// Removes a device when its netdev goes away (the netdev's unregistration waits for it).
+struct NetdevEvents(Arc<DeviceSetOwner>);
+
+impl NetdevNotifier for NetdevEvents {
+    fn event(&self, event: NetdevEvent, dev: &NetDevice) {
+        if event == NetdevEvent::Unregister {
+            self.0.set().unregister_netdev_queued(dev, DriverId::Siw);
+        }
     }
 }
 
