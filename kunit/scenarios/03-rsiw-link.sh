@@ -55,5 +55,12 @@ rdma link add rsiw0 type rsiw netdev dummy0 || fail "re-adding rsiw0"
 modprobe -r rsiw || fail "rsiw does not unload with a device"
 [ ! -e $sys/rsiw0 ] || fail "rsiw0 survived the module"
 [ -e $sys/siw1 ] || fail "unloading rsiw removed the C siw's device"
+
+# The other way round: unloading the C siw unregisters every device of the siw driver id,
+# rsiw's included; rsiw must take that like any other removal, and unload cleanly after.
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rsiw0 after reload"
 rdma link del siw1
-echo "rsiw link lifecycle: add, attributes, port state, refusals, coexistence, netdev removal, del, unload: ok"
+modprobe -r siw || fail "siw does not unload"
+[ ! -e $sys/rsiw0 ] || fail "unloading siw left rsiw0 (ib_unregister_driver should take it)"
+modprobe -r rsiw || fail "rsiw does not unload after the C siw took its device"
+echo "rsiw link lifecycle: add, attributes, port state, refusals, coexistence, netdev removal, del, unload, C siw unload: ok"
