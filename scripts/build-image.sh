@@ -54,7 +54,11 @@ printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
 # Kernel modules: the tree's, stripped, plus ours under extra/.
 kmake -s INSTALL_MOD_PATH="$root" INSTALL_MOD_STRIP=1 DEPMOD=/bin/true modules_install >/dev/null
 mkdir -p "$root/lib/modules/$krel/extra"
-find "$RSIW_CACHE/modules-src" -name '*.ko' -exec cp {} "$root/lib/modules/$krel/extra/" \;
+# Only what this build produced (modules.order), not stale objects of removed modules.
+sed 's/\.o$/.ko/' "$RSIW_CACHE/modules-src/modules.order" | while read -r ko; do
+  case "$ko" in /*) ;; *) ko="$RSIW_CACHE/modules-src/$ko" ;; esac
+  cp "$ko" "$root/lib/modules/$krel/extra/"
+done
 rm -f "$root/lib/modules/$krel/build" "$root/lib/modules/$krel/source"
 depmod -b "$root" "$krel"
 

@@ -28,4 +28,4 @@ kmake M="$mod" modules ${RSIW_DELIBERATE_FAIL:+RSIW_DELIBERATE_FAIL=1} \
   echo "build-kernel: module build failed" >&2
   exit 1
 }
-echo "build-kernel: modules: $(cd "$mod" && find . -name '*.ko' | sort | tr '\n' ' ')"
+echo "build-kernel: modules: $(sed -e 's/\.o$/.ko/' -e 's|.*/||' "$mod/modules.order" | tr '\n' ' ')"

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA: the provider side of the kernel's RDMA core (InfiniBand verbs, iWARP, RoCE).
+//! RDMA: the kernel's RDMA core (InfiniBand verbs, iWARP, RoCE), for providers ([`device`],
+//! [`link`]) and consumers ([`client`]).
 //!
 //! C headers: [`include/rdma/`](srctree/include/rdma/)
 
+pub mod client;
 pub mod device;
 pub mod link;

@@ -7,8 +7,10 @@
 //! user ABI applies. `rdma link del rsiw0` removes it; unloading the module removes all.
 //!
 //! State of this driver: devices register and report their attributes, ports and GID; the data
-//! path (QPs, CQs, MRs, MPA/DDP/RDMAP over TCP) is not there yet, so every other verb answers
-//! `-EOPNOTSUPP` from the RDMA core. The wire protocol code it will use is in `proto/`.
+//! path (PDs, QPs, CQs, MRs, MPA/DDP/RDMAP over TCP) is not there yet. The RDMA core therefore
+//! does not count rsiw as a kernel-verbs provider: its kernel clients (rdma_cm among them) do
+//! not attach to rsiw devices, and `kernel::rdma::client` answers `EOPNOTSUPP`. The wire
+//! protocol code it will use is in `proto/`.
 
 use kernel::{
     net::{
