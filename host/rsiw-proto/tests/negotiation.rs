@@ -72,6 +72,37 @@ fn accepted(o: Option<Result<InitiatorOutcome, NegotiationError>>) -> InitiatorD
     }
 }
 
+/// Client-server enhanced data with the given IRD and ORD.
+fn enhanced(ird: u16, ord: u16) -> EnhancedData {
+    EnhancedData {
+        ird,
+        ord,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    }
+}
+
+/// Hands `i` a reply frame built from the given header fields.
+fn reply_to(
+    i: &InitiatorConfig,
+    flags: MpaFlags,
+    rev: u8,
+    e: Option<EnhancedData>,
+) -> Result<InitiatorOutcome, NegotiationError> {
+    let mut reply = [0u8; 64];
+    let n = encode_frame(&mut reply, FrameKind::Reply, flags, rev, e.as_ref(), &[]).unwrap();
+    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
+    i.process_reply(&rep)
+}
+
+/// An initiator without enhanced connection establishment (revision 1).
+fn unenhanced_initiator() -> InitiatorConfig {
+    InitiatorConfig {
+        enhanced: false,
+        ..initiator(1, 1)
+    }
+}
+
 // --- RFC 6581 section 9.1: IRD and ORD ---
 
 #[test]
@@ -121,25 +152,13 @@ fn responder_rejects_insufficient_initiator_ird() {
 #[test]
 fn initiator_raises_ird_to_responder_ord() {
     // A responder that answers with ORD 6 > initiator IRD 2, within max_ird.
-    let i = initiator(2, 1);
-    let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: 1,
-        ord: 6,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
+    let o = reply_to(
+        &initiator(2, 1),
         MpaFlags::default(),
         2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    let d = accepted(Some(i.process_reply(&rep)));
+        Some(enhanced(1, 6)),
+    );
+    let d = accepted(Some(o));
     assert_eq!(d.local_ird, QueueDepth::Set(6));
     assert_eq!(d.local_ord, QueueDepth::Set(1));
 }
@@ -148,24 +167,7 @@ fn initiator_raises_ird_to_responder_ord() {
 fn initiator_terminates_on_responder_ord_beyond_resources() {
     let mut i = initiator(2, 1);
     i.max_ird = 4;
-    let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: 1,
-        ord: 5,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    let err = i.process_reply(&rep).unwrap_err();
+    let err = reply_to(&i, MpaFlags::default(), 2, Some(enhanced(1, 5))).unwrap_err();
     assert_eq!(err, NegotiationError::InsufficientIrd { required: 5 });
     assert_eq!(
         err.term().triple(),
@@ -218,25 +220,13 @@ fn both_no_negotiation() {
 
 #[test]
 fn responder_no_negotiation_reply_leaves_initiator_alone() {
-    let i = initiator(4, 4);
-    let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: NO_NEGOTIATION,
-        ord: NO_NEGOTIATION,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
+    let e = enhanced(NO_NEGOTIATION, NO_NEGOTIATION);
+    let d = accepted(Some(reply_to(
+        &initiator(4, 4),
         MpaFlags::default(),
         2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    let d = accepted(Some(i.process_reply(&rep)));
+        Some(e),
+    )));
     assert_eq!(
         (d.local_ird, d.local_ord),
         (QueueDepth::Unchanged, QueueDepth::Unchanged)
@@ -309,23 +299,12 @@ fn p2p_responder_supporting_nothing() {
 #[test]
 fn client_server_ignores_rtr_flags() {
     // A=0 with B/C/D set in the request: they must be ignored.
-    let mut buf = [0u8; 64];
     let e = EnhancedData {
-        ird: 1,
-        ord: 1,
-        peer_to_peer: false,
         rtr: ALL_RTR,
+        ..enhanced(1, 1)
     };
-    let n = encode_frame(
-        &mut buf,
-        FrameKind::Request,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (req, _) = MpaFrame::decode(&buf[..n], FrameKind::Request).unwrap();
+    let f = request_frame(MpaFlags::default(), 2, Some(e));
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
     let d = responder(8, 4).process_request(&req).unwrap();
     let rep = d.reply_enhanced.unwrap();
     assert!(!rep.peer_to_peer && rep.rtr.is_empty());
@@ -334,46 +313,18 @@ fn client_server_ignores_rtr_flags() {
 
 #[test]
 fn connection_model_mismatch() {
-    let i = p2p(ALL_RTR);
-    let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: 4,
-        ord: 4,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    let err = i.process_reply(&rep).unwrap_err();
+    let e = enhanced(4, 4);
+    let err = reply_to(&p2p(ALL_RTR), MpaFlags::default(), 2, Some(e)).unwrap_err();
     assert_eq!(err, NegotiationError::ConnectionModelMismatch);
     assert_eq!(err.term(), TermError::MpaNoMatchingRtr);
     // And the other way round.
-    let i = initiator(4, 4);
     let e = EnhancedData {
         peer_to_peer: true,
         rtr: WRITE_READ,
         ..e
     };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
     assert_eq!(
-        i.process_reply(&rep).unwrap_err(),
+        reply_to(&initiator(4, 4), MpaFlags::default(), 2, Some(e)).unwrap_err(),
         NegotiationError::ConnectionModelMismatch
     );
 }
@@ -431,24 +382,7 @@ fn reply_dropping_required_crc_is_invalid() {
         crc: CrcPolicy::Required,
         ..initiator(1, 1)
     };
-    let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: 1,
-        ord: 1,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    let err = i.process_reply(&rep).unwrap_err();
+    let err = reply_to(&i, MpaFlags::default(), 2, Some(enhanced(1, 1))).unwrap_err();
     assert_eq!(err, NegotiationError::CrcRefusedByPeer);
     assert_eq!(err.term(), TermError::MpaInvalidRequestReply);
 }
@@ -483,28 +417,14 @@ fn revisions() {
     let d = r.process_request(&req).unwrap();
     assert_eq!((d.revision, d.reply_enhanced), (1, None));
     // An unenhanced initiator speaks revision 1 and accepts a plain reply.
-    let i = InitiatorConfig {
-        enhanced: false,
-        ..initiator(1, 1)
-    };
+    let i = unenhanced_initiator();
     let (d, o) = exchange(&i, &r);
     assert_eq!(d.unwrap().revision, 1);
     let o = accepted(o);
     assert_eq!((o.revision, o.local_ird), (1, QueueDepth::Unchanged));
     // A reply with a higher revision than requested is invalid.
-    let mut reply = [0u8; 64];
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        None,
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
     assert_eq!(
-        i.process_reply(&rep).unwrap_err(),
+        reply_to(&i, MpaFlags::default(), 2, None).unwrap_err(),
         NegotiationError::UnsupportedRevision(2)
     );
 }
@@ -522,14 +442,11 @@ fn revision_2_unenhanced_request_gets_unenhanced_reply() {
 
 #[test]
 fn markers_are_refused() {
-    let f = request_frame(
-        MpaFlags {
-            markers: true,
-            ..Default::default()
-        },
-        1,
-        None,
-    );
+    let markers = MpaFlags {
+        markers: true,
+        ..Default::default()
+    };
+    let f = request_frame(markers, 1, None);
     let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
     let e = responder(4, 4).process_request(&req).unwrap_err();
     assert_eq!(e, NegotiationError::MarkersRequired);
@@ -541,25 +458,8 @@ fn markers_are_refused() {
     let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
     assert!(rep.header.flags.reject && !rep.header.flags.markers);
     // A reply asking for markers is refused by the initiator.
-    let i = InitiatorConfig {
-        enhanced: false,
-        ..initiator(1, 1)
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags {
-            markers: true,
-            ..Default::default()
-        },
-        1,
-        None,
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
     assert_eq!(
-        i.process_reply(&rep).unwrap_err(),
+        reply_to(&unenhanced_initiator(), markers, 1, None).unwrap_err(),
         NegotiationError::MarkersRequired
     );
 }
@@ -581,54 +481,19 @@ fn enhanced_interoperability() {
         InitiatorOutcome::Rejected { peer: None }
     );
     // Enhanced request, unenhanced accept: invalid.
-    let mut reply = [0u8; 64];
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        None,
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
     assert_eq!(
-        initiator(1, 1).process_reply(&rep).unwrap_err(),
+        reply_to(&initiator(1, 1), MpaFlags::default(), 2, None).unwrap_err(),
         NegotiationError::EnhancedMismatch
     );
     // Unenhanced request (revision 1 cannot carry S), enhanced reply: invalid.
-    let i = InitiatorConfig {
-        enhanced: false,
-        ..initiator(1, 1)
-    };
-    let e = EnhancedData {
-        ird: 1,
-        ord: 1,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
-    let n = encode_frame(
-        &mut reply,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[],
-    )
-    .unwrap();
-    let (rep, _) = MpaFrame::decode(&reply[..n], FrameKind::Reply).unwrap();
-    assert!(i.process_reply(&rep).is_err());
+    let e = Some(enhanced(1, 1));
+    assert!(reply_to(&unenhanced_initiator(), MpaFlags::default(), 2, e).is_err());
 }
 
 #[test]
 fn reject_passes_peer_values() {
     let mut reply = [0u8; 64];
-    let e = EnhancedData {
-        ird: 7,
-        ord: 9,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-    };
+    let e = enhanced(7, 9);
     let flags = MpaFlags {
         reject: true,
         ..Default::default()
