@@ -154,46 +154,28 @@ fn encode_errors() {
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
     };
-    // S needs revision 2.
-    assert!(encode_frame(
-        &mut out,
-        FrameKind::Request,
-        MpaFlags::default(),
-        1,
-        Some(&e),
-        &[]
-    )
-    .is_err());
     // 14-bit fields.
     let big = EnhancedData { ird: 0x4000, ..e };
-    assert!(encode_frame(
-        &mut out,
-        FrameKind::Request,
-        MpaFlags::default(),
-        2,
-        Some(&big),
-        &[]
-    )
-    .is_err());
-    // Private data limit includes the enhanced data.
-    assert!(encode_frame(
-        &mut out,
-        FrameKind::Request,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[0; 509]
-    )
-    .is_err());
-    assert!(encode_frame(
-        &mut out,
-        FrameKind::Request,
-        MpaFlags::default(),
-        2,
-        Some(&e),
-        &[0; 508]
-    )
-    .is_ok());
+    // (revision, enhanced data, private data length) -> encodes?
+    let cases = [
+        // S needs revision 2.
+        (1, &e, 0, false),
+        (2, &big, 0, false),
+        // Private data limit includes the enhanced data.
+        (2, &e, 509, false),
+        (2, &e, 508, true),
+    ];
+    for (rev, enhanced, pd_len, ok) in cases {
+        let r = encode_frame(
+            &mut out,
+            FrameKind::Request,
+            MpaFlags::default(),
+            rev,
+            Some(enhanced),
+            &[0; 509][..pd_len],
+        );
+        assert_eq!(r.is_ok(), ok, "rev {rev}, {enhanced:?}, {pd_len} bytes");
+    }
     // Output too small.
     assert_eq!(
         encode_frame(
