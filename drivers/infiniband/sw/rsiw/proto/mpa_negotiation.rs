@@ -98,6 +98,26 @@ impl NegotiationError {
     }
 }
 
+/// The highest MPA revision a side speaks: 2 with enhanced connection
+/// establishment, 1 without.
+const fn highest_revision(enhanced: bool) -> u8 {
+    if enhanced {
+        REVISION_2
+    } else {
+        REVISION_1
+    }
+}
+
+/// The RTR indications to put in enhanced data: only the peer-to-peer model
+/// (flag A) carries them.
+const fn rtr_for_model(peer_to_peer: bool, rtr: RtrKinds) -> RtrKinds {
+    if peer_to_peer {
+        rtr
+    } else {
+        RtrKinds::NONE
+    }
+}
+
 fn check_revision(revision: u8, highest: u8) -> Result<(), NegotiationError> {
     if (REVISION_1..=highest).contains(&revision) {
         Ok(())
@@ -158,11 +178,7 @@ pub enum InitiatorOutcome {
 impl InitiatorConfig {
     /// The MPA revision the request carries.
     pub const fn revision(&self) -> u8 {
-        if self.enhanced {
-            REVISION_2
-        } else {
-            REVISION_1
-        }
+        highest_revision(self.enhanced)
     }
 
     /// The flags of the request.
@@ -185,11 +201,7 @@ impl InitiatorConfig {
             ird: self.ird,
             ord: self.ord,
             peer_to_peer: self.peer_to_peer,
-            rtr: if self.peer_to_peer {
-                self.rtr
-            } else {
-                RtrKinds::NONE
-            },
+            rtr: rtr_for_model(self.peer_to_peer, self.rtr),
         })
     }
 
@@ -336,14 +348,6 @@ impl ResponderDecision {
 }
 
 impl ResponderConfig {
-    fn highest_revision(&self) -> u8 {
-        if self.enhanced {
-            REVISION_2
-        } else {
-            REVISION_1
-        }
-    }
-
     /// Decides on a received request.
     pub fn process_request(
         &self,
@@ -358,7 +362,7 @@ impl ResponderConfig {
             return Err(NegotiationError::CrcRequiredByPeer);
         }
         let use_crc = header.flags.crc || self.crc == CrcPolicy::Required;
-        let revision = header.revision.min(self.highest_revision());
+        let revision = header.revision.min(highest_revision(self.enhanced));
         let mut decision = ResponderDecision {
             use_crc,
             revision,
@@ -439,7 +443,7 @@ impl ResponderConfig {
         let revision = request
             .header
             .revision
-            .clamp(REVISION_1, self.highest_revision());
+            .clamp(REVISION_1, highest_revision(self.enhanced));
         let enhanced = match request.enhanced {
             Some(initiator) if self.enhanced && revision >= REVISION_2 => Some(EnhancedData {
                 ird: self.max_ird.min(NO_NEGOTIATION),
@@ -449,11 +453,7 @@ impl ResponderConfig {
                 }
                 .min(NO_NEGOTIATION),
                 peer_to_peer: initiator.peer_to_peer,
-                rtr: if initiator.peer_to_peer {
-                    self.rtr
-                } else {
-                    RtrKinds::NONE
-                },
+                rtr: rtr_for_model(initiator.peer_to_peer, self.rtr),
             }),
             _ => None,
         };
