@@ -1,7 +1,8 @@
 # timeout: 120
 # rsiw registers with the RDMA core: `rdma link add` loads the module (by its rdma-link alias)
 # and creates an iWARP device bound to a netdev, whose node type, GUID, GID and port state
-# follow the netdev; the C siw and rsiw coexist on different netdevs; deleting the netdev,
+# follow the netdev, and that rdma-core's siw provider opens (ibv_devices, ibv_devinfo); the
+# C siw and rsiw coexist on different netdevs; deleting the netdev,
 # `rdma link del` and unloading the module remove the devices.
 . /tests/lib.sh
 two_dummies
@@ -23,6 +24,15 @@ guid="$b0$2:$3ff:fe$4:$5$6"
 gid="$1$2:$3$4:$5$6:0000:0000:0000:0000:0000"
 [ "$(cat $sys/rsiw0/ports/1/gids/0)" = "$gid" ] || fail "gid $(cat $sys/rsiw0/ports/1/gids/0), want $gid"
 echo "rsiw0: RNIC, node_guid $guid, gid $gid"
+
+# User space sees it through rdma-core's stock siw provider (same driver id and ABI).
+ibv_devices | grep -q "rsiw0" || { ibv_devices; fail "ibv_devices does not list rsiw0"; }
+ibv_devinfo -d rsiw0 >/tmp/devinfo.log 2>&1 || { cat /tmp/devinfo.log; fail "ibv_devinfo -d rsiw0"; }
+for want in 'transport:[[:space:]]*iWARP' 'vendor_part_id:[[:space:]]*29299' \
+            'state:[[:space:]]*PORT_ACTIVE' "node_guid:[[:space:]]*$guid"; do
+  grep -q "$want" /tmp/devinfo.log || { cat /tmp/devinfo.log; fail "ibv_devinfo: no '$want'"; }
+done
+grep -E 'transport|vendor_part_id|max_qp:|state' /tmp/devinfo.log
 
 # The port follows the netdev.
 ip link set dummy0 down

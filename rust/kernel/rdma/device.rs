@@ -21,9 +21,10 @@
 //! The callbacks of the ops table are non-generic functions of this crate that dispatch to
 //! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
 //!
-//! Only the device-level verbs are wrapped so far (device and port attributes, the GID, the
-//! port's immutable data). Everything else in `ib_device_ops` is left unset, and the RDMA core
-//! answers those verbs with `-EOPNOTSUPP`.
+//! Wrapped so far: the device-level verbs (device and port attributes, the GID, the port's
+//! immutable data) and user contexts. Everything else in `ib_device_ops` is left unset: user
+//! space gets `EOPNOTSUPP` for those verbs, and the core does not count the device as a
+//! kernel-verbs provider (see [`super::client`]).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
@@ -212,7 +213,42 @@ impl Device {
     }
 }
 
-/// A provider's device-level verbs.
+/// The driver-specific data a user-space verb carries (`struct ib_udata`): the request the
+/// provider library sent and room for its response.
+///
+/// # Invariants
+///
+/// `inner` is the `ib_udata` of the verb being executed, valid for `'a`; its buffers are
+/// user-space addresses of `inlen`/`outlen` bytes.
+pub struct UserData<'a> {
+    inner: &'a bindings::ib_udata,
+}
+
+impl UserData<'_> {
+    /// The size of the request.
+    pub fn in_len(&self) -> usize {
+        self.inner.inlen
+    }
+
+    /// The room for the response.
+    pub fn out_len(&self) -> usize {
+        self.inner.outlen
+    }
+
+    /// Writes `data` as the response: `EINVAL` if there is not room for it, `EFAULT` if the
+    /// user buffer is not writable.
+    pub fn write_response(&mut self, data: &[u8]) -> Result {
+        if data.len() > self.inner.outlen {
+            return Err(EINVAL);
+        }
+        // The buffer is user memory: the copy checks access.
+        crate::uaccess::UserSlice::new(self.inner.outbuf as usize, data.len())
+            .writer()
+            .write_slice(data)
+    }
+}
+
+/// A provider's verbs. Those with a default are optional: the default answers `EOPNOTSUPP`.
 pub trait Driver: Send + Sync {
     /// The device attributes.
     fn query_device(&self, dev: &Device) -> Result<DeviceAttributes>;
@@ -222,6 +258,16 @@ pub trait Driver: Send + Sync {
     fn port_immutable(&self, dev: &Device, port: u32) -> Result<PortImmutable>;
     /// GID `index` of `port`.
     fn query_gid(&self, dev: &Device, port: u32, index: u32) -> Result<[u8; 16]>;
+
+    /// A user-space process opens the device (a user context); `udata` carries the provider
+    /// library's request and takes the response. With this verb the device is offered to user
+    /// space (`/dev/infiniband/uverbsN`, `ibv_devices`).
+    fn alloc_ucontext(&self, _dev: &Device, _udata: &mut UserData<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// A user context that `alloc_ucontext` accepted is closed.
+    fn dealloc_ucontext(&self, _dev: &Device) {}
 }
 
 /// What a new device looks like.
@@ -641,6 +687,41 @@ unsafe extern "C" fn query_gid_callback(
     })
 }
 
+/// `alloc_ucontext`: the core allocated `uctx` (object-size model, the bare `ib_ucontext`).
+///
+/// # Safety
+///
+/// Called by the RDMA core with a context of one of our devices and the verb's `udata`.
+unsafe extern "C" fn alloc_ucontext_callback(
+    uctx: *mut bindings::ib_ucontext,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `uctx` is valid and its `device` set by the core; `udata` is valid for the
+        // call (user verbs always pass one), or null.
+        let (ibdev, udata) = unsafe { ((*uctx).device, udata.as_ref()) };
+        // INVARIANT: The verb's `ib_udata`, valid for the call.
+        let mut udata = UserData {
+            inner: udata.ok_or(EINVAL)?,
+        };
+        // SAFETY: A device of ours, alive while it has contexts.
+        unsafe { with_driver(ibdev, |d, dev| d.alloc_ucontext(dev, &mut udata)) }?;
+        Ok(0)
+    })
+}
+
+/// `dealloc_ucontext`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a context that `alloc_ucontext_callback` accepted.
+unsafe extern "C" fn dealloc_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
+    // SAFETY: `uctx` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*uctx).device };
+    // SAFETY: A device of ours, alive while it has contexts.
+    unsafe { with_driver(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
+}
+
 /// `dealloc_driver`: the last callback of a device, before the core frees it.
 ///
 /// # Safety
@@ -680,6 +761,11 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.get_port_immutable = Some(port_immutable_callback);
     ops.query_gid = Some(query_gid_callback);
     ops.dealloc_driver = Some(dealloc_driver_callback);
+    ops.alloc_ucontext = Some(alloc_ucontext_callback);
+    ops.dealloc_ucontext = Some(dealloc_ucontext_callback);
+    // The object-size model: the core allocates objects of these sizes. No driver data is
+    // embedded, so each is the bare core object.
+    ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();
     ops
 });
 

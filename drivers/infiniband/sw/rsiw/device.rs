@@ -6,19 +6,20 @@
 //! iWARP connection management addresses by IP, the GID only has to be unique), the node and
 //! system image GUIDs are the MAC's EUI-64. The port follows the netdev's link and MTU.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     net::device::NetDevice,
     prelude::*,
     rdma::device::{
         AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
-        PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
+        PortAttributes, PortImmutable, PortState, UserData, DEVICE_MEM_MGT_EXTENSIONS,
         KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
     },
     sync::Arc,
 };
 
-/// The siw user ABI version (`SIW_ABI_VERSION` of `include/uapi/rdma/siw-abi.h`).
-const SIW_ABI_VERSION: u32 = 1;
+use crate::abi;
+
 /// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.
 const VENDOR_ID: u32 = 0x0062_6d74;
 /// Our part id, so that `ibv_devinfo` tells rsiw from the C siw.
@@ -41,12 +42,15 @@ mod limits {
     pub(super) const MAX_SRQ: u32 = MAX_QP;
     pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR * 64;
     pub(super) const MAX_SGE_PBL: u32 = 256;
+    pub(super) const MAX_CONTEXT: u32 = MAX_PD;
 }
 
 /// What the RDMA core calls us with for one device.
 struct RsiwDevice {
     /// The netdev's MAC at creation.
     mac: [u8; 6],
+    /// Open user contexts, at most [`limits::MAX_CONTEXT`].
+    contexts: AtomicU32,
 }
 
 /// The EUI-64 of a MAC (RFC 4291 appendix A), as node and system image GUIDs use it.
@@ -72,12 +76,18 @@ pub(crate) fn create(
 ) -> Result {
     // The GID must be unique; a netdev without a MAC has nothing unique to offer.
     let mac = netdev.mac().ok_or(EINVAL)?;
-    let driver = Arc::new(RsiwDevice { mac }, GFP_KERNEL)?;
+    let driver = Arc::new(
+        RsiwDevice {
+            mac,
+            contexts: AtomicU32::new(0),
+        },
+        GFP_KERNEL,
+    )?;
     let info = DeviceInfo {
         name,
         node_type: NodeType::Rnic,
         driver_id: DriverId::Siw,
-        uverbs_abi_ver: SIW_ABI_VERSION,
+        uverbs_abi_ver: abi::ABI_VERSION,
         node_guid: eui64(mac),
         node_desc: NODE_DESC,
         netdev,
@@ -156,5 +166,28 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         let mut gid = [0u8; 16];
         gid[..6].copy_from_slice(&self.mac);
         Ok(gid)
+    }
+
+    fn alloc_ucontext(&self, _dev: &Device, udata: &mut UserData<'_>) -> Result {
+        self.contexts
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limits::MAX_CONTEXT).then_some(n + 1)
+            })
+            .map_err(|_| ENOMEM)?;
+        let response = abi::alloc_ctx_response(VENDOR_PART_ID);
+        // The provider library must leave room for the whole response.
+        let written = if udata.out_len() < response.len() {
+            Err(EINVAL)
+        } else {
+            udata.write_response(&response)
+        };
+        if written.is_err() {
+            self.contexts.fetch_sub(1, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn dealloc_ucontext(&self, _dev: &Device) {
+        self.contexts.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -25,6 +25,7 @@ use kernel::{
     sync::Arc,
 };
 
+mod abi;
 mod device;
 
 module! {
