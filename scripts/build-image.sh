@@ -28,6 +28,11 @@ copy() { # copy a file to the same path under $root, following links, keeping th
   mkdir -p "$root$(dirname "$f")"
   cp -L "$f" "$root$f"
 }
+# Our user-space test tools, built here against the installed libibverbs.
+mkdir -p "$out/tools"
+gcc -O2 -Wall -Werror -o "$out/tools/verbs-check" "$RSIW_TOP/kunit/tools/verbs-check.c" -libverbs
+bins+=("$out/tools/verbs-check")
+
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
   # ldd fails on static binaries (busybox): they need nothing.
@@ -35,6 +40,7 @@ for f in "${bins[@]}" "${libs[@]}"; do
     while read -r l; do copy "$l"; done
 done
 copy /lib64/ld-linux-x86-64.so.2
+install -m 0755 "$out/tools/verbs-check" "$root/usr/bin/verbs-check"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"

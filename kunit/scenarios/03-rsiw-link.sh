@@ -33,6 +33,10 @@ for want in 'transport:[[:space:]]*iWARP' 'vendor_part_id:[[:space:]]*29299' \
   grep -q "$want" /tmp/devinfo.log || { cat /tmp/devinfo.log; fail "ibv_devinfo: no '$want'"; }
 done
 grep -E 'transport|vendor_part_id|max_qp:|state' /tmp/devinfo.log
+# Verbs from user space: PDs work, a CQ (not implemented yet) fails cleanly; none is left.
+verbs-check rsiw0 64 cq || fail "verbs-check on rsiw0"
+left=$(rdma resource show pd dev rsiw0 2>/dev/null | grep -c . || true)
+[ "$left" = 0 ] || { rdma resource show pd; fail "$left PDs left on rsiw0"; }
 
 # The port follows the netdev.
 ip link set dummy0 down

@@ -22,7 +22,7 @@
 //! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
 //!
 //! Wrapped so far: the device-level verbs (device and port attributes, the GID, the port's
-//! immutable data) and user contexts. Everything else in `ib_device_ops` is left unset: user
+//! immutable data), user contexts and protection domains. Everything else in `ib_device_ops` is left unset: user
 //! space gets `EOPNOTSUPP` for those verbs, and the core does not count the device as a
 //! kernel-verbs provider (see [`super::client`]).
 //!
@@ -213,6 +213,10 @@ impl Device {
     }
 }
 
+/// A protection domain, as a provider sees it: an identity, stable while it exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdId(usize);
+
 /// The driver-specific data a user-space verb carries (`struct ib_udata`): the request the
 /// provider library sent and room for its response.
 ///
@@ -268,6 +272,16 @@ pub trait Driver: Send + Sync {
 
     /// A user context that `alloc_ucontext` accepted is closed.
     fn dealloc_ucontext(&self, _dev: &Device) {}
+
+    /// A protection domain `pd` is being created, for user space if `user`. An error fails
+    /// the creation.
+    fn alloc_pd(&self, _dev: &Device, _pd: PdId, _user: bool) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// `pd`, which `alloc_pd` accepted, is being destroyed; the RDMA core guarantees nothing
+    /// uses it any more.
+    fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {}
 }
 
 /// What a new device looks like.
@@ -722,6 +736,43 @@ unsafe extern "C" fn dealloc_ucontext_callback(uctx: *mut bindings::ib_ucontext)
     unsafe { with_driver(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
 }
 
+/// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
+/// driver to accept it.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a PD of one of our devices and a valid or null `udata`.
+unsafe extern "C" fn alloc_pd_callback(
+    pd: *mut bindings::ib_pd,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `pd` is valid and its `device` set by the core.
+        let ibdev = unsafe { (*pd).device };
+        let id = PdId(pd as usize);
+        // SAFETY: A device of ours, alive while it has PDs.
+        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, id, !udata.is_null())) }?;
+        Ok(0)
+    })
+}
+
+/// `dealloc_pd`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a PD that `alloc_pd_callback` accepted.
+unsafe extern "C" fn dealloc_pd_callback(
+    pd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: `pd` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*pd).device };
+    let id = PdId(pd as usize);
+    // SAFETY: A device of ours, alive while it has PDs.
+    unsafe { with_driver(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
+    0
+}
+
 /// `dealloc_driver`: the last callback of a device, before the core frees it.
 ///
 /// # Safety
@@ -763,6 +814,9 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.dealloc_driver = Some(dealloc_driver_callback);
     ops.alloc_ucontext = Some(alloc_ucontext_callback);
     ops.dealloc_ucontext = Some(dealloc_ucontext_callback);
+    ops.alloc_pd = Some(alloc_pd_callback);
+    ops.dealloc_pd = Some(dealloc_pd_callback);
+    ops.size_ib_pd = core::mem::size_of::<bindings::ib_pd>();
     // The object-size model: the core allocates objects of these sizes. No driver data is
     // embedded, so each is the bare core object.
     ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();

@@ -11,7 +11,7 @@ use kernel::{
     net::device::NetDevice,
     prelude::*,
     rdma::device::{
-        AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
+        AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType, PdId,
         PortAttributes, PortImmutable, PortState, UserData, DEVICE_MEM_MGT_EXTENSIONS,
         KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
     },
@@ -51,6 +51,18 @@ struct RsiwDevice {
     mac: [u8; 6],
     /// Open user contexts, at most [`limits::MAX_CONTEXT`].
     contexts: AtomicU32,
+    /// Protection domains, at most [`limits::MAX_PD`].
+    pds: AtomicU32,
+}
+
+/// Takes one of at most `max` from `count`; `ENOMEM` when all are taken.
+fn take_one(count: &AtomicU32, max: u32) -> Result {
+    count
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .map(|_| ())
+        .map_err(|_| ENOMEM)
 }
 
 /// The EUI-64 of a MAC (RFC 4291 appendix A), as node and system image GUIDs use it.
@@ -80,6 +92,7 @@ pub(crate) fn create(
         RsiwDevice {
             mac,
             contexts: AtomicU32::new(0),
+            pds: AtomicU32::new(0),
         },
         GFP_KERNEL,
     )?;
@@ -169,11 +182,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
     }
 
     fn alloc_ucontext(&self, _dev: &Device, udata: &mut UserData<'_>) -> Result {
-        self.contexts
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < limits::MAX_CONTEXT).then_some(n + 1)
-            })
-            .map_err(|_| ENOMEM)?;
+        take_one(&self.contexts, limits::MAX_CONTEXT)?;
         let response = abi::alloc_ctx_response(VENDOR_PART_ID);
         // The provider library must leave room for the whole response.
         let written = if udata.out_len() < response.len() {
@@ -189,5 +198,15 @@ impl kernel::rdma::device::Driver for RsiwDevice {
 
     fn dealloc_ucontext(&self, _dev: &Device) {
         self.contexts.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn alloc_pd(&self, _dev: &Device, _pd: PdId, _user: bool) -> Result {
+        // A PD needs nothing but the identity the core's object gives it; only the number of
+        // them is limited.
+        take_one(&self.pds, limits::MAX_PD)
+    }
+
+    fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {
+        self.pds.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * verbs-check: what user space can do with a device through libibverbs and its stock
+ * provider, verb by verb. Built on the host against Debian's libibverbs-dev and run in the VM.
+ *
+ *   verbs-check DEVICE PDS [unsupported-verb...]
+ *
+ * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, and for
+ * each named unsupported verb (cq) checks that it fails cleanly with EOPNOTSUPP. Exits 0 when
+ * everything behaved, 1 otherwise, printing what happened.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                  \
+	do {                                              \
+		if (!(cond)) {                            \
+			fprintf(stderr, "FAIL: " __VA_ARGS__); \
+			fputc('\n', stderr);              \
+			failures++;                       \
+		}                                         \
+	} while (0)
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list, *dev = NULL;
+	struct ibv_device_attr attr;
+	struct ibv_port_attr port;
+	struct ibv_context *ctx;
+	struct ibv_pd **pds;
+	int n, i, npds;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s DEVICE PDS [cq]\n", argv[0]);
+		return 2;
+	}
+	npds = atoi(argv[2]);
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
+			dev = list[i];
+	if (!dev) {
+		fprintf(stderr, "FAIL: no device %s\n", argv[1]);
+		return 1;
+	}
+	ctx = ibv_open_device(dev);
+	if (!ctx) {
+		fprintf(stderr, "FAIL: ibv_open_device: %s\n", strerror(errno));
+		return 1;
+	}
+	CHECK(!ibv_query_device(ctx, &attr), "ibv_query_device");
+	CHECK(!ibv_query_port(ctx, 1, &port), "ibv_query_port");
+	printf("%s: max_qp %d max_pd %d, port state %d\n", argv[1], attr.max_qp, attr.max_pd,
+	       port.state);
+
+	pds = calloc(npds, sizeof(*pds));
+	for (i = 0; i < npds; i++) {
+		pds[i] = ibv_alloc_pd(ctx);
+		CHECK(pds[i], "ibv_alloc_pd #%d: %s", i, strerror(errno));
+	}
+	for (i = 0; i < npds; i++)
+		if (pds[i])
+			CHECK(!ibv_dealloc_pd(pds[i]), "ibv_dealloc_pd #%d", i);
+	printf("%s: %d PDs allocated and freed\n", argv[1], npds);
+
+	for (i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "cq")) {
+			struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+
+			CHECK(!cq && errno == EOPNOTSUPP, "ibv_create_cq: %p, %s (want EOPNOTSUPP)",
+			      (void *)cq, strerror(errno));
+			if (cq)
+				ibv_destroy_cq(cq);
+			else
+				printf("%s: ibv_create_cq fails cleanly: %s\n", argv[1], strerror(errno));
+		}
+	}
+	CHECK(!ibv_close_device(ctx), "ibv_close_device");
+	ibv_free_device_list(list);
+	free(pds);
+	return failures ? 1 : 0;
+}
