@@ -81,15 +81,17 @@ impl NetDevice {
         unsafe { (*self.0.get()).ifindex }
     }
 
-    /// The hardware address if it is an Ethernet-style 6-byte MAC.
+    /// The hardware address if it is an Ethernet-style 6-byte MAC. A concurrent address
+    /// change (under RTNL) may give a mix of both, as it would to C readers.
     pub fn mac(&self) -> Option<[u8; 6]> {
         // SAFETY: The device is valid; `dev_addr` points to `addr_len` bytes while registered.
+        // The volatile read makes no assumption about concurrent writers.
         unsafe {
             let dev = self.0.get();
             if (*dev).addr_len != 6 || (*dev).dev_addr.is_null() {
                 return None;
             }
-            Some(core::ptr::read((*dev).dev_addr.cast::<[u8; 6]>()))
+            Some(core::ptr::read_volatile((*dev).dev_addr.cast::<[u8; 6]>()))
         }
     }
 

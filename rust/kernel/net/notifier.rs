@@ -124,7 +124,9 @@ unsafe extern "C" fn notifier_callback(
     info: *mut c_void,
 ) -> c_int {
     // SAFETY: `nb` is the `nb` field of a live `NetdevNotifierRegistration` (the caller's
-    // guarantee); `Opaque` is transparent, so the cast finds the registration.
+    // guarantee); `Opaque` is transparent, so the cast finds the registration. Registration
+    // replays events for existing netdevs from inside `new`, when both fields are written
+    // already (`handler` first).
     let reg = unsafe {
         &*crate::container_of!(
             nb.cast::<Opaque<bindings::notifier_block>>(),

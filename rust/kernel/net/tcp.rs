@@ -519,7 +519,8 @@ impl Drop for TcpSocket {
 /// Notifications of a socket, delivered by [`TcpSocket::install_callbacks`].
 ///
 /// Each runs in softirq context with the socket's callback lock held for reading: it must not
-/// sleep. The socket's previous callback runs after it.
+/// sleep, and must not install or remove callbacks (that takes the same lock for writing);
+/// defer such work to process context. The socket's previous callback runs after it.
 pub trait TcpCallbacks: Send + Sync {
     /// Data arrived (or, on a listener, a connection is ready to accept). `rx` reads it.
     fn data_ready(&self, _rx: &mut RxQueue<'_>) {}
