@@ -27,5 +27,8 @@ host-test:
 fuzz:
 	scripts/fuzz.sh
 
+bench:
+	scripts/bench.sh
+
 clean-cache:
 	. scripts/env.sh && rm -rf "$$RSIW_CACHE"

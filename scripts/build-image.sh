@@ -73,6 +73,8 @@ install -m 0755 "$RSIW_TOP/kunit/guest/init" "$root/init"
 mkdir -p "$root/tests"
 cp "$RSIW_TOP"/kunit/scenarios/*.sh "$root/tests/" 2>/dev/null || true
 cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
+mkdir -p "$root/bench"
+cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
 
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) >"$out/initramfs.cpio"
 echo "build-image: $out/initramfs.cpio ($(du -h "$out/initramfs.cpio" | cut -f1))"
