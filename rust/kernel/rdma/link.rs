@@ -173,3 +173,52 @@ unsafe extern "C" fn newlink_callback<T: LinkType>(
         Ok(0)
     })
 }
+
+#[cfg(CONFIG_KUNIT)]
+mod tests {
+    use super::{LinkContext, LinkRegistration, LinkType};
+    use crate::{
+        kunit::suite::Test, kunit_expect, kunit_expect_eq, net::device::NetDevice, prelude::*,
+        str::CStr, sync::Arc,
+    };
+
+    /// A link type that creates nothing.
+    struct NoDevices;
+
+    static CONTEXT: LinkContext<u32> = LinkContext::new();
+
+    impl LinkType for NoDevices {
+        type Data = u32;
+        const TYPE: &'static CStr = crate::c_str!("rust_kunit_link");
+
+        fn context() -> &'static LinkContext<u32> {
+            &CONTEXT
+        }
+
+        fn newlink(_data: &u32, _name: &CStr, _netdev: &NetDevice) -> Result {
+            Err(EOPNOTSUPP)
+        }
+    }
+
+    fn one_registration_per_type(test: &mut Test) -> Result {
+        let first = KBox::pin_init(
+            LinkRegistration::<NoDevices>::new(Arc::new(1, GFP_KERNEL)?),
+            GFP_KERNEL,
+        )?;
+        let second = KBox::pin_init(
+            LinkRegistration::<NoDevices>::new(Arc::new(2, GFP_KERNEL)?),
+            GFP_KERNEL,
+        );
+        kunit_expect_eq!(test, second.err(), Some(EBUSY));
+        drop(first);
+        // Once unregistered, the type can be registered again.
+        let again = KBox::pin_init(
+            LinkRegistration::<NoDevices>::new(Arc::new(3, GFP_KERNEL)?),
+            GFP_KERNEL,
+        );
+        kunit_expect!(test, again.is_ok());
+        Ok(())
+    }
+
+    crate::kunit_suite!(rust_rdma_link, [one_registration_per_type]);
+}
