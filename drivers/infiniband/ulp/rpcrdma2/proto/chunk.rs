@@ -156,8 +156,8 @@ impl<'a> ReadList<'a> {
     /// Decodes and validates a Read list.
     ///
     /// Besides the limits, the positions must follow the XDR stream. Draft
-    /// section 4.3.5 (carrying over RFC 8166's Read chunk rules, sections
-    /// 3.4.5 and 3.5.3, for version 1) makes the Position the offset in the
+    /// section 4.3.5 (carrying over RFC 8166's Read chunk rules for
+    /// version 1) makes the Position the offset in the
     /// unreduced Payload stream where the chunk's data item is reinserted,
     /// gives all segments of one Read chunk the same Position, and has the
     /// Responder concatenate the segments "whose Position field value
