@@ -38,10 +38,17 @@ verbs-check rsiw0 64 cq || fail "verbs-check on rsiw0"
 left=$(rdma resource show pd dev rsiw0 2>/dev/null | grep -c . || true)
 [ "$left" = 0 ] || { rdma resource show pd; fail "$left PDs left on rsiw0"; }
 
-# The port follows the netdev.
+# The port follows the netdev, and user space hears of it (asynchronous port events).
+verbs-check rsiw0 --await-event err 10 >/tmp/ev.log 2>&1 &
+for _ in $(seq 50); do grep -q ready /tmp/ev.log && break; sleep 0.1; done
 ip link set dummy0 down
+wait $! || { cat /tmp/ev.log; fail "no PORT_ERR event for dummy0 down"; }
 [ "$(cat $sys/rsiw0/ports/1/state)" = "1: DOWN" ] || fail "port state $(cat $sys/rsiw0/ports/1/state) with dummy0 down"
+verbs-check rsiw0 --await-event active 10 >/tmp/ev.log 2>&1 &
+for _ in $(seq 50); do grep -q ready /tmp/ev.log && break; sleep 0.1; done
 ip link set dummy0 up
+wait $! || { cat /tmp/ev.log; fail "no PORT_ACTIVE event for dummy0 up"; }
+grep event /tmp/ev.log
 [ "$(cat $sys/rsiw0/ports/1/state)" = "4: ACTIVE" ] || fail "port state $(cat $sys/rsiw0/ports/1/state) with dummy0 up"
 
 # Refused: a second device on the same netdev, and loopback.

@@ -4,12 +4,15 @@
  * provider, verb by verb. Built on the host against Debian's libibverbs-dev and run in the VM.
  *
  *   verbs-check DEVICE PDS [unsupported-verb...]
+ *   verbs-check DEVICE --await-event active|err SECONDS
  *
  * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, and for
  * each named unsupported verb (cq) checks that it fails cleanly with EOPNOTSUPP. Exits 0 when
- * everything behaved, 1 otherwise, printing what happened.
+ * everything behaved, 1 otherwise, printing what happened. The second form opens DEVICE, prints
+ * "ready" and waits for the port's asynchronous event (IBV_EVENT_PORT_ACTIVE or _ERR).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,34 @@ static int failures;
 			failures++;                       \
 		}                                         \
 	} while (0)
+
+static int await_event(struct ibv_context *ctx, const char *want, int seconds)
+{
+	enum ibv_event_type type = !strcmp(want, "active") ? IBV_EVENT_PORT_ACTIVE :
+							     IBV_EVENT_PORT_ERR;
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int n = poll(&pfd, 1, seconds * 1000);
+
+		if (n <= 0) {
+			fprintf(stderr, "FAIL: no %s event within %d s\n", want, seconds);
+			return 1;
+		}
+		if (ibv_get_async_event(ctx, &ev)) {
+			fprintf(stderr, "FAIL: ibv_get_async_event: %s\n", strerror(errno));
+			return 1;
+		}
+		ibv_ack_async_event(&ev);
+		printf("event %s on port %d\n", ibv_event_type_str(ev.event_type),
+		       ev.element.port_num);
+		if (ev.event_type == type && ev.element.port_num == 1)
+			return 0;
+	}
+}
 
 int main(int argc, char **argv)
 {
@@ -52,6 +83,13 @@ int main(int argc, char **argv)
 	if (!ctx) {
 		fprintf(stderr, "FAIL: ibv_open_device: %s\n", strerror(errno));
 		return 1;
+	}
+	if (!strcmp(argv[2], "--await-event")) {
+		int rc = argc > 4 ? await_event(ctx, argv[3], atoi(argv[4])) : 2;
+
+		ibv_close_device(ctx);
+		ibv_free_device_list(list);
+		return rc;
 	}
 	CHECK(!ibv_query_device(ctx, &attr), "ibv_query_device");
 	CHECK(!ibv_query_port(ctx, 1, &port), "ibv_query_port");

@@ -469,10 +469,24 @@ impl DeviceSet {
     }
 }
 
+/// A port event for the consumers of a device (`IB_EVENT_PORT_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortEvent {
+    /// The port became active.
+    Active,
+    /// The port went down.
+    Error,
+}
+
 impl DeviceSet {
-    /// Starts unregistering the device of this set bound to `netdev`, if there is one, without
-    /// waiting: safe under RTNL, from a netdev notifier. `id` is the devices' driver id.
-    pub fn unregister_netdev_queued(&self, netdev: &NetDevice, id: DriverId) {
+    /// Runs `f` with the registered device of this set bound to `netdev`, if there is one,
+    /// holding a registration reference. `id` is the devices' driver id.
+    fn with_netdev_device(
+        &self,
+        netdev: &NetDevice,
+        id: DriverId,
+        f: impl FnOnce(*mut bindings::ib_device),
+    ) {
         let id = match id {
             DriverId::Siw => bindings::rdma_driver_id_RDMA_DRIVER_SIW,
         };
@@ -484,11 +498,38 @@ impl DeviceSet {
         }
         // Another driver with the same id (the C siw) may own it.
         if self.devices.lock().contains(&(dev as usize)) {
-            // SAFETY: `dev` is registered and we hold a registration reference.
-            unsafe { bindings::ib_unregister_device_queued(dev) };
+            f(dev);
         }
         // SAFETY: Drops the reference taken above.
         unsafe { bindings::ib_device_put(dev) };
+    }
+
+    /// Starts unregistering the device of this set bound to `netdev`, if there is one, without
+    /// waiting: safe under RTNL, from a netdev notifier. `id` is the devices' driver id.
+    pub fn unregister_netdev_queued(&self, netdev: &NetDevice, id: DriverId) {
+        self.with_netdev_device(netdev, id, |dev| {
+            // SAFETY: `dev` is registered and `with_netdev_device` holds a registration
+            // reference.
+            unsafe { bindings::ib_unregister_device_queued(dev) };
+        });
+    }
+
+    /// Tells the consumers of the device of this set bound to `netdev` (if any) that its port
+    /// changed state.
+    pub fn port_event(&self, netdev: &NetDevice, id: DriverId, event: PortEvent) {
+        self.with_netdev_device(netdev, id, |dev| {
+            let ev = bindings::ib_event {
+                device: dev,
+                element: bindings::ib_event__bindgen_ty_1 { port_num: 1 },
+                event: match event {
+                    PortEvent::Active => bindings::ib_event_type_IB_EVENT_PORT_ACTIVE,
+                    PortEvent::Error => bindings::ib_event_type_IB_EVENT_PORT_ERR,
+                },
+            };
+            // SAFETY: `dev` is registered and referenced for the call; `ev` is a valid event
+            // for its only port. Event handlers run under a spinlock and do not sleep.
+            unsafe { bindings::ib_dispatch_event(&ev) };
+        });
     }
 }
 

@@ -19,7 +19,7 @@ use kernel::{
     },
     prelude::*,
     rdma::{
-        device::{netdev_has_device, DeviceSetOwner, DriverId},
+        device::{netdev_has_device, DeviceSetOwner, DriverId, PortEvent},
         link::{LinkContext, LinkRegistration, LinkType},
     },
     sync::Arc,
@@ -58,13 +58,25 @@ impl kernel::Module for RsiwModule {
     }
 }
 
-/// Removes a device when its netdev goes away (the netdev's unregistration waits for it).
+/// Removes a device when its netdev goes away (the netdev's unregistration waits for it), and
+/// reports the port going up and down.
 struct NetdevEvents(Arc<DeviceSetOwner>);
 
 impl NetdevNotifier for NetdevEvents {
     fn event(&self, event: NetdevEvent, dev: &NetDevice) {
-        if event == NetdevEvent::Unregister {
-            self.0.set().unregister_netdev_queued(dev, DriverId::Siw);
+        let set = self.0.set();
+        match event {
+            NetdevEvent::Unregister => set.unregister_netdev_queued(dev, DriverId::Siw),
+            // The port follows the link: tell the device's consumers.
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                let port = if dev.is_up() {
+                    PortEvent::Active
+                } else {
+                    PortEvent::Error
+                };
+                set.port_event(dev, DriverId::Siw, port);
+            }
+            _ => {}
         }
     }
 }
