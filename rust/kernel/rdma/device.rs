@@ -814,6 +814,16 @@ unsafe extern "C" fn dealloc_pd_callback(
     0
 }
 
+/// `disassociate_ucontext`: the device is going away while user contexts are open. With this
+/// op the RDMA core does not wait for user space to close them: it cuts them off (later verbs
+/// fail with `EIO`) and then destroys their objects through the usual verbs. The provider
+/// must zap what it mapped into the process; nothing is mapped yet.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a context of one of our devices.
+unsafe extern "C" fn disassociate_ucontext_callback(_uctx: *mut bindings::ib_ucontext) {}
+
 /// `dealloc_driver`: the last callback of a device, before the core frees it.
 ///
 /// # Safety
@@ -855,6 +865,7 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.dealloc_driver = Some(dealloc_driver_callback);
     ops.alloc_ucontext = Some(alloc_ucontext_callback);
     ops.dealloc_ucontext = Some(dealloc_ucontext_callback);
+    ops.disassociate_ucontext = Some(disassociate_ucontext_callback);
     ops.alloc_pd = Some(alloc_pd_callback);
     ops.dealloc_pd = Some(dealloc_pd_callback);
     ops.size_ib_pd = core::mem::size_of::<bindings::ib_pd>();
