@@ -33,10 +33,13 @@ for want in 'transport:[[:space:]]*iWARP' 'vendor_part_id:[[:space:]]*29299' \
   grep -q "$want" /tmp/devinfo.log || { cat /tmp/devinfo.log; fail "ibv_devinfo: no '$want'"; }
 done
 grep -E 'transport|vendor_part_id|max_qp:|state' /tmp/devinfo.log
-# Verbs from user space: PDs work, a CQ (not implemented yet) fails cleanly; none is left.
-verbs-check rsiw0 64 cq || fail "verbs-check on rsiw0"
-left=$(rdma resource show pd dev rsiw0 2>/dev/null | grep -c . || true)
-[ "$left" = 0 ] || { rdma resource show pd; fail "$left PDs left on rsiw0"; }
+# Verbs from user space through the siw provider: PDs, and CQs with their rings mapped into
+# the process; an oversized CQ is refused; nothing is left afterwards.
+verbs-check rsiw0 64 cq cq-too-big || fail "verbs-check on rsiw0"
+for res in pd cq; do
+  left=$(rdma resource show $res dev rsiw0 2>/dev/null | grep -c . || true)
+  [ "$left" = 0 ] || { rdma resource show $res; fail "$left ${res}s left on rsiw0"; }
+done
 
 # The port follows the netdev, and user space hears of it (asynchronous port events).
 verbs-check rsiw0 --await-event err 10 >/tmp/ev.log 2>&1 &
@@ -58,6 +61,8 @@ grep event /tmp/ev.log
 # The C siw next to it, and the C siw refusing rsiw's netdev.
 modprobe siw
 rdma link add siw1 type siw netdev dummy1 || fail "siw1 next to rsiw0"
+# The same user-space checks on the C siw, as the reference.
+verbs-check siw1 64 cq cq-too-big || fail "verbs-check on the C siw"
 ! rdma link add siw9 type siw netdev dummy0 2>/dev/null || fail "siw accepted rsiw's netdev"
 rdma link show
 

@@ -6,8 +6,9 @@
  *   verbs-check DEVICE PDS [unsupported-verb...]
  *   verbs-check DEVICE --await-event active|err SECONDS
  *
- * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, and for
- * each named unsupported verb (cq) checks that it fails cleanly with EOPNOTSUPP. Exits 0 when
+ * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, then runs
+ * each named check: cq (create a CQ, poll it empty, arm it, destroy it), cq-too-big (refused),
+ * cq-unsupported (fails cleanly with EOPNOTSUPP). Exits 0 when
  * everything behaved, 1 otherwise, printing what happened. The second form opens DEVICE, prints
  * "ready" and waits for the port's asynchronous event (IBV_EVENT_PORT_ACTIVE or _ERR).
  */
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
 	int n, i, npds;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s DEVICE PDS [cq]\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE PDS [cq|cq-too-big|cq-unsupported]...\n", argv[0]);
 		return 2;
 	}
 	npds = atoi(argv[2]);
@@ -108,14 +109,34 @@ int main(int argc, char **argv)
 
 	for (i = 3; i < argc; i++) {
 		if (!strcmp(argv[i], "cq")) {
+			/* A CQ through the provider's mapped ring: create, poll empty, arm, destroy. */
+			struct ibv_cq *cq = ibv_create_cq(ctx, 100, NULL, NULL, 0);
+			struct ibv_wc wc;
+
+			CHECK(cq, "ibv_create_cq: %s", strerror(errno));
+			if (!cq)
+				continue;
+			CHECK(cq->cqe >= 100, "ibv_create_cq: %d entries, asked for 100", cq->cqe);
+			CHECK(ibv_poll_cq(cq, 1, &wc) == 0, "ibv_poll_cq on an empty CQ");
+			CHECK(!ibv_req_notify_cq(cq, 0), "ibv_req_notify_cq");
+			CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
+			printf("%s: CQ of %d entries created, polled empty, armed, destroyed\n",
+			       argv[1], cq->cqe);
+		} else if (!strcmp(argv[i], "cq-unsupported")) {
 			struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 
 			CHECK(!cq && errno == EOPNOTSUPP, "ibv_create_cq: %p, %s (want EOPNOTSUPP)",
 			      (void *)cq, strerror(errno));
 			if (cq)
 				ibv_destroy_cq(cq);
+		} else if (!strcmp(argv[i], "cq-too-big")) {
+			struct ibv_cq *cq = ibv_create_cq(ctx, 0x7fffffff, NULL, NULL, 0);
+
+			CHECK(!cq, "ibv_create_cq with 2^31 entries succeeded");
+			if (cq)
+				ibv_destroy_cq(cq);
 			else
-				printf("%s: ibv_create_cq fails cleanly: %s\n", argv[1], strerror(errno));
+				printf("%s: oversized CQ refused: %s\n", argv[1], strerror(errno));
 		}
 	}
 	CHECK(!ibv_close_device(ctx), "ibv_close_device");

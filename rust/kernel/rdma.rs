@@ -8,3 +8,4 @@
 pub mod client;
 pub mod device;
 pub mod link;
+pub mod user_map;

@@ -22,12 +22,14 @@
 //! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
 //!
 //! Wrapped so far: the device-level verbs (device and port attributes, the GID, the port's
-//! immutable data), user contexts and protection domains. Everything else in `ib_device_ops` is left unset: user
+//! immutable data), user contexts, protection domains, completion queues and user mappings
+//! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user
 //! space gets `EOPNOTSUPP` for those verbs, and the core does not count the device as a
 //! kernel-verbs provider (see [`super::client`]).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
+use super::user_map::{mmap_callback, mmap_free_callback, UserVerb};
 use crate::{
     bindings,
     error::{from_result, to_result, Result},
@@ -225,7 +227,7 @@ pub struct PdId(usize);
 /// `inner` is the `ib_udata` of the verb being executed, valid for `'a`; its buffers are
 /// user-space addresses of `inlen`/`outlen` bytes.
 pub struct UserData<'a> {
-    inner: &'a bindings::ib_udata,
+    pub(crate) inner: &'a bindings::ib_udata,
 }
 
 impl UserData<'_> {
@@ -282,7 +284,34 @@ pub trait Driver: Send + Sync {
     /// `pd`, which `alloc_pd` accepted, is being destroyed; the RDMA core guarantees nothing
     /// uses it any more.
     fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {}
+
+    /// Creates a completion queue, for user space if `user` (whose context it may map memory
+    /// into). Returns the queue, which lives until the CQ is destroyed, and its actual number
+    /// of entries.
+    fn create_cq(
+        &self,
+        _dev: &Device,
+        _attr: &CqAttributes,
+        _user: Option<&mut UserVerb<'_>>,
+    ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
+        Err(EOPNOTSUPP)
+    }
 }
+
+/// What a completion queue is asked to be (`struct ib_cq_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct CqAttributes {
+    /// Entries asked for.
+    pub entries: u32,
+    /// Completion vector.
+    pub comp_vector: u32,
+    /// `IB_UVERBS_CQ_FLAGS_*`.
+    pub flags: u32,
+}
+
+/// A provider's completion queue; dropped when the CQ is destroyed (the RDMA core guarantees
+/// nothing uses it any more).
+pub trait CompletionQueue: Send + Sync {}
 
 /// What a new device looks like.
 pub struct DeviceInfo<'a> {
@@ -814,10 +843,87 @@ unsafe extern "C" fn dealloc_pd_callback(
     0
 }
 
+/// A CQ as the core allocates it (`size_ib_cq`): the core object, then the provider's queue.
+#[repr(C)]
+struct CqContainer {
+    ibcq: bindings::ib_cq,
+    queue: ManuallyDrop<Arc<dyn CompletionQueue>>,
+}
+
+/// `create_cq`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed CQ container of one of our devices, valid `attr`, and
+/// the user verb's attribute bundle or null for a kernel CQ.
+unsafe extern "C" fn create_cq_callback(
+    cq: *mut bindings::ib_cq,
+    attr: *const bindings::ib_cq_init_attr,
+    attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `cq` and `attr` are valid; the core set `device`.
+        let (ibdev, a) = unsafe {
+            (
+                (*cq).device,
+                CqAttributes {
+                    entries: (*attr).cqe,
+                    comp_vector: (*attr).comp_vector,
+                    flags: (*attr).flags,
+                },
+            )
+        };
+        let mut user = if attrs.is_null() {
+            None
+        } else {
+            // SAFETY: A user verb's bundle: its driver udata and context are valid for the call.
+            let (udata, ucontext) = unsafe {
+                (
+                    &*bindings::uverbs_attr_bundle_udata(attrs),
+                    bindings::uverbs_attr_bundle_context(attrs),
+                )
+            };
+            // INVARIANT: The verb's udata and user context, valid for the call.
+            Some(UserVerb {
+                udata: UserData { inner: udata },
+                ucontext,
+            })
+        };
+        // SAFETY: A device of ours, alive while it has CQs.
+        let (queue, entries) =
+            unsafe { with_driver(ibdev, |d, dev| d.create_cq(dev, &a, user.as_mut())) }?;
+        let container = cq.cast::<CqContainer>();
+        // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` is written
+        // once here and taken once in `destroy_cq_callback`.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).queue).write(ManuallyDrop::new(queue));
+            (*cq).cqe = c_int_of(entries);
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_cq`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a CQ that `create_cq_callback` created, once, with no user
+/// left.
+unsafe extern "C" fn destroy_cq_callback(
+    cq: *mut bindings::ib_cq,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    let container = cq.cast::<CqContainer>();
+    // SAFETY: Written by `create_cq_callback`; nothing uses it after this.
+    drop(unsafe { ManuallyDrop::take(&mut (*container).queue) });
+    0
+}
+
 /// `disassociate_ucontext`: the device is going away while user contexts are open. With this
 /// op the RDMA core does not wait for user space to close them: it cuts them off (later verbs
-/// fail with `EIO`) and then destroys their objects through the usual verbs. The provider
-/// must zap what it mapped into the process; nothing is mapped yet.
+/// fail with `EIO`) and then destroys their objects through the usual verbs. What a provider
+/// mapped with [`super::user_map`] needs no zapping: the process's mapping holds references on
+/// the pages, which outlive the entry and the device.
 ///
 /// # Safety
 ///
@@ -869,6 +975,11 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.alloc_pd = Some(alloc_pd_callback);
     ops.dealloc_pd = Some(dealloc_pd_callback);
     ops.size_ib_pd = core::mem::size_of::<bindings::ib_pd>();
+    ops.create_cq = Some(create_cq_callback);
+    ops.destroy_cq = Some(destroy_cq_callback);
+    ops.size_ib_cq = core::mem::size_of::<CqContainer>();
+    ops.mmap = Some(mmap_callback);
+    ops.mmap_free = Some(mmap_free_callback);
     // The object-size model: the core allocates objects of these sizes. No driver data is
     // embedded, so each is the bare core object.
     ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();

@@ -13,3 +13,19 @@ pub(crate) fn alloc_ctx_response(dev_id: u32) -> [u8; 8] {
     r[..4].copy_from_slice(&dev_id.to_ne_bytes());
     r
 }
+
+/// Size of one completion queue entry in the shared ring (`struct siw_cqe`).
+pub(crate) const CQE_SIZE: usize = 32;
+
+/// Size of the control word after the ring's entries (`struct siw_cq_ctrl`).
+pub(crate) const CQ_CTRL_SIZE: usize = 8;
+
+/// The response to creating a completion queue (`struct siw_uresp_create_cq`): its id, its
+/// number of entries and the `mmap` offset of its ring.
+pub(crate) fn create_cq_response(cq_id: u32, num_cqe: u32, cq_key: u64) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..4].copy_from_slice(&cq_id.to_ne_bytes());
+    r[4..8].copy_from_slice(&num_cqe.to_ne_bytes());
+    r[8..].copy_from_slice(&cq_key.to_ne_bytes());
+    r
+}

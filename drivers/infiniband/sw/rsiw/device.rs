@@ -10,10 +10,14 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     net::device::NetDevice,
     prelude::*,
-    rdma::device::{
-        AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType, PdId,
-        PortAttributes, PortImmutable, PortState, UserData, DEVICE_MEM_MGT_EXTENSIONS,
-        KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
+    rdma::{
+        device::{
+            AtomicCap, CompletionQueue, CqAttributes, Device, DeviceAttributes, DeviceInfo,
+            DeviceSet, DriverId, NodeType, PdId, PortAttributes, PortImmutable, PortState,
+            UserData, DEVICE_MEM_MGT_EXTENSIONS, KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP,
+            PORT_DEVICE_MGMT_SUP,
+        },
+        user_map::{UserMapping, UserMemory, UserVerb},
     },
     sync::Arc,
 };
@@ -53,6 +57,27 @@ struct RsiwDevice {
     contexts: AtomicU32,
     /// Protection domains, at most [`limits::MAX_PD`].
     pds: AtomicU32,
+    /// Completion queues, at most [`limits::MAX_CQ`]; shared with each CQ, which gives its
+    /// place back when it goes.
+    cqs: Arc<AtomicU32>,
+    /// The id of the next completion queue.
+    next_cq_id: AtomicU32,
+}
+
+/// A completion queue. The data path that fills its ring is not there yet.
+struct RsiwCq {
+    /// The user mapping of its ring, for a user CQ.
+    _ring: Option<UserMapping>,
+    /// The device's CQ count, to give our place back.
+    count: Arc<AtomicU32>,
+}
+
+impl CompletionQueue for RsiwCq {}
+
+impl Drop for RsiwCq {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Takes one of at most `max` from `count`; `ENOMEM` when all are taken.
@@ -93,6 +118,8 @@ pub(crate) fn create(
             mac,
             contexts: AtomicU32::new(0),
             pds: AtomicU32::new(0),
+            cqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
+            next_cq_id: AtomicU32::new(1),
         },
         GFP_KERNEL,
     )?;
@@ -183,13 +210,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
 
     fn alloc_ucontext(&self, _dev: &Device, udata: &mut UserData<'_>) -> Result {
         take_one(&self.contexts, limits::MAX_CONTEXT)?;
-        let response = abi::alloc_ctx_response(VENDOR_PART_ID);
-        // The provider library must leave room for the whole response.
-        let written = if udata.out_len() < response.len() {
-            Err(EINVAL)
-        } else {
-            udata.write_response(&response)
-        };
+        let written = write_response(udata, &abi::alloc_ctx_response(VENDOR_PART_ID));
         if written.is_err() {
             self.contexts.fetch_sub(1, Ordering::Relaxed);
         }
@@ -209,4 +230,45 @@ impl kernel::rdma::device::Driver for RsiwDevice {
     fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {
         self.pds.fetch_sub(1, Ordering::Relaxed);
     }
+
+    fn create_cq(
+        &self,
+        _dev: &Device,
+        attr: &CqAttributes,
+        user: Option<&mut UserVerb<'_>>,
+    ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
+        if attr.flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if attr.entries < 1 || attr.entries > limits::MAX_CQE {
+            return Err(EINVAL);
+        }
+        // Kernel CQs need the kernel poll path, which is not there yet.
+        let user = user.ok_or(EOPNOTSUPP)?;
+        let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
+        take_one(&self.cqs, limits::MAX_CQ)?;
+        // From here our place is given back when `cq` (or this error path) drops it.
+        let mut cq = RsiwCq {
+            _ring: None,
+            count: self.cqs.clone(),
+        };
+        let ring_len = (entries as usize)
+            .checked_mul(abi::CQE_SIZE)
+            .and_then(|n| n.checked_add(abi::CQ_CTRL_SIZE))
+            .ok_or(EINVAL)?;
+        let ring = UserMemory::new(ring_len)?.map(user)?;
+        let id = self.next_cq_id.fetch_add(1, Ordering::Relaxed);
+        let response = abi::create_cq_response(id, entries, ring.key());
+        cq._ring = Some(ring);
+        write_response(user.udata(), &response)?;
+        Ok((Arc::new(cq, GFP_KERNEL)?, entries))
+    }
+}
+
+/// Writes a verb's response; the provider library must leave room for all of it.
+fn write_response(udata: &mut UserData<'_>, response: &[u8]) -> Result {
+    if udata.out_len() < response.len() {
+        return Err(EINVAL);
+    }
+    udata.write_response(response)
 }

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory a provider shares with a user-space process through `mmap`.
+//!
+//! Software providers (siw, rsiw) keep their queues — completion queue rings, send and receive
+//! queues — in memory the provider library maps into the process and reads and writes
+//! directly. The kernel side allocates it with `vmalloc_user` ([`UserMemory`]), registers it
+//! with the user context as an mmap entry ([`UserMemory::map`]), and tells the library the
+//! entry's key, the offset to pass to `mmap`. The RDMA core routes that `mmap` to the
+//! device's `mmap` op, here [`mmap_callback`], which finds the entry and maps it.
+//!
+//! # Ownership
+//!
+//! Once mapped, the memory belongs to the mmap entry: the RDMA core frees the entry (and
+//! with it the memory, in [`mmap_free_callback`]) when it is removed and no `mmap` is looking
+//! at it. The provider keeps a [`UserMapping`] for as long as its object (a CQ, a QP) lives;
+//! dropping it removes the entry, so no new `mmap` can find it. Pages already mapped stay with
+//! the process until it unmaps them (the mapping holds page references).
+
+use crate::{
+    alloc::{flags::GFP_KERNEL, KBox},
+    bindings,
+    error::{to_result, Result},
+    ffi::{c_int, c_ulong},
+    prelude::*,
+};
+use core::ptr::NonNull;
+
+/// Zeroed, page-rounded kernel memory that may be mapped into a user process.
+///
+/// # Invariants
+///
+/// `ptr` is a `vmalloc_user` allocation of at least `len` bytes, owned by this value.
+pub struct UserMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: The allocation is plain memory owned by this value; it may be freed anywhere.
+unsafe impl Send for UserMemory {}
+// SAFETY: `&UserMemory` gives no access to the bytes.
+unsafe impl Sync for UserMemory {}
+
+impl UserMemory {
+    /// Allocates `len` bytes (rounded up to pages), zeroed.
+    pub fn new(len: usize) -> Result<Self> {
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        let size = c_ulong::try_from(len).map_err(|_| EINVAL)?;
+        // SAFETY: Any size may be asked for; null means failure.
+        let ptr = unsafe { bindings::vmalloc_user_noprof(size) };
+        // INVARIANT: A fresh allocation of `len` bytes or more.
+        Ok(Self {
+            ptr: NonNull::new(ptr.cast()).ok_or(ENOMEM)?,
+            len,
+        })
+    }
+
+    /// The size asked for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: empty memory cannot be allocated.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Registers the memory with the user context of `verb` for `mmap`; returns the mapping,
+    /// whose [`UserMapping::key`] the provider library passes to `mmap` as the offset.
+    pub fn map(self, verb: &UserVerb<'_>) -> Result<UserMapping> {
+        let len = self.len;
+        let mut boxed = KBox::new(
+            MappedMemory {
+                entry: bindings::rdma_user_mmap_entry::default(),
+                mem: self,
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `ucontext` is the live context of the verb being executed; `entry` is zeroed
+        // and stays at this address (boxed). On success the core holds the entry until
+        // `mmap_free_callback`, which frees the box.
+        to_result(unsafe {
+            bindings::rdma_user_mmap_entry_insert(verb.ucontext, &mut boxed.entry, len)
+        })?;
+        let raw = KBox::into_raw(boxed);
+        // SAFETY: `raw` is valid: the core owns it now, and frees it only after `remove`,
+        // which only our `UserMapping` calls.
+        let entry = unsafe { core::ptr::addr_of_mut!((*raw).entry) };
+        // SAFETY: As above; `start_pgoff` was set by the insert.
+        let key = (unsafe { (*entry).start_pgoff } as u64) << bindings::PAGE_SHIFT;
+        // INVARIANT: Inserted and not removed.
+        Ok(UserMapping { entry, key })
+    }
+}
+
+impl Drop for UserMemory {
+    fn drop(&mut self) {
+        // SAFETY: Ours to free (type invariant).
+        unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
+    }
+}
+
+/// An mmap entry and the memory it maps; owned by the RDMA core once inserted.
+#[repr(C)]
+struct MappedMemory {
+    entry: bindings::rdma_user_mmap_entry,
+    mem: UserMemory,
+}
+
+/// Memory registered for `mmap` with a user context; dropping it unregisters it.
+///
+/// # Invariants
+///
+/// `entry` is the entry of a `MappedMemory`, inserted and not yet removed.
+pub struct UserMapping {
+    entry: *mut bindings::rdma_user_mmap_entry,
+    key: u64,
+}
+
+// SAFETY: The entry is only removed (once, on drop), which the core allows from any thread.
+unsafe impl Send for UserMapping {}
+// SAFETY: `&UserMapping` only reads the key.
+unsafe impl Sync for UserMapping {}
+
+impl UserMapping {
+    /// The offset the provider library passes to `mmap`.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+impl Drop for UserMapping {
+    fn drop(&mut self) {
+        // SAFETY: Inserted and not removed (type invariant); after this the core frees it when
+        // unused, through `mmap_free_callback`.
+        unsafe { bindings::rdma_user_mmap_entry_remove(self.entry) };
+    }
+}
+
+/// A user-space verb in progress: its driver data and its user context.
+///
+/// # Invariants
+///
+/// `ucontext` is the user context of the verb being executed, alive for `'a`.
+pub struct UserVerb<'a> {
+    pub(crate) udata: super::device::UserData<'a>,
+    pub(crate) ucontext: *mut bindings::ib_ucontext,
+}
+
+impl<'a> UserVerb<'a> {
+    /// The verb's driver data (request and response).
+    pub fn udata(&mut self) -> &mut super::device::UserData<'a> {
+        &mut self.udata
+    }
+}
+
+/// The device's `mmap` op: maps the entry the offset names.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a user context of one of our devices and the `mmap`'s VMA.
+pub(crate) unsafe extern "C" fn mmap_callback(
+    uctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: Valid for the call (the caller's guarantee); the core checks the VMA's size
+    // against the entry's and takes a reference on it.
+    let entry = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
+    if entry.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: Every entry of our devices is the first field of a `MappedMemory`, alive while we
+    // hold the reference.
+    let mem = unsafe { &(*entry.cast::<MappedMemory>()).mem };
+    // SAFETY: `mem` is a `vmalloc_user` allocation covering the entry's pages, which the core
+    // checked the VMA against.
+    let ret = unsafe { bindings::remap_vmalloc_range(vma, mem.ptr.as_ptr().cast(), 0) };
+    // SAFETY: Drops the reference taken above.
+    unsafe { bindings::rdma_user_mmap_entry_put(entry) };
+    ret
+}
+
+/// The device's `mmap_free` op: the core is done with an entry.
+///
+/// # Safety
+///
+/// Called once by the RDMA core per entry, after its removal, with no user left.
+pub(crate) unsafe extern "C" fn mmap_free_callback(entry: *mut bindings::rdma_user_mmap_entry) {
+    // SAFETY: The entry is the first field of a `MappedMemory` leaked by `UserMemory::map`.
+    drop(unsafe { KBox::from_raw(entry.cast::<MappedMemory>()) });
+}
