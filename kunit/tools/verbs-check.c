@@ -8,7 +8,8 @@
  *
  * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, then runs
  * each named check: cq (create a CQ, poll it empty, arm it, destroy it), cq-too-big (refused),
- * cq-unsupported (fails cleanly with EOPNOTSUPP). Exits 0 when
+ * cq-unsupported (fails cleanly with EOPNOTSUPP), qp (create and destroy an RC QP), qp-no-modify
+ * (the same, and moving it to INIT fails cleanly with EOPNOTSUPP). Exits 0 when
  * everything behaved, 1 otherwise, printing what happened. The second form opens DEVICE, prints
  * "ready" and waits for the port's asynchronous event (IBV_EVENT_PORT_ACTIVE or _ERR).
  */
@@ -68,7 +69,7 @@ int main(int argc, char **argv)
 	int n, i, npds;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s DEVICE PDS [cq|cq-too-big|cq-unsupported]...\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE PDS [cq|cq-too-big|cq-unsupported|qp|qp-no-modify]...\n", argv[0]);
 		return 2;
 	}
 	npds = atoi(argv[2]);
@@ -122,6 +123,44 @@ int main(int argc, char **argv)
 			CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
 			printf("%s: CQ of %d entries created, polled empty, armed, destroyed\n",
 			       argv[1], cq->cqe);
+		} else if (!strcmp(argv[i], "qp") || !strcmp(argv[i], "qp-no-modify")) {
+			/*
+			 * An RC QP with its send and receive rings mapped by the provider; with
+			 * qp-no-modify, moving it to INIT must fail cleanly (not implemented).
+			 */
+			struct ibv_pd *pd = ibv_alloc_pd(ctx);
+			struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+			struct ibv_qp_init_attr qa = {
+				.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				.cap = { .max_send_wr = 50, .max_recv_wr = 20,
+					 .max_send_sge = 1, .max_recv_sge = 1 },
+			};
+			struct ibv_qp *qp = cq ? ibv_create_qp(pd, &qa) : NULL;
+
+			CHECK(qp, "ibv_create_qp: %s", strerror(errno));
+			if (qp) {
+				CHECK(qp->qp_num != 0, "QP number 0");
+				CHECK(qa.cap.max_send_wr >= 50 && qa.cap.max_recv_wr >= 20,
+				      "QP capacities %u/%u below 50/20", qa.cap.max_send_wr,
+				      qa.cap.max_recv_wr);
+				if (!strcmp(argv[i], "qp-no-modify")) {
+					struct ibv_qp_attr ma = { .qp_state = IBV_QPS_INIT,
+								  .port_num = 1 };
+					int rc = ibv_modify_qp(qp, &ma, IBV_QP_STATE | IBV_QP_PORT |
+							       IBV_QP_ACCESS_FLAGS);
+
+					CHECK(rc == EOPNOTSUPP || (rc && errno == EOPNOTSUPP),
+					      "ibv_modify_qp: %d (%s), want EOPNOTSUPP", rc,
+					      strerror(rc));
+				}
+				printf("%s: RC QP %u created (send %u, recv %u), destroyed\n", argv[1],
+				       qp->qp_num, qa.cap.max_send_wr, qa.cap.max_recv_wr);
+				CHECK(!ibv_destroy_qp(qp), "ibv_destroy_qp");
+			}
+			if (cq)
+				ibv_destroy_cq(cq);
+			if (pd)
+				ibv_dealloc_pd(pd);
 		} else if (!strcmp(argv[i], "cq-unsupported")) {
 			struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 

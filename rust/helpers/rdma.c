@@ -17,3 +17,8 @@ struct ib_ucontext *rust_helper_uverbs_attr_bundle_context(struct uverbs_attr_bu
 {
 	return attrs->context;
 }
+
+struct uverbs_attr_bundle *rust_helper_uverbs_attr_bundle_of_udata(struct ib_udata *udata)
+{
+	return container_of(udata, struct uverbs_attr_bundle, driver_udata);
+}

@@ -22,7 +22,8 @@
 //! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
 //!
 //! Wrapped so far: the device-level verbs (device and port attributes, the GID, the port's
-//! immutable data), user contexts, protection domains, completion queues and user mappings
+//! immutable data), user contexts, protection domains, completion queues, queue pairs
+//! (create/destroy) and user mappings
 //! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user
 //! space gets `EOPNOTSUPP` for those verbs, and the core does not count the device as a
 //! kernel-verbs provider (see [`super::client`]).
@@ -296,7 +297,50 @@ pub trait Driver: Send + Sync {
     ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
         Err(EOPNOTSUPP)
     }
+
+    /// Creates a queue pair, for user space if `user`; may lower or raise the capacities in
+    /// `attr` to what it provides. Returns the queue pair and its number.
+    fn create_qp(
+        &self,
+        _dev: &Device,
+        _attr: &mut QpInitAttributes,
+        _user: Option<&mut UserVerb<'_>>,
+    ) -> Result<(Arc<dyn QueuePair>, u32)> {
+        Err(EOPNOTSUPP)
+    }
 }
+
+/// What a queue pair is asked to be (`struct ib_qp_init_attr`). The provider updates the
+/// capacities to what it provides.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInitAttributes {
+    /// Reliable connected (`IB_QPT_RC`); the only type iWARP has.
+    pub reliable_connected: bool,
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline data bytes per send.
+    pub max_inline_data: u32,
+    /// Every send completes (`IB_SIGNAL_ALL_WR`), not only the signalled ones.
+    pub signal_all: bool,
+    /// A send CQ was given.
+    pub has_send_cq: bool,
+    /// A receive CQ was given.
+    pub has_recv_cq: bool,
+    /// A shared receive queue was given.
+    pub has_srq: bool,
+    /// `IB_QP_CREATE_*` flags.
+    pub create_flags: u32,
+}
+
+/// A provider's queue pair; dropped when the QP is destroyed (the RDMA core guarantees nothing
+/// uses it any more).
+pub trait QueuePair: Send + Sync {}
 
 /// What a completion queue is asked to be (`struct ib_cq_init_attr`).
 #[derive(Clone, Copy, Debug)]
@@ -919,6 +963,90 @@ unsafe extern "C" fn destroy_cq_callback(
     0
 }
 
+/// A QP as the core allocates it (`size_ib_qp`): the core object, then the provider's queues.
+#[repr(C)]
+struct QpContainer {
+    ibqp: bindings::ib_qp,
+    qp: ManuallyDrop<Arc<dyn QueuePair>>,
+}
+
+/// `create_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed QP container of one of our devices, valid `init`, and
+/// the user verb's udata (inside its attribute bundle) or null for a kernel QP.
+unsafe extern "C" fn create_qp_callback(
+    qp: *mut bindings::ib_qp,
+    init: *mut bindings::ib_qp_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `qp` and `init` are valid; the core set `device`.
+        let (ibdev, i) = unsafe { ((*qp).device, &mut *init) };
+        let mut a = QpInitAttributes {
+            reliable_connected: i.qp_type == bindings::ib_qp_type_IB_QPT_RC,
+            max_send_wr: i.cap.max_send_wr,
+            max_recv_wr: i.cap.max_recv_wr,
+            max_send_sge: i.cap.max_send_sge,
+            max_recv_sge: i.cap.max_recv_sge,
+            max_inline_data: i.cap.max_inline_data,
+            signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+            has_send_cq: !i.send_cq.is_null(),
+            has_recv_cq: !i.recv_cq.is_null(),
+            has_srq: !i.srq.is_null(),
+            create_flags: i.create_flags,
+        };
+        let mut user = if udata.is_null() {
+            None
+        } else {
+            // SAFETY: A user verb's udata is the `driver_udata` of its attribute bundle, whose
+            // context is the caller's user context; both are valid for the call.
+            let (udata, ucontext) = unsafe {
+                let attrs = bindings::uverbs_attr_bundle_of_udata(udata);
+                (&*udata, bindings::uverbs_attr_bundle_context(attrs))
+            };
+            // INVARIANT: The verb's udata and user context, valid for the call.
+            Some(UserVerb {
+                udata: UserData { inner: udata },
+                ucontext,
+            })
+        };
+        // SAFETY: A device of ours, alive while it has QPs.
+        let (queue, qpn) =
+            unsafe { with_driver(ibdev, |d, dev| d.create_qp(dev, &mut a, user.as_mut())) }?;
+        i.cap.max_send_wr = a.max_send_wr;
+        i.cap.max_recv_wr = a.max_recv_wr;
+        i.cap.max_send_sge = a.max_send_sge;
+        i.cap.max_recv_sge = a.max_recv_sge;
+        i.cap.max_inline_data = a.max_inline_data;
+        let container = qp.cast::<QpContainer>();
+        // SAFETY: The core allocated `size_ib_qp` bytes, a `QpContainer`; `qp` is written once
+        // here and taken once in `destroy_qp_callback`.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
+            (*qp).qp_num = qpn;
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a QP that `create_qp_callback` created, once, with no user
+/// left.
+unsafe extern "C" fn destroy_qp_callback(
+    qp: *mut bindings::ib_qp,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    let container = qp.cast::<QpContainer>();
+    // SAFETY: Written by `create_qp_callback`; nothing uses it after this.
+    drop(unsafe { ManuallyDrop::take(&mut (*container).qp) });
+    0
+}
+
 /// `disassociate_ucontext`: the device is going away while user contexts are open. With this
 /// op the RDMA core does not wait for user space to close them: it cuts them off (later verbs
 /// fail with `EIO`) and then destroys their objects through the usual verbs. What a provider
@@ -978,6 +1106,9 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.create_cq = Some(create_cq_callback);
     ops.destroy_cq = Some(destroy_cq_callback);
     ops.size_ib_cq = core::mem::size_of::<CqContainer>();
+    ops.create_qp = Some(create_qp_callback);
+    ops.destroy_qp = Some(destroy_qp_callback);
+    ops.size_ib_qp = core::mem::size_of::<QpContainer>();
     ops.mmap = Some(mmap_callback);
     ops.mmap_free = Some(mmap_free_callback);
     // The object-size model: the core allocates objects of these sizes. No driver data is

@@ -29,3 +29,27 @@ pub(crate) fn create_cq_response(cq_id: u32, num_cqe: u32, cq_key: u64) -> [u8; 
     r[8..].copy_from_slice(&cq_key.to_ne_bytes());
     r
 }
+
+/// Size of one send queue entry in the shared ring (`struct siw_sqe`).
+pub(crate) const SQE_SIZE: usize = 120;
+
+/// Size of one receive queue entry in the shared ring (`struct siw_rqe`).
+pub(crate) const RQE_SIZE: usize = 112;
+
+/// The response to creating a queue pair (`struct siw_uresp_create_qp`): its number, the sizes
+/// of its send and receive queues, and the `mmap` offsets of their rings (0 for none).
+pub(crate) fn create_qp_response(
+    qp_id: u32,
+    num_sqe: u32,
+    num_rqe: u32,
+    sq_key: u64,
+    rq_key: u64,
+) -> [u8; 32] {
+    let mut r = [0u8; 32];
+    r[..4].copy_from_slice(&qp_id.to_ne_bytes());
+    r[4..8].copy_from_slice(&num_sqe.to_ne_bytes());
+    r[8..12].copy_from_slice(&num_rqe.to_ne_bytes());
+    r[16..24].copy_from_slice(&sq_key.to_ne_bytes());
+    r[24..].copy_from_slice(&rq_key.to_ne_bytes());
+    r
+}

@@ -14,8 +14,8 @@ use kernel::{
         device::{
             AtomicCap, CompletionQueue, CqAttributes, Device, DeviceAttributes, DeviceInfo,
             DeviceSet, DriverId, NodeType, PdId, PortAttributes, PortImmutable, PortState,
-            UserData, DEVICE_MEM_MGT_EXTENSIONS, KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP,
-            PORT_DEVICE_MGMT_SUP,
+            QpInitAttributes, QueuePair, UserData, DEVICE_MEM_MGT_EXTENSIONS,
+            KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
         user_map::{UserMapping, UserMemory, UserVerb},
     },
@@ -47,6 +47,7 @@ mod limits {
     pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR * 64;
     pub(super) const MAX_SGE_PBL: u32 = 256;
     pub(super) const MAX_CONTEXT: u32 = MAX_PD;
+    pub(super) const MAX_INLINE: u32 = MAX_SGE * 16;
 }
 
 /// What the RDMA core calls us with for one device.
@@ -62,6 +63,27 @@ struct RsiwDevice {
     cqs: Arc<AtomicU32>,
     /// The id of the next completion queue.
     next_cq_id: AtomicU32,
+    /// Queue pairs, at most [`limits::MAX_QP`]; shared with each QP like `cqs`.
+    qps: Arc<AtomicU32>,
+    /// The number of the next queue pair.
+    next_qpn: AtomicU32,
+}
+
+/// A queue pair. Its state machine and data path are not there yet: it can only be created
+/// and destroyed.
+struct RsiwQp {
+    /// The user mappings of its send and receive rings, for a user QP.
+    _rings: [Option<UserMapping>; 2],
+    /// The device's QP count, to give our place back.
+    count: Arc<AtomicU32>,
+}
+
+impl QueuePair for RsiwQp {}
+
+impl Drop for RsiwQp {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A completion queue. The data path that fills its ring is not there yet.
@@ -120,6 +142,8 @@ pub(crate) fn create(
             pds: AtomicU32::new(0),
             cqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_cq_id: AtomicU32::new(1),
+            qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
+            next_qpn: AtomicU32::new(1),
         },
         GFP_KERNEL,
     )?;
@@ -262,6 +286,73 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         cq._ring = Some(ring);
         write_response(user.udata(), &response)?;
         Ok((Arc::new(cq, GFP_KERNEL)?, entries))
+    }
+
+    fn create_qp(
+        &self,
+        _dev: &Device,
+        attr: &mut QpInitAttributes,
+        user: Option<&mut UserVerb<'_>>,
+    ) -> Result<(Arc<dyn QueuePair>, u32)> {
+        use limits::*;
+        if attr.create_flags != 0 || !attr.reliable_connected {
+            return Err(EOPNOTSUPP);
+        }
+        if attr.has_srq {
+            // Shared receive queues are not there yet.
+            return Err(EOPNOTSUPP);
+        }
+        if attr.max_send_wr == 0
+            || attr.max_send_wr > MAX_QP_WR
+            || attr.max_recv_wr > MAX_QP_WR
+            || attr.max_send_sge > MAX_SGE
+            || attr.max_recv_sge > MAX_SGE
+            || attr.max_inline_data > MAX_INLINE
+            || !attr.has_send_cq
+            || !attr.has_recv_cq
+        {
+            return Err(EINVAL);
+        }
+        // Kernel QPs need the kernel data path, which is not there yet.
+        let user = user.ok_or(EOPNOTSUPP)?;
+        let num_sqe = attr.max_send_wr.checked_next_power_of_two().ok_or(EINVAL)?;
+        let num_rqe = match attr.max_recv_wr {
+            0 => 0,
+            n => n.checked_next_power_of_two().ok_or(EINVAL)?,
+        };
+        take_one(&self.qps, MAX_QP)?;
+        // From here our place is given back when `qp` (or this error path) drops it.
+        let mut qp = RsiwQp {
+            _rings: [None, None],
+            count: self.qps.clone(),
+        };
+        let sq = UserMemory::new(
+            (num_sqe as usize)
+                .checked_mul(abi::SQE_SIZE)
+                .ok_or(EINVAL)?,
+        )?
+        .map(user)?;
+        let sq_key = sq.key();
+        qp._rings[0] = Some(sq);
+        let mut rq_key = 0;
+        if num_rqe > 0 {
+            let rq = UserMemory::new(
+                (num_rqe as usize)
+                    .checked_mul(abi::RQE_SIZE)
+                    .ok_or(EINVAL)?,
+            )?
+            .map(user)?;
+            rq_key = rq.key();
+            qp._rings[1] = Some(rq);
+        }
+        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        write_response(
+            user.udata(),
+            &abi::create_qp_response(qpn, num_sqe, num_rqe, sq_key, rq_key),
+        )?;
+        attr.max_send_wr = num_sqe;
+        attr.max_recv_wr = num_rqe;
+        Ok((Arc::new(qp, GFP_KERNEL)?, qpn))
     }
 }
 
