@@ -887,6 +887,29 @@ unsafe extern "C" fn dealloc_pd_callback(
     0
 }
 
+/// The user verb a creation callback runs for, or `None` for a kernel object.
+///
+/// # Safety
+///
+/// `udata` must be null or the `driver_udata` of the attribute bundle of the user verb being
+/// executed, valid for `'a` (the RDMA core passes that to creation ops).
+unsafe fn user_verb<'a>(udata: *mut bindings::ib_udata) -> Option<UserVerb<'a>> {
+    if udata.is_null() {
+        return None;
+    }
+    // SAFETY: `udata` lives in its bundle (the caller's guarantee), whose context is the user
+    // context of the verb; both are valid for `'a`.
+    let (udata, ucontext) = unsafe {
+        let attrs = bindings::uverbs_attr_bundle_of_udata(udata);
+        (&*udata, bindings::uverbs_attr_bundle_context(attrs))
+    };
+    // INVARIANT: The verb's udata and user context, valid for `'a`.
+    Some(UserVerb {
+        udata: UserData { inner: udata },
+        ucontext,
+    })
+}
+
 /// A CQ as the core allocates it (`size_ib_cq`): the core object, then the provider's queue.
 #[repr(C)]
 struct CqContainer {
@@ -917,20 +940,12 @@ unsafe extern "C" fn create_cq_callback(
                 },
             )
         };
-        let mut user = if attrs.is_null() {
-            None
-        } else {
-            // SAFETY: A user verb's bundle: its driver udata and context are valid for the call.
-            let (udata, ucontext) = unsafe {
-                (
-                    &*bindings::uverbs_attr_bundle_udata(attrs),
-                    bindings::uverbs_attr_bundle_context(attrs),
-                )
-            };
-            // INVARIANT: The verb's udata and user context, valid for the call.
-            Some(UserVerb {
-                udata: UserData { inner: udata },
-                ucontext,
+        // SAFETY: A non-null bundle is the user verb's, valid for the call.
+        let mut user = unsafe {
+            user_verb(if attrs.is_null() {
+                core::ptr::null_mut()
+            } else {
+                bindings::uverbs_attr_bundle_udata(attrs)
             })
         };
         // SAFETY: A device of ours, alive while it has CQs.
@@ -997,21 +1012,8 @@ unsafe extern "C" fn create_qp_callback(
             has_srq: !i.srq.is_null(),
             create_flags: i.create_flags,
         };
-        let mut user = if udata.is_null() {
-            None
-        } else {
-            // SAFETY: A user verb's udata is the `driver_udata` of its attribute bundle, whose
-            // context is the caller's user context; both are valid for the call.
-            let (udata, ucontext) = unsafe {
-                let attrs = bindings::uverbs_attr_bundle_of_udata(udata);
-                (&*udata, bindings::uverbs_attr_bundle_context(attrs))
-            };
-            // INVARIANT: The verb's udata and user context, valid for the call.
-            Some(UserVerb {
-                udata: UserData { inner: udata },
-                ucontext,
-            })
-        };
+        // SAFETY: A non-null udata is the user verb's, valid for the call.
+        let mut user = unsafe { user_verb(udata) };
         // SAFETY: A device of ours, alive while it has QPs.
         let (queue, qpn) =
             unsafe { with_driver(ibdev, |d, dev| d.create_qp(dev, &mut a, user.as_mut())) }?;
