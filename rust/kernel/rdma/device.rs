@@ -21,16 +21,27 @@
 //! The callbacks of the ops table are non-generic functions of this crate that dispatch to
 //! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
 //!
-//! Wrapped so far: the device-level verbs (device and port attributes, the GID, the port's
-//! immutable data), user contexts, protection domains, completion queues, queue pairs
-//! (create/destroy) and user mappings
-//! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user
-//! space gets `EOPNOTSUPP` for those verbs, and the core does not count the device as a
-//! kernel-verbs provider (see [`super::client`]).
+//! Wrapped so far: the device-level verbs here (device and port attributes, the GID, the
+//! port's immutable data, port events), user contexts ([`super::user`]), protection domains,
+//! completion queues and queue pairs (create/destroy, [`super::objects`]) and user mappings
+//! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user space gets
+//! `EOPNOTSUPP` for those verbs, and the core does not count the device as a kernel-verbs
+//! provider (see [`super::client`]).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::user_map::{mmap_callback, mmap_free_callback, UserVerb};
+use super::{
+    objects::{
+        alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
+        destroy_cq_callback, destroy_qp_callback, CompletionQueue, CqAttributes, CqContainer, PdId,
+        QpContainer, QpInitAttributes, QueuePair,
+    },
+    user::{
+        alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
+        UserData, UserVerb,
+    },
+    user_map::{mmap_callback, mmap_free_callback},
+};
 use crate::{
     bindings,
     error::{from_result, to_result, Result},
@@ -216,45 +227,6 @@ impl Device {
     }
 }
 
-/// A protection domain, as a provider sees it: an identity, stable while it exists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PdId(usize);
-
-/// The driver-specific data a user-space verb carries (`struct ib_udata`): the request the
-/// provider library sent and room for its response.
-///
-/// # Invariants
-///
-/// `inner` is the `ib_udata` of the verb being executed, valid for `'a`; its buffers are
-/// user-space addresses of `inlen`/`outlen` bytes.
-pub struct UserData<'a> {
-    pub(crate) inner: &'a bindings::ib_udata,
-}
-
-impl UserData<'_> {
-    /// The size of the request.
-    pub fn in_len(&self) -> usize {
-        self.inner.inlen
-    }
-
-    /// The room for the response.
-    pub fn out_len(&self) -> usize {
-        self.inner.outlen
-    }
-
-    /// Writes `data` as the response: `EINVAL` if there is not room for it, `EFAULT` if the
-    /// user buffer is not writable.
-    pub fn write_response(&mut self, data: &[u8]) -> Result {
-        if data.len() > self.inner.outlen {
-            return Err(EINVAL);
-        }
-        // The buffer is user memory: the copy checks access.
-        crate::uaccess::UserSlice::new(self.inner.outbuf as usize, data.len())
-            .writer()
-            .write_slice(data)
-    }
-}
-
 /// A provider's verbs. Those with a default are optional: the default answers `EOPNOTSUPP`.
 pub trait Driver: Send + Sync {
     /// The device attributes.
@@ -309,53 +281,6 @@ pub trait Driver: Send + Sync {
         Err(EOPNOTSUPP)
     }
 }
-
-/// What a queue pair is asked to be (`struct ib_qp_init_attr`). The provider updates the
-/// capacities to what it provides.
-#[derive(Clone, Copy, Debug)]
-pub struct QpInitAttributes {
-    /// Reliable connected (`IB_QPT_RC`); the only type iWARP has.
-    pub reliable_connected: bool,
-    /// Send work requests.
-    pub max_send_wr: u32,
-    /// Receive work requests.
-    pub max_recv_wr: u32,
-    /// Scatter/gather entries per send work request.
-    pub max_send_sge: u32,
-    /// Scatter/gather entries per receive work request.
-    pub max_recv_sge: u32,
-    /// Inline data bytes per send.
-    pub max_inline_data: u32,
-    /// Every send completes (`IB_SIGNAL_ALL_WR`), not only the signalled ones.
-    pub signal_all: bool,
-    /// A send CQ was given.
-    pub has_send_cq: bool,
-    /// A receive CQ was given.
-    pub has_recv_cq: bool,
-    /// A shared receive queue was given.
-    pub has_srq: bool,
-    /// `IB_QP_CREATE_*` flags.
-    pub create_flags: u32,
-}
-
-/// A provider's queue pair; dropped when the QP is destroyed (the RDMA core guarantees nothing
-/// uses it any more).
-pub trait QueuePair: Send + Sync {}
-
-/// What a completion queue is asked to be (`struct ib_cq_init_attr`).
-#[derive(Clone, Copy, Debug)]
-pub struct CqAttributes {
-    /// Entries asked for.
-    pub entries: u32,
-    /// Completion vector.
-    pub comp_vector: u32,
-    /// `IB_UVERBS_CQ_FLAGS_*`.
-    pub flags: u32,
-}
-
-/// A provider's completion queue; dropped when the CQ is destroyed (the RDMA core guarantees
-/// nothing uses it any more).
-pub trait CompletionQueue: Send + Sync {}
 
 /// What a new device looks like.
 pub struct DeviceInfo<'a> {
@@ -643,7 +568,7 @@ unsafe fn container<'a>(ibdev: *mut bindings::ib_device) -> &'a Container {
 /// # Safety
 ///
 /// As for [`container`].
-unsafe fn with_driver<R>(
+pub(crate) unsafe fn with_driver<R>(
     ibdev: *mut bindings::ib_device,
     f: impl FnOnce(&dyn Driver, &Device) -> R,
 ) -> R {
@@ -653,7 +578,7 @@ unsafe fn with_driver<R>(
     f(&**c.driver, &Device { ptr: ibdev })
 }
 
-fn c_int_of(v: u32) -> c_int {
+pub(crate) fn c_int_of(v: u32) -> c_int {
     v.min(c_int::MAX as u32) as c_int
 }
 
@@ -814,251 +739,6 @@ unsafe extern "C" fn query_gid_callback(
         Ok(0)
     })
 }
-
-/// `alloc_ucontext`: the core allocated `uctx` (object-size model, the bare `ib_ucontext`).
-///
-/// # Safety
-///
-/// Called by the RDMA core with a context of one of our devices and the verb's `udata`.
-unsafe extern "C" fn alloc_ucontext_callback(
-    uctx: *mut bindings::ib_ucontext,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `uctx` is valid and its `device` set by the core; `udata` is valid for the
-        // call (user verbs always pass one), or null.
-        let (ibdev, udata) = unsafe { ((*uctx).device, udata.as_ref()) };
-        // INVARIANT: The verb's `ib_udata`, valid for the call.
-        let mut udata = UserData {
-            inner: udata.ok_or(EINVAL)?,
-        };
-        // SAFETY: A device of ours, alive while it has contexts.
-        unsafe { with_driver(ibdev, |d, dev| d.alloc_ucontext(dev, &mut udata)) }?;
-        Ok(0)
-    })
-}
-
-/// `dealloc_ucontext`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a context that `alloc_ucontext_callback` accepted.
-unsafe extern "C" fn dealloc_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
-    // SAFETY: `uctx` is valid and its `device` set by the core.
-    let ibdev = unsafe { (*uctx).device };
-    // SAFETY: A device of ours, alive while it has contexts.
-    unsafe { with_driver(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
-}
-
-/// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
-/// driver to accept it.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a PD of one of our devices and a valid or null `udata`.
-unsafe extern "C" fn alloc_pd_callback(
-    pd: *mut bindings::ib_pd,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `pd` is valid and its `device` set by the core.
-        let ibdev = unsafe { (*pd).device };
-        let id = PdId(pd as usize);
-        // SAFETY: A device of ours, alive while it has PDs.
-        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, id, !udata.is_null())) }?;
-        Ok(0)
-    })
-}
-
-/// `dealloc_pd`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a PD that `alloc_pd_callback` accepted.
-unsafe extern "C" fn dealloc_pd_callback(
-    pd: *mut bindings::ib_pd,
-    _udata: *mut bindings::ib_udata,
-) -> c_int {
-    // SAFETY: `pd` is valid and its `device` set by the core.
-    let ibdev = unsafe { (*pd).device };
-    let id = PdId(pd as usize);
-    // SAFETY: A device of ours, alive while it has PDs.
-    unsafe { with_driver(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
-    0
-}
-
-/// The user verb a creation callback runs for, or `None` for a kernel object.
-///
-/// # Safety
-///
-/// `udata` must be null or the `driver_udata` of the attribute bundle of the user verb being
-/// executed, valid for `'a` (the RDMA core passes that to creation ops).
-unsafe fn user_verb<'a>(udata: *mut bindings::ib_udata) -> Option<UserVerb<'a>> {
-    if udata.is_null() {
-        return None;
-    }
-    // SAFETY: `udata` lives in its bundle (the caller's guarantee), whose context is the user
-    // context of the verb; both are valid for `'a`.
-    let (udata, ucontext) = unsafe {
-        let attrs = bindings::uverbs_attr_bundle_of_udata(udata);
-        (&*udata, bindings::uverbs_attr_bundle_context(attrs))
-    };
-    // INVARIANT: The verb's udata and user context, valid for `'a`.
-    Some(UserVerb {
-        udata: UserData { inner: udata },
-        ucontext,
-    })
-}
-
-/// A CQ as the core allocates it (`size_ib_cq`): the core object, then the provider's queue.
-#[repr(C)]
-struct CqContainer {
-    ibcq: bindings::ib_cq,
-    queue: ManuallyDrop<Arc<dyn CompletionQueue>>,
-}
-
-/// `create_cq`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a zeroed CQ container of one of our devices, valid `attr`, and
-/// the user verb's attribute bundle or null for a kernel CQ.
-unsafe extern "C" fn create_cq_callback(
-    cq: *mut bindings::ib_cq,
-    attr: *const bindings::ib_cq_init_attr,
-    attrs: *mut bindings::uverbs_attr_bundle,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `cq` and `attr` are valid; the core set `device`.
-        let (ibdev, a) = unsafe {
-            (
-                (*cq).device,
-                CqAttributes {
-                    entries: (*attr).cqe,
-                    comp_vector: (*attr).comp_vector,
-                    flags: (*attr).flags,
-                },
-            )
-        };
-        // SAFETY: A non-null bundle is the user verb's, valid for the call.
-        let mut user = unsafe {
-            user_verb(if attrs.is_null() {
-                core::ptr::null_mut()
-            } else {
-                bindings::uverbs_attr_bundle_udata(attrs)
-            })
-        };
-        // SAFETY: A device of ours, alive while it has CQs.
-        let (queue, entries) =
-            unsafe { with_driver(ibdev, |d, dev| d.create_cq(dev, &a, user.as_mut())) }?;
-        let container = cq.cast::<CqContainer>();
-        // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` is written
-        // once here and taken once in `destroy_cq_callback`.
-        unsafe {
-            core::ptr::addr_of_mut!((*container).queue).write(ManuallyDrop::new(queue));
-            (*cq).cqe = c_int_of(entries);
-        }
-        Ok(0)
-    })
-}
-
-/// `destroy_cq`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a CQ that `create_cq_callback` created, once, with no user
-/// left.
-unsafe extern "C" fn destroy_cq_callback(
-    cq: *mut bindings::ib_cq,
-    _udata: *mut bindings::ib_udata,
-) -> c_int {
-    let container = cq.cast::<CqContainer>();
-    // SAFETY: Written by `create_cq_callback`; nothing uses it after this.
-    drop(unsafe { ManuallyDrop::take(&mut (*container).queue) });
-    0
-}
-
-/// A QP as the core allocates it (`size_ib_qp`): the core object, then the provider's queues.
-#[repr(C)]
-struct QpContainer {
-    ibqp: bindings::ib_qp,
-    qp: ManuallyDrop<Arc<dyn QueuePair>>,
-}
-
-/// `create_qp`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a zeroed QP container of one of our devices, valid `init`, and
-/// the user verb's udata (inside its attribute bundle) or null for a kernel QP.
-unsafe extern "C" fn create_qp_callback(
-    qp: *mut bindings::ib_qp,
-    init: *mut bindings::ib_qp_init_attr,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: `qp` and `init` are valid; the core set `device`.
-        let (ibdev, i) = unsafe { ((*qp).device, &mut *init) };
-        let mut a = QpInitAttributes {
-            reliable_connected: i.qp_type == bindings::ib_qp_type_IB_QPT_RC,
-            max_send_wr: i.cap.max_send_wr,
-            max_recv_wr: i.cap.max_recv_wr,
-            max_send_sge: i.cap.max_send_sge,
-            max_recv_sge: i.cap.max_recv_sge,
-            max_inline_data: i.cap.max_inline_data,
-            signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
-            has_send_cq: !i.send_cq.is_null(),
-            has_recv_cq: !i.recv_cq.is_null(),
-            has_srq: !i.srq.is_null(),
-            create_flags: i.create_flags,
-        };
-        // SAFETY: A non-null udata is the user verb's, valid for the call.
-        let mut user = unsafe { user_verb(udata) };
-        // SAFETY: A device of ours, alive while it has QPs.
-        let (queue, qpn) =
-            unsafe { with_driver(ibdev, |d, dev| d.create_qp(dev, &mut a, user.as_mut())) }?;
-        i.cap.max_send_wr = a.max_send_wr;
-        i.cap.max_recv_wr = a.max_recv_wr;
-        i.cap.max_send_sge = a.max_send_sge;
-        i.cap.max_recv_sge = a.max_recv_sge;
-        i.cap.max_inline_data = a.max_inline_data;
-        let container = qp.cast::<QpContainer>();
-        // SAFETY: The core allocated `size_ib_qp` bytes, a `QpContainer`; `qp` is written once
-        // here and taken once in `destroy_qp_callback`.
-        unsafe {
-            core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
-            (*qp).qp_num = qpn;
-        }
-        Ok(0)
-    })
-}
-
-/// `destroy_qp`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a QP that `create_qp_callback` created, once, with no user
-/// left.
-unsafe extern "C" fn destroy_qp_callback(
-    qp: *mut bindings::ib_qp,
-    _udata: *mut bindings::ib_udata,
-) -> c_int {
-    let container = qp.cast::<QpContainer>();
-    // SAFETY: Written by `create_qp_callback`; nothing uses it after this.
-    drop(unsafe { ManuallyDrop::take(&mut (*container).qp) });
-    0
-}
-
-/// `disassociate_ucontext`: the device is going away while user contexts are open. With this
-/// op the RDMA core does not wait for user space to close them: it cuts them off (later verbs
-/// fail with `EIO`) and then destroys their objects through the usual verbs. What a provider
-/// mapped with [`super::user_map`] needs no zapping: the process's mapping holds references on
-/// the pages, which outlive the entry and the device.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a context of one of our devices.
-unsafe extern "C" fn disassociate_ucontext_callback(_uctx: *mut bindings::ib_ucontext) {}
 
 /// `dealloc_driver`: the last callback of a device, before the core frees it.
 ///

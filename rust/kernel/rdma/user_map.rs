@@ -17,6 +17,7 @@
 //! dropping it removes the entry, so no new `mmap` can find it. Pages already mapped stay with
 //! the process until it unmaps them (the mapping holds page references).
 
+use super::user::UserVerb;
 use crate::{
     alloc::{flags::GFP_KERNEL, KBox},
     bindings,
@@ -136,23 +137,6 @@ impl Drop for UserMapping {
         // SAFETY: Inserted and not removed (type invariant); after this the core frees it when
         // unused, through `mmap_free_callback`.
         unsafe { bindings::rdma_user_mmap_entry_remove(self.entry) };
-    }
-}
-
-/// A user-space verb in progress: its driver data and its user context.
-///
-/// # Invariants
-///
-/// `ucontext` is the user context of the verb being executed, alive for `'a`.
-pub struct UserVerb<'a> {
-    pub(crate) udata: super::device::UserData<'a>,
-    pub(crate) ucontext: *mut bindings::ib_ucontext,
-}
-
-impl<'a> UserVerb<'a> {
-    /// The verb's driver data (request and response).
-    pub fn udata(&mut self) -> &mut super::device::UserData<'a> {
-        &mut self.udata
     }
 }
 

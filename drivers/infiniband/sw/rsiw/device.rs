@@ -12,12 +12,13 @@ use kernel::{
     prelude::*,
     rdma::{
         device::{
-            AtomicCap, CompletionQueue, CqAttributes, Device, DeviceAttributes, DeviceInfo,
-            DeviceSet, DriverId, NodeType, PdId, PortAttributes, PortImmutable, PortState,
-            QpInitAttributes, QueuePair, UserData, DEVICE_MEM_MGT_EXTENSIONS,
+            AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
+            PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
-        user_map::{UserMapping, UserMemory, UserVerb},
+        objects::{CompletionQueue, CqAttributes, PdId, QpInitAttributes, QueuePair},
+        user::{UserData, UserVerb},
+        user_map::{UserMapping, UserMemory},
     },
     sync::Arc,
 };

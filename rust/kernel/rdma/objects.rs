@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A provider's verbs objects: protection domains, completion queues and queue pairs.
+//!
+//! The RDMA core allocates each object (the object-size model: `size_ib_pd`, `size_ib_cq`,
+//! `size_ib_qp`) and hands it to the provider to set up; here the object is the core's struct
+//! followed by the provider's queue, an `Arc<dyn CompletionQueue>` or `Arc<dyn QueuePair>`,
+//! written on creation and dropped on destruction. The core guarantees nothing uses an object
+//! when it destroys it, and destroys every object before its device's `dealloc_driver`.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    device::{c_int_of, with_driver},
+    user::user_verb,
+};
+use crate::{bindings, error::from_result, ffi::c_int, sync::Arc};
+use core::mem::ManuallyDrop;
+
+/// A protection domain, as a provider sees it: an identity, stable while it exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdId(pub(crate) usize);
+
+/// What a queue pair is asked to be (`struct ib_qp_init_attr`). The provider updates the
+/// capacities to what it provides.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInitAttributes {
+    /// Reliable connected (`IB_QPT_RC`); the only type iWARP has.
+    pub reliable_connected: bool,
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline data bytes per send.
+    pub max_inline_data: u32,
+    /// Every send completes (`IB_SIGNAL_ALL_WR`), not only the signalled ones.
+    pub signal_all: bool,
+    /// A send CQ was given.
+    pub has_send_cq: bool,
+    /// A receive CQ was given.
+    pub has_recv_cq: bool,
+    /// A shared receive queue was given.
+    pub has_srq: bool,
+    /// `IB_QP_CREATE_*` flags.
+    pub create_flags: u32,
+}
+
+/// A provider's queue pair; dropped when the QP is destroyed (the RDMA core guarantees nothing
+/// uses it any more).
+pub trait QueuePair: Send + Sync {}
+
+/// What a completion queue is asked to be (`struct ib_cq_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct CqAttributes {
+    /// Entries asked for.
+    pub entries: u32,
+    /// Completion vector.
+    pub comp_vector: u32,
+    /// `IB_UVERBS_CQ_FLAGS_*`.
+    pub flags: u32,
+}
+
+/// A provider's completion queue; dropped when the CQ is destroyed (the RDMA core guarantees
+/// nothing uses it any more).
+pub trait CompletionQueue: Send + Sync {}
+
+/// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
+/// driver to accept it.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a PD of one of our devices and a valid or null `udata`.
+pub(crate) unsafe extern "C" fn alloc_pd_callback(
+    pd: *mut bindings::ib_pd,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `pd` is valid and its `device` set by the core.
+        let ibdev = unsafe { (*pd).device };
+        let id = PdId(pd as usize);
+        // SAFETY: A device of ours, alive while it has PDs.
+        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, id, !udata.is_null())) }?;
+        Ok(0)
+    })
+}
+
+/// `dealloc_pd`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a PD that `alloc_pd_callback` accepted.
+pub(crate) unsafe extern "C" fn dealloc_pd_callback(
+    pd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: `pd` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*pd).device };
+    let id = PdId(pd as usize);
+    // SAFETY: A device of ours, alive while it has PDs.
+    unsafe { with_driver(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
+    0
+}
+
+/// A CQ as the core allocates it (`size_ib_cq`): the core object, then the provider's queue.
+#[repr(C)]
+pub(crate) struct CqContainer {
+    ibcq: bindings::ib_cq,
+    queue: ManuallyDrop<Arc<dyn CompletionQueue>>,
+}
+
+/// `create_cq`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed CQ container of one of our devices, valid `attr`, and
+/// the user verb's attribute bundle or null for a kernel CQ.
+pub(crate) unsafe extern "C" fn create_cq_callback(
+    cq: *mut bindings::ib_cq,
+    attr: *const bindings::ib_cq_init_attr,
+    attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `cq` and `attr` are valid; the core set `device`.
+        let (ibdev, a) = unsafe {
+            (
+                (*cq).device,
+                CqAttributes {
+                    entries: (*attr).cqe,
+                    comp_vector: (*attr).comp_vector,
+                    flags: (*attr).flags,
+                },
+            )
+        };
+        // SAFETY: A non-null bundle is the user verb's, valid for the call.
+        let mut user = unsafe {
+            user_verb(if attrs.is_null() {
+                core::ptr::null_mut()
+            } else {
+                bindings::uverbs_attr_bundle_udata(attrs)
+            })
+        };
+        // SAFETY: A device of ours, alive while it has CQs.
+        let (queue, entries) =
+            unsafe { with_driver(ibdev, |d, dev| d.create_cq(dev, &a, user.as_mut())) }?;
+        let container = cq.cast::<CqContainer>();
+        // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` is written
+        // once here and taken once in `destroy_cq_callback`.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).queue).write(ManuallyDrop::new(queue));
+            (*cq).cqe = c_int_of(entries);
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_cq`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a CQ that `create_cq_callback` created, once, with no user
+/// left.
+pub(crate) unsafe extern "C" fn destroy_cq_callback(
+    cq: *mut bindings::ib_cq,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    let container = cq.cast::<CqContainer>();
+    // SAFETY: Written by `create_cq_callback`; nothing uses it after this.
+    drop(unsafe { ManuallyDrop::take(&mut (*container).queue) });
+    0
+}
+
+/// A QP as the core allocates it (`size_ib_qp`): the core object, then the provider's queues.
+#[repr(C)]
+pub(crate) struct QpContainer {
+    ibqp: bindings::ib_qp,
+    qp: ManuallyDrop<Arc<dyn QueuePair>>,
+}
+
+/// `create_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed QP container of one of our devices, valid `init`, and
+/// the user verb's udata (inside its attribute bundle) or null for a kernel QP.
+pub(crate) unsafe extern "C" fn create_qp_callback(
+    qp: *mut bindings::ib_qp,
+    init: *mut bindings::ib_qp_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `qp` and `init` are valid; the core set `device`.
+        let (ibdev, i) = unsafe { ((*qp).device, &mut *init) };
+        let mut a = QpInitAttributes {
+            reliable_connected: i.qp_type == bindings::ib_qp_type_IB_QPT_RC,
+            max_send_wr: i.cap.max_send_wr,
+            max_recv_wr: i.cap.max_recv_wr,
+            max_send_sge: i.cap.max_send_sge,
+            max_recv_sge: i.cap.max_recv_sge,
+            max_inline_data: i.cap.max_inline_data,
+            signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+            has_send_cq: !i.send_cq.is_null(),
+            has_recv_cq: !i.recv_cq.is_null(),
+            has_srq: !i.srq.is_null(),
+            create_flags: i.create_flags,
+        };
+        // SAFETY: A non-null udata is the user verb's, valid for the call.
+        let mut user = unsafe { user_verb(udata) };
+        // SAFETY: A device of ours, alive while it has QPs.
+        let (queue, qpn) =
+            unsafe { with_driver(ibdev, |d, dev| d.create_qp(dev, &mut a, user.as_mut())) }?;
+        i.cap.max_send_wr = a.max_send_wr;
+        i.cap.max_recv_wr = a.max_recv_wr;
+        i.cap.max_send_sge = a.max_send_sge;
+        i.cap.max_recv_sge = a.max_recv_sge;
+        i.cap.max_inline_data = a.max_inline_data;
+        let container = qp.cast::<QpContainer>();
+        // SAFETY: The core allocated `size_ib_qp` bytes, a `QpContainer`; `qp` is written once
+        // here and taken once in `destroy_qp_callback`.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
+            (*qp).qp_num = qpn;
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a QP that `create_qp_callback` created, once, with no user
+/// left.
+pub(crate) unsafe extern "C" fn destroy_qp_callback(
+    qp: *mut bindings::ib_qp,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    let container = qp.cast::<QpContainer>();
+    // SAFETY: Written by `create_qp_callback`; nothing uses it after this.
+    drop(unsafe { ManuallyDrop::take(&mut (*container).qp) });
+    0
+}
