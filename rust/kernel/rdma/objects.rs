@@ -11,7 +11,7 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    device::{c_int_of, with_driver},
+    device::{c_int_of, with_driver, Device, Driver},
     user::user_verb,
 };
 use crate::{bindings, error::from_result, ffi::c_int, sync::Arc};
@@ -143,9 +143,9 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
                 bindings::uverbs_attr_bundle_udata(attrs)
             })
         };
+        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut());
         // SAFETY: A device of ours, alive while it has CQs.
-        let (queue, entries) =
-            unsafe { with_driver(ibdev, |d, dev| d.create_cq(dev, &a, user.as_mut())) }?;
+        let (queue, entries) = unsafe { with_driver(ibdev, create) }?;
         let container = cq.cast::<CqContainer>();
         // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` is written
         // once here and taken once in `destroy_cq_callback`.
@@ -209,9 +209,9 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         };
         // SAFETY: A non-null udata is the user verb's, valid for the call.
         let mut user = unsafe { user_verb(udata) };
+        let create = |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut());
         // SAFETY: A device of ours, alive while it has QPs.
-        let (queue, qpn) =
-            unsafe { with_driver(ibdev, |d, dev| d.create_qp(dev, &mut a, user.as_mut())) }?;
+        let (queue, qpn) = unsafe { with_driver(ibdev, create) }?;
         i.cap.max_send_wr = a.max_send_wr;
         i.cap.max_recv_wr = a.max_recv_wr;
         i.cap.max_send_sge = a.max_send_sge;
