@@ -263,6 +263,31 @@ fn listener_callbacks_see_connections(test: &mut Test) -> Result {
     Ok(())
 }
 
+fn nonblocking_connect_reports_established(test: &mut Test) -> Result {
+    let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+    let listener = TcpSocket::new(&any)?;
+    listener.bind(&any)?;
+    listener.listen(1)?;
+    let addr = listener.local_addr()?;
+    let client = TcpSocket::new(&addr)?;
+    let collector = Collector::new()?;
+    client.install_callbacks(collector.clone())?;
+    // Loopback may finish the handshake before connect returns; both are fine.
+    let started = client.connect(&addr, true);
+    kunit_expect!(
+        test,
+        started.is_ok() || started == Err(EINPROGRESS),
+        "non-blocking connect: {:?}",
+        started
+    );
+    let up = collector.wait_for(|r| r.state == Some(TcpState::Established))
+        || client.state() == TcpState::Established;
+    kunit_expect!(test, up, "no ESTABLISHED state change");
+    let server = listener.accept(false)?;
+    kunit_expect_eq!(test, server.peer_addr()?, client.local_addr()?);
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rust_net_tcp,
     [
@@ -270,6 +295,7 @@ kernel::kunit_suite!(
         ipv6_stream_reaches_callbacks,
         blocking_recv_without_callbacks,
         connection_errors,
-        listener_callbacks_see_connections
+        listener_callbacks_see_connections,
+        nonblocking_connect_reports_established
     ]
 );
