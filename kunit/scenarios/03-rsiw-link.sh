@@ -34,9 +34,9 @@ for want in 'transport:[[:space:]]*iWARP' 'vendor_part_id:[[:space:]]*29299' \
 done
 grep -E 'transport|vendor_part_id|max_qp:|state' /tmp/devinfo.log
 # Verbs from user space through the siw provider: PDs, CQs and RC QPs with their rings mapped
-# into the process; an oversized CQ is refused; QP state changes are not implemented yet and
-# fail cleanly; nothing is left afterwards.
-verbs-check rsiw0 64 cq cq-too-big qp-no-modify || fail "verbs-check on rsiw0"
+# into the process; an oversized CQ is refused; an unconnected QP goes through INIT, RTR, ERR
+# and back, but not to RTS; nothing is left afterwards.
+verbs-check rsiw0 64 cq cq-too-big qp-states || fail "verbs-check on rsiw0"
 for res in pd cq qp; do
   left=$(rdma resource show $res dev rsiw0 2>/dev/null | grep -c . || true)
   [ "$left" = 0 ] || { rdma resource show $res; fail "$left ${res}s left on rsiw0"; }

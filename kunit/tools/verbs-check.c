@@ -8,8 +8,9 @@
  *
  * Opens DEVICE, queries it and its port, allocates and frees PDS protection domains, then runs
  * each named check: cq (create a CQ, poll it empty, arm it, destroy it), cq-too-big (refused),
- * cq-unsupported (fails cleanly with EOPNOTSUPP), qp (create and destroy an RC QP), qp-no-modify
- * (the same, and moving it to INIT fails cleanly with EOPNOTSUPP). Exits 0 when
+ * cq-unsupported (fails cleanly with EOPNOTSUPP), qp (create and destroy an RC QP), qp-states
+ * (the same, moving it through the states an unconnected QP may take), qp-no-modify (moving it
+ * to INIT fails cleanly with EOPNOTSUPP). Exits 0 when
  * everything behaved, 1 otherwise, printing what happened. The second form opens DEVICE, prints
  * "ready" and waits for the port's asynchronous event (IBV_EVENT_PORT_ACTIVE or _ERR).
  */
@@ -30,6 +31,45 @@ static int failures;
 			failures++;                       \
 		}                                         \
 	} while (0)
+
+/* Moves an unconnected QP through the states it may take; returns the failures. */
+static int qp_states(struct ibv_qp *qp)
+{
+	static const struct {
+		enum ibv_qp_state to;
+		int ok;           /* expect success */
+		enum ibv_qp_state reads; /* ibv_query_qp afterwards */
+	} steps[] = {
+		{ IBV_QPS_INIT, 1, IBV_QPS_INIT },
+		{ IBV_QPS_RTR, 1, IBV_QPS_RTR },
+		{ IBV_QPS_RTS, 0, IBV_QPS_RTR },  /* no connection: refused */
+		{ IBV_QPS_ERR, 1, IBV_QPS_ERR },
+		{ IBV_QPS_RTR, 0, IBV_QPS_ERR },  /* only a reset leaves ERROR */
+		{ IBV_QPS_RESET, 1, IBV_QPS_INIT }, /* iWARP IDLE reads as INIT */
+	};
+	int failed = 0;
+	unsigned int s;
+
+	for (s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+		struct ibv_qp_attr ma = { .qp_state = steps[s].to }, qa;
+		struct ibv_qp_init_attr ia;
+		int rc = ibv_modify_qp(qp, &ma, IBV_QP_STATE);
+
+		if ((rc == 0) != steps[s].ok) {
+			fprintf(stderr, "FAIL: modify to state %d: rc %d, want %s\n", steps[s].to, rc,
+				steps[s].ok ? "success" : "failure");
+			failed++;
+		}
+		if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia) || qa.qp_state != steps[s].reads) {
+			fprintf(stderr, "FAIL: after modify to %d, state reads %d, want %d\n",
+				steps[s].to, qa.qp_state, steps[s].reads);
+			failed++;
+		}
+	}
+	if (!failed)
+		printf("QP %u: INIT, RTR, no RTS without a connection, ERR, reset: ok\n", qp->qp_num);
+	return failed;
+}
 
 static int await_event(struct ibv_context *ctx, const char *want, int seconds)
 {
@@ -69,7 +109,7 @@ int main(int argc, char **argv)
 	int n, i, npds;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s DEVICE PDS [cq|cq-too-big|cq-unsupported|qp|qp-no-modify]...\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE PDS [cq|cq-too-big|cq-unsupported|qp|qp-states|qp-no-modify]...\n", argv[0]);
 		return 2;
 	}
 	npds = atoi(argv[2]);
@@ -123,7 +163,8 @@ int main(int argc, char **argv)
 			CHECK(!ibv_destroy_cq(cq), "ibv_destroy_cq");
 			printf("%s: CQ of %d entries created, polled empty, armed, destroyed\n",
 			       argv[1], cq->cqe);
-		} else if (!strcmp(argv[i], "qp") || !strcmp(argv[i], "qp-no-modify")) {
+		} else if (!strcmp(argv[i], "qp") || !strcmp(argv[i], "qp-no-modify") ||
+			   !strcmp(argv[i], "qp-states")) {
 			/*
 			 * An RC QP with its send and receive rings mapped by the provider; with
 			 * qp-no-modify, moving it to INIT must fail cleanly (not implemented).
@@ -143,6 +184,8 @@ int main(int argc, char **argv)
 				CHECK(qa.cap.max_send_wr >= 50 && qa.cap.max_recv_wr >= 20,
 				      "QP capacities %u/%u below 50/20", qa.cap.max_send_wr,
 				      qa.cap.max_recv_wr);
+				if (!strcmp(argv[i], "qp-states"))
+					failures += qp_states(qp);
 				if (!strcmp(argv[i], "qp-no-modify")) {
 					struct ibv_qp_attr ma = { .qp_state = IBV_QPS_INIT,
 								  .port_num = 1 };

@@ -33,8 +33,8 @@
 use super::{
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
-        destroy_cq_callback, destroy_qp_callback, CompletionQueue, CqAttributes, CqContainer, PdId,
-        QpContainer, QpInitAttributes, QueuePair,
+        destroy_cq_callback, destroy_qp_callback, modify_qp_callback, query_qp_callback,
+        CompletionQueue, CqAttributes, CqContainer, PdId, QpContainer, QpInitAttributes, QueuePair,
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
@@ -790,6 +790,8 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.size_ib_cq = core::mem::size_of::<CqContainer>();
     ops.create_qp = Some(create_qp_callback);
     ops.destroy_qp = Some(destroy_qp_callback);
+    ops.modify_qp = Some(modify_qp_callback);
+    ops.query_qp = Some(query_qp_callback);
     ops.size_ib_qp = core::mem::size_of::<QpContainer>();
     ops.mmap = Some(mmap_callback);
     ops.mmap_free = Some(mmap_free_callback);

@@ -14,7 +14,7 @@ use super::{
     device::{c_int_of, with_driver, Device, Driver},
     user::user_verb,
 };
-use crate::{bindings, error::from_result, ffi::c_int, sync::Arc};
+use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
 use core::mem::ManuallyDrop;
 
 /// A protection domain, as a provider sees it: an identity, stable while it exists.
@@ -49,9 +49,50 @@ pub struct QpInitAttributes {
     pub create_flags: u32,
 }
 
+/// A verbs request to change a queue pair (`struct ib_qp_attr` and its mask), as far as
+/// providers use it so far: each field is `None` when the mask leaves it out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpModify {
+    /// The state to move to (`IB_QPS_*`).
+    pub state: Option<u32>,
+    /// The state the caller believes the QP is in (`IB_QPS_*`).
+    pub current_state: Option<u32>,
+    /// `IB_ACCESS_*` flags for remote access.
+    pub access_flags: Option<u32>,
+}
+
+/// What `query_qp` reports about a queue pair.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpQuery {
+    /// The current state (`IB_QPS_*`).
+    pub state: u32,
+    /// `IB_ACCESS_*` flags for remote access.
+    pub access_flags: u32,
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline data bytes per send.
+    pub max_inline_data: u32,
+}
+
 /// A provider's queue pair; dropped when the QP is destroyed (the RDMA core guarantees nothing
 /// uses it any more).
-pub trait QueuePair: Send + Sync {}
+pub trait QueuePair: Send + Sync {
+    /// Applies a verbs modify request (`ibv_modify_qp`, `ib_modify_qp`).
+    fn modify(&self, _req: &QpModify) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Reports the QP's state and capacities.
+    fn query(&self) -> Result<QpQuery> {
+        Err(EOPNOTSUPP)
+    }
+}
 
 /// What a completion queue is asked to be (`struct ib_cq_init_attr`).
 #[derive(Clone, Copy, Debug)]
@@ -223,6 +264,80 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         unsafe {
             core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
             (*qp).qp_num = qpn;
+        }
+        Ok(0)
+    })
+}
+
+/// The provider's queue pair of `qp`.
+///
+/// # Safety
+///
+/// `qp` must be a QP that `create_qp_callback` created and that is not destroyed yet.
+unsafe fn queue_pair<'a>(qp: *mut bindings::ib_qp) -> &'a dyn QueuePair {
+    // SAFETY: Written by `create_qp_callback` (the caller's guarantee) and alive until destroy.
+    unsafe { &**(*qp.cast::<QpContainer>()).qp }
+}
+
+/// `modify_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live QP of ours and a valid `attr`.
+pub(crate) unsafe extern "C" fn modify_qp_callback(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    mask: c_int,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        let mask = mask as u32;
+        let has = |bit: u32| mask & bit != 0;
+        // SAFETY: `attr` is valid for the call (the caller's guarantee).
+        let a = unsafe { &*attr };
+        let req = QpModify {
+            state: has(bindings::ib_qp_attr_mask_IB_QP_STATE).then_some(a.qp_state),
+            current_state: has(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE).then_some(a.cur_qp_state),
+            access_flags: has(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS)
+                .then_some(a.qp_access_flags as u32),
+        };
+        // SAFETY: A live QP of ours (the caller's guarantee).
+        unsafe { queue_pair(qp) }.modify(&req)?;
+        Ok(0)
+    })
+}
+
+/// `query_qp`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live QP of ours and valid `attr` and `init`.
+pub(crate) unsafe extern "C" fn query_qp_callback(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    _mask: c_int,
+    init: *mut bindings::ib_qp_init_attr,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: A live QP of ours (the caller's guarantee).
+        let q = unsafe { queue_pair(qp) }.query()?;
+        let cap = bindings::ib_qp_cap {
+            max_send_wr: q.max_send_wr,
+            max_recv_wr: q.max_recv_wr,
+            max_send_sge: q.max_send_sge,
+            max_recv_sge: q.max_recv_sge,
+            max_inline_data: q.max_inline_data,
+            max_rdma_ctxs: 0,
+        };
+        // SAFETY: `attr` and `init` are valid for writes (the caller's guarantee); the core
+        // zeroed them, and we fill in what we know.
+        unsafe {
+            (*attr).qp_state = q.state;
+            (*attr).cur_qp_state = q.state;
+            (*attr).qp_access_flags = q.access_flags as c_int;
+            (*attr).cap = cap;
+            (*init).cap = cap;
+            (*init).qp_type = bindings::ib_qp_type_IB_QPT_RC;
         }
         Ok(0)
     })

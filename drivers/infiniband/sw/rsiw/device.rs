@@ -9,6 +9,7 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     net::device::NetDevice,
+    new_spinlock,
     prelude::*,
     rdma::{
         device::{
@@ -16,14 +17,19 @@ use kernel::{
             PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
-        objects::{CompletionQueue, CqAttributes, PdId, QpInitAttributes, QueuePair},
+        objects::{
+            CompletionQueue, CqAttributes, PdId, QpInitAttributes, QpModify, QpQuery, QueuePair,
+        },
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
     },
-    sync::Arc,
+    sync::{Arc, SpinLock},
 };
 
-use crate::abi;
+use crate::{
+    abi,
+    proto::qp_state::{self, Errno, IbQpState, Input, QpState, SendWork},
+};
 
 /// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.
 const VENDOR_ID: u32 = 0x0062_6d74;
@@ -70,20 +76,67 @@ struct RsiwDevice {
     next_qpn: AtomicU32,
 }
 
-/// A queue pair. Its state machine and data path are not there yet: it can only be created
-/// and destroyed.
+/// A queue pair. It follows the iWARP state machine (`proto::qp_state`) on verbs requests;
+/// there is no connection and no data path yet, so it never reaches RTS and has nothing to
+/// flush.
+#[pin_data]
 struct RsiwQp {
+    /// The iWARP state and the remote access flags.
+    #[pin]
+    state: SpinLock<(QpState, u32)>,
+    /// The capacities it was created with.
+    caps: QpInitAttributes,
     /// The user mappings of its send and receive rings, for a user QP.
     _rings: [Option<UserMapping>; 2],
-    /// The device's QP count, to give our place back.
-    count: Arc<AtomicU32>,
+    /// Our place in the device's QP count.
+    _count: CountedPlace,
 }
 
-impl QueuePair for RsiwQp {}
+impl QueuePair for RsiwQp {
+    fn modify(&self, req: &QpModify) -> Result {
+        let mut state = self.state.lock();
+        if let Some(target) = req.state {
+            let target = IbQpState::from_raw(target).ok_or(EINVAL)?;
+            let input = Input::Modify {
+                target,
+                connection: false,
+            };
+            let next = qp_state::transition(state.0, input, SendWork::Idle).map_err(|e| match e
+                .errno()
+            {
+                Errno::Inval => EINVAL,
+                Errno::OpNotSupp => EOPNOTSUPP,
+            })?;
+            // The actions (flushes, connection handling) have nothing to act on yet: no work
+            // request is ever queued to the kernel and no connection is attached.
+            state.0 = next.state;
+        }
+        if let Some(flags) = req.access_flags {
+            state.1 = flags;
+        }
+        Ok(())
+    }
 
-impl Drop for RsiwQp {
+    fn query(&self) -> Result<QpQuery> {
+        let (state, access_flags) = *self.state.lock();
+        Ok(QpQuery {
+            state: state.to_ib().raw(),
+            access_flags,
+            max_send_wr: self.caps.max_send_wr,
+            max_recv_wr: self.caps.max_recv_wr,
+            max_send_sge: self.caps.max_send_sge,
+            max_recv_sge: self.caps.max_recv_sge,
+            max_inline_data: self.caps.max_inline_data,
+        })
+    }
+}
+
+/// A place taken in one of the device's object counts, given back on drop.
+struct CountedPlace(Arc<AtomicU32>);
+
+impl Drop for CountedPlace {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -91,17 +144,11 @@ impl Drop for RsiwQp {
 struct RsiwCq {
     /// The user mapping of its ring, for a user CQ.
     _ring: Option<UserMapping>,
-    /// The device's CQ count, to give our place back.
-    count: Arc<AtomicU32>,
+    /// Our place in the device's CQ count.
+    _count: CountedPlace,
 }
 
 impl CompletionQueue for RsiwCq {}
-
-impl Drop for RsiwCq {
-    fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Takes one of at most `max` from `count`; `ENOMEM` when all are taken.
 fn take_one(count: &AtomicU32, max: u32) -> Result {
@@ -275,7 +322,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         // From here our place is given back when `cq` (or this error path) drops it.
         let mut cq = RsiwCq {
             _ring: None,
-            count: self.cqs.clone(),
+            _count: CountedPlace(self.cqs.clone()),
         };
         let ring_len = (entries as usize)
             .checked_mul(abi::CQE_SIZE)
@@ -323,10 +370,9 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         };
         take_one(&self.qps, MAX_QP)?;
         // From here our place is given back when `qp` (or this error path) drops it.
-        let mut qp = RsiwQp {
-            _rings: [None, None],
-            count: self.qps.clone(),
-        };
+        let mut rings = [None, None];
+        // Our place is given back when `place` (or the QP holding it) drops.
+        let place = CountedPlace(self.qps.clone());
         let sq = UserMemory::new(
             (num_sqe as usize)
                 .checked_mul(abi::SQE_SIZE)
@@ -334,7 +380,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         )?
         .map(user)?;
         let sq_key = sq.key();
-        qp._rings[0] = Some(sq);
+        rings[0] = Some(sq);
         let mut rq_key = 0;
         if num_rqe > 0 {
             let rq = UserMemory::new(
@@ -344,7 +390,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
             )?
             .map(user)?;
             rq_key = rq.key();
-            qp._rings[1] = Some(rq);
+            rings[1] = Some(rq);
         }
         let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
         write_response(
@@ -353,7 +399,17 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         )?;
         attr.max_send_wr = num_sqe;
         attr.max_recv_wr = num_rqe;
-        Ok((Arc::new(qp, GFP_KERNEL)?, qpn))
+        let caps = *attr;
+        let qp = Arc::pin_init(
+            pin_init!(RsiwQp {
+                state <- new_spinlock!((QpState::Idle, 0)),
+                caps,
+                _rings: rings,
+                _count: place,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok((qp, qpn))
     }
 }
 

@@ -27,6 +27,7 @@ use kernel::{
 
 mod abi;
 mod device;
+pub mod proto;
 
 module! {
     type: RsiwModule,
