@@ -75,12 +75,6 @@ impl NetDevice {
         name.map(|c| c as u8)
     }
 
-    /// The interface index.
-    pub fn ifindex(&self) -> i32 {
-        // SAFETY: The device is valid.
-        unsafe { (*self.0.get()).ifindex }
-    }
-
     /// The hardware address if it is an Ethernet-style 6-byte MAC. A concurrent address
     /// change (under RTNL) may give a mix of both, as it would to C readers.
     pub fn mac(&self) -> Option<[u8; 6]> {

@@ -116,13 +116,7 @@ pub struct ProtectionDomain<'a> {
     _dev: &'a DeviceRef,
 }
 
-impl ProtectionDomain<'_> {
-    /// The lkey of the device's local DMA memory region in this PD.
-    pub fn local_dma_lkey(&self) -> u32 {
-        // SAFETY: `pd` is valid (type invariant).
-        unsafe { (*self.pd).local_dma_lkey }
-    }
-}
+impl ProtectionDomain<'_> {}
 
 impl Drop for ProtectionDomain<'_> {
     fn drop(&mut self) {

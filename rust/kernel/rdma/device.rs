@@ -335,16 +335,6 @@ impl DeviceSet {
         )
     }
 
-    /// The number of live devices.
-    pub fn len(&self) -> usize {
-        self.devices.lock().iter().filter(|&&d| d != 0).count()
-    }
-
-    /// Whether no device is alive.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Creates, registers and records a device served by `driver`.
     pub fn register(self: &Arc<Self>, info: &DeviceInfo<'_>, driver: Arc<dyn Driver>) -> Result {
         // Room in the set first, so that recording the device cannot fail after it is live.

@@ -58,16 +58,6 @@ impl UserMemory {
         })
     }
 
-    /// The size asked for.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: empty memory cannot be allocated.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Registers the memory with the user context of `verb` for `mmap`; returns the mapping,
     /// whose [`UserMapping::key`] the provider library passes to `mmap` as the offset.
     pub fn map(self, verb: &UserVerb<'_>) -> Result<UserMapping> {
