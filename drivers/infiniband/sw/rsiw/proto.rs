@@ -38,6 +38,7 @@ pub mod fpdu;
 pub mod immediate;
 pub mod mpa;
 pub mod mpa_negotiation;
+pub mod placement;
 pub mod qp_state;
 pub mod rdmap;
 pub mod terminate;
