@@ -41,5 +41,6 @@ pub mod mpa_negotiation;
 pub mod placement;
 pub mod qp_state;
 pub mod rdmap;
+pub mod segmenter;
 pub mod terminate;
 pub mod wire;
