@@ -38,6 +38,7 @@ pub mod fpdu;
 pub mod immediate;
 pub mod mpa;
 pub mod mpa_negotiation;
+pub mod ord_ird;
 pub mod placement;
 pub mod qp_state;
 pub mod rdmap;
