@@ -93,7 +93,7 @@ fn vectors() {
     assert_eq!(collect(10, 4), [(0, 4, false), (4, 4, false), (8, 2, true)]);
     assert_eq!(collect(8, 4), [(0, 4, false), (4, 4, true)]);
     assert_eq!(collect(3, 4), [(0, 3, true)]);
-    // RFC 5041's own example: 2048 bytes with an MULPDU of 1500.
+    // 2048 bytes, MULPDU 1500, 18-byte untagged header.
     assert_eq!(
         collect(2048, 1500 - 18),
         [(0, 1482, false), (1482, 566, true)]

@@ -233,8 +233,9 @@ impl TaggedAccess {
 /// (`None` if no region has that index), for a QP in protection domain
 /// `qp_pd`. Returns the byte offset of the access from the region's start.
 ///
-/// The checks run in the order siw's `siw_check_mem()` uses: STag (known,
-/// same key, valid), protection domain, access rights, TO wrap, bounds; for
+/// The checks run in the order of siw's `siw_check_mem()`: STag (known,
+/// same key, valid), protection domain, access rights, then the range, where
+/// a TO + length that wraps 2^64 is reported as such before the bounds; for
 /// atomics then the 64-bit alignment of the target (RFC 7306 section 8.2).
 pub fn check_tagged(
     region: Option<&MemoryRegion>,
