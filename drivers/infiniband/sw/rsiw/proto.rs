@@ -3,7 +3,8 @@
 //! The iWARP wire protocols, as pure functions over byte slices.
 //!
 //! Everything rsiw puts on or takes off a TCP stream is defined here: the MPA
-//! connection setup frames and their negotiation (RFC 5044, RFC 6581), MPA
+//! connection setup frames, their negotiation and the handshake that
+//! sequences them (RFC 5044, RFC 6581), MPA
 //! framing with its CRC32c trailer (RFC 5044), the DDP headers (RFC 5041), the
 //! RDMAP messages including TERMINATE (RFC 5040), and the atomic and immediate
 //! data extensions (RFC 7306).
@@ -37,6 +38,7 @@ pub mod ddp;
 pub mod fpdu;
 pub mod immediate;
 pub mod mpa;
+pub mod mpa_handshake;
 pub mod mpa_negotiation;
 pub mod ord_ird;
 pub mod placement;
