@@ -22,3 +22,60 @@ struct uverbs_attr_bundle *rust_helper_uverbs_attr_bundle_of_udata(struct ib_uda
 {
 	return container_of(udata, struct uverbs_attr_bundle, driver_udata);
 }
+
+u64 rust_helper_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size,
+				  enum dma_data_direction direction)
+{
+	return ib_dma_map_single(dev, cpu_addr, size, direction);
+}
+
+void rust_helper_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
+				     enum dma_data_direction direction)
+{
+	ib_dma_unmap_single(dev, addr, size, direction);
+}
+
+int rust_helper_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
+{
+	return ib_dma_mapping_error(dev, dma_addr);
+}
+
+void rust_helper_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size,
+					    enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, size, dir);
+}
+
+void rust_helper_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size,
+					       enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, dir);
+}
+
+int rust_helper_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *send_wr,
+			     const struct ib_send_wr **bad_send_wr)
+{
+	return ib_post_send(qp, send_wr, bad_send_wr);
+}
+
+int rust_helper_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *recv_wr,
+			     const struct ib_recv_wr **bad_recv_wr)
+{
+	return ib_post_recv(qp, recv_wr, bad_recv_wr);
+}
+
+u32 rust_helper_ib_inc_rkey(u32 rkey)
+{
+	return ib_inc_rkey(rkey);
+}
+
+void rust_helper_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey)
+{
+	ib_update_fast_reg_key(mr, newkey);
+}
+
+void rust_helper_sg_dma_set(struct scatterlist *sg, dma_addr_t addr, unsigned int len)
+{
+	sg_dma_address(sg) = addr;
+	sg_dma_len(sg) = len;
+}

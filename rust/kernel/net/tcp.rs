@@ -127,14 +127,14 @@ impl From<u8> for TcpState {
 
 /// A `struct sockaddr` big enough for IPv4 and IPv6, as the socket calls take it.
 #[repr(C)]
-union RawSockAddr {
+pub(crate) union RawSockAddr {
     v4: bindings::sockaddr_in,
     v6: bindings::sockaddr_in6,
     storage: [u8; 128],
 }
 
 impl RawSockAddr {
-    fn new(addr: &SocketAddr) -> (Self, c_int) {
+    pub(crate) fn new(addr: &SocketAddr) -> (Self, c_int) {
         match addr {
             SocketAddr::V4(a) => {
                 let v4 = bindings::sockaddr_in {
@@ -168,6 +168,11 @@ impl RawSockAddr {
                 )
             }
         }
+    }
+
+    /// The address as the C calls take it.
+    pub(crate) fn as_sockaddr(&mut self) -> *mut bindings::sockaddr {
+        (self as *mut Self).cast()
     }
 
     fn empty() -> Self {

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fast-registration memory regions: how a kernel consumer lets a remote peer read or write its
+//! memory.
+//!
+//! A [`FastRegMr`] is allocated once (`ib_alloc_mr`, type `IB_MR_TYPE_MEM_REG`) and then
+//! (re)registered over a [`DmaBuffer`] by a `REG_MR` work request
+//! ([`super::kernel_qp::SendWr::RegMr`]) and invalidated by `LOCAL_INV` or by a peer's Send
+//! with Invalidate. Each registration gets a fresh key (`ib_inc_rkey`), so a stale key held by
+//! the peer no longer matches. The region keeps the buffer alive while registered: a peer can
+//! only ever reach memory that exists.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{client::ProtectionDomain, dma_buffer::DmaBuffer};
+use crate::{
+    bindings,
+    error::from_err_ptr,
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+use core::ptr::NonNull;
+
+/// Access rights of a memory region (`enum ib_access_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access(u32);
+
+impl Access {
+    /// The device may write (needed for any remote write or atomic).
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
+    /// Remote peers may RDMA Write.
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
+    /// Remote peers may RDMA Read.
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ);
+    /// Remote peers may run atomic operations.
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+
+    pub(crate) fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Self;
+    fn bitor(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+}
+
+/// A fast-registration memory region.
+///
+/// # Invariants
+///
+/// `mr` was allocated by `ib_alloc_mr` in `pd` and is owned by this value; its keys and mapping
+/// are only changed with `registered` locked.
+#[pin_data]
+pub struct FastRegMr {
+    mr: MrGuard,
+    pd: Arc<ProtectionDomain>,
+    max_pages: u32,
+    #[pin]
+    registered: Mutex<Option<Arc<DmaBuffer>>>,
+}
+
+// SAFETY: The MR may be used and freed from any thread.
+unsafe impl Send for FastRegMr {}
+// SAFETY: The mutable parts of the MR are changed under `registered`.
+unsafe impl Sync for FastRegMr {}
+
+/// What a `REG_MR` work request needs, taken under the region's lock.
+pub(crate) struct Mapped {
+    pub(crate) mr: *mut bindings::ib_mr,
+    pub(crate) key: u32,
+}
+
+impl FastRegMr {
+    /// Allocates a region that can map up to `max_pages` pages.
+    pub fn new(pd: &Arc<ProtectionDomain>, max_pages: u32) -> Result<Arc<Self>> {
+        // SAFETY: `pd` is a valid kernel PD.
+        let mr = unsafe {
+            bindings::ib_alloc_mr(
+                pd.as_raw(),
+                bindings::ib_mr_type_IB_MR_TYPE_MEM_REG,
+                max_pages,
+            )
+        };
+        let mr = MrGuard(NonNull::new(from_err_ptr(mr)?).ok_or(ENOMEM)?);
+        // INVARIANT: Allocated above and owned by the new value (the guard frees it if the
+        // value cannot be allocated).
+        Arc::pin_init(
+            pin_init!(Self {
+                mr,
+                pd: pd.clone(),
+                max_pages,
+                registered <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The key a peer uses to reach the memory (valid once registered).
+    pub fn rkey(&self) -> u32 {
+        let _guard = self.registered.lock();
+        // SAFETY: `mr` is valid; its keys change only under the lock we hold (type invariant).
+        unsafe { (*self.mr.0.as_ptr()).rkey }
+    }
+
+    /// The address a peer uses for the first byte of the registered buffer.
+    pub fn iova(&self) -> u64 {
+        let _guard = self.registered.lock();
+        // SAFETY: As in `rkey`.
+        unsafe { (*self.mr.0.as_ptr()).iova }
+    }
+
+    /// The protection domain of the region.
+    pub fn pd(&self) -> &Arc<ProtectionDomain> {
+        &self.pd
+    }
+
+    /// Maps `buffer` into the region with a fresh key, for a `REG_MR` work request.
+    pub(crate) fn map(&self, buffer: &Arc<DmaBuffer>) -> Result<Mapped> {
+        if !Arc::ptr_eq(buffer.pd(), &self.pd) {
+            return Err(EINVAL);
+        }
+        let len = u32::try_from(buffer.len())?;
+        let pages = buffer.len().div_ceil(bindings::PAGE_SIZE) + 1;
+        if pages > self.max_pages as usize {
+            return Err(EINVAL);
+        }
+        let mut registered = self.registered.lock();
+        let mr = self.mr.0.as_ptr();
+        let mut sg = bindings::scatterlist::default();
+        // SAFETY: `mr` is valid and its keys are ours to change under the lock (type
+        // invariant); `sg` is a local scatterlist describing the buffer's kmalloc'ed memory,
+        // with the DMA address the buffer was mapped at.
+        let mapped = unsafe {
+            let key = bindings::ib_inc_rkey((*mr).rkey) as u8;
+            bindings::ib_update_fast_reg_key(mr, key);
+            bindings::sg_init_one(&mut sg, buffer.cpu_addr().cast(), len);
+            bindings::sg_dma_set(&mut sg, buffer.dma_addr(), len);
+            bindings::ib_map_mr_sg(
+                mr,
+                &mut sg,
+                1,
+                core::ptr::null_mut(),
+                bindings::PAGE_SIZE as u32,
+            )
+        };
+        if mapped != 1 {
+            return Err(if mapped < 0 {
+                Error::from_errno(mapped)
+            } else {
+                EINVAL
+            });
+        }
+        *registered = Some(buffer.clone());
+        // SAFETY: As above.
+        let key = unsafe { (*mr).rkey };
+        Ok(Mapped { mr, key })
+    }
+}
+
+/// Owns an MR allocated by `ib_alloc_mr` and deregisters it on drop.
+///
+/// # Invariants
+///
+/// The MR was allocated by `ib_alloc_mr` and is owned by this value.
+struct MrGuard(NonNull<bindings::ib_mr>);
+
+impl Drop for MrGuard {
+    fn drop(&mut self) {
+        // SAFETY: We own the MR (type invariant); work requests using it hold a reference to
+        // the region that owns this guard, so none is outstanding.
+        unsafe { bindings::ib_dereg_mr_user(self.0.as_ptr(), core::ptr::null_mut()) };
+    }
+}

@@ -1,0 +1,796 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs of kernel consumers: posting work requests and collecting their completions.
+//!
+//! A [`KernelQp`] is the RC queue pair of one rdma_cm connection (created by
+//! [`super::cm::CmId::create_qp`]) together with its own completion queue.
+//!
+//! # Why completions go through slots
+//!
+//! The device accesses a work request's buffers until the request completes, and a flushed
+//! request completes only when the queue pair is drained. Memory safety therefore needs the
+//! buffers to outlive their requests whatever the consumer does. Every posted request takes a
+//! *slot*: the slot holds references to the buffers and memory region the request uses, and its
+//! `ib_cqe` is the request's completion entry. The CQ is polled by the RDMA core in a workqueue
+//! (`IB_POLL_WORKQUEUE`); the core calls the slot's `done`, which drops the references and queues
+//! a [`WorkCompletion`] for the consumer. Teardown drains the queue pair (`ib_drain_qp`), so all
+//! requests have completed before the CQ, the slots and the buffers go.
+//!
+//! Every request is signaled: an unsignaled one would hold its slot forever.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    client::{AtomicCap, ProtectionDomain},
+    dma_buffer::DmaBuffer,
+    fast_reg::{Access, FastRegMr},
+    fixed_ring::FixedRing,
+};
+use crate::{
+    bindings,
+    error::{from_err_ptr, to_result},
+    ffi::c_int,
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Completion, Mutex},
+    time::Jiffies,
+    types::Opaque,
+};
+use core::ptr::NonNull;
+
+/// Queue depths of a kernel queue pair.
+#[derive(Debug, Clone, Copy)]
+pub struct QpCaps {
+    /// Send work requests outstanding at once.
+    pub max_send_wr: u32,
+    /// Receive work requests outstanding at once.
+    pub max_recv_wr: u32,
+}
+
+/// Local memory of a work request: `len` bytes at `offset` in `buffer`.
+pub struct Sge<'a> {
+    /// The buffer.
+    pub buffer: &'a Arc<DmaBuffer>,
+    /// Offset of the first byte.
+    pub offset: usize,
+    /// Length in bytes (zero for a zero-length message).
+    pub len: usize,
+}
+
+/// Remote memory of an RDMA or atomic operation, as advertised by the peer.
+#[derive(Debug, Clone, Copy)]
+pub struct Remote {
+    /// Address (the peer's tagged offset).
+    pub addr: u64,
+    /// Key of the peer's memory region.
+    pub rkey: u32,
+}
+
+/// A send queue work request (`struct ib_send_wr` and its extensions).
+pub enum SendWr<'a> {
+    /// Send, optionally solicited.
+    Send {
+        /// The message.
+        local: Sge<'a>,
+        /// Ask for a solicited event at the receiver.
+        solicited: bool,
+    },
+    /// Send with immediate data.
+    SendWithImm {
+        /// The message.
+        local: Sge<'a>,
+        /// The immediate value.
+        imm: u32,
+    },
+    /// Send that invalidates the peer's `rkey`.
+    SendWithInv {
+        /// The message.
+        local: Sge<'a>,
+        /// The key to invalidate at the receiver.
+        rkey: u32,
+    },
+    /// RDMA Write.
+    Write {
+        /// Source.
+        local: Sge<'a>,
+        /// Sink.
+        remote: Remote,
+    },
+    /// RDMA Write followed by immediate data.
+    WriteWithImm {
+        /// Source.
+        local: Sge<'a>,
+        /// Sink.
+        remote: Remote,
+        /// The immediate value.
+        imm: u32,
+    },
+    /// RDMA Read.
+    Read {
+        /// Sink.
+        local: Sge<'a>,
+        /// Source.
+        remote: Remote,
+    },
+    /// Compare and swap of the 64-bit word at `remote`; the original lands in `local` (8 bytes).
+    CmpSwap {
+        /// Where the original value lands.
+        local: Sge<'a>,
+        /// The word.
+        remote: Remote,
+        /// Compared with the word.
+        compare: u64,
+        /// Stored when equal.
+        swap: u64,
+    },
+    /// Fetch and add on the 64-bit word at `remote`; the original lands in `local` (8 bytes).
+    FetchAdd {
+        /// Where the original value lands.
+        local: Sge<'a>,
+        /// The word.
+        remote: Remote,
+        /// Added to the word.
+        add: u64,
+    },
+    /// Compare and swap under masks.
+    MaskedCmpSwap {
+        /// Where the original value lands.
+        local: Sge<'a>,
+        /// The word.
+        remote: Remote,
+        /// Compared with the word under `compare_mask`.
+        compare: u64,
+        /// Bits taking part in the comparison.
+        compare_mask: u64,
+        /// Stored under `swap_mask` when equal.
+        swap: u64,
+        /// Bits that are swapped.
+        swap_mask: u64,
+    },
+    /// Fetch and add of independent fields: a set bit in `field_boundary` ends a field.
+    MaskedFetchAdd {
+        /// Where the original value lands.
+        local: Sge<'a>,
+        /// The word.
+        remote: Remote,
+        /// Added to the word.
+        add: u64,
+        /// Field boundaries (carries stop there).
+        field_boundary: u64,
+    },
+    /// Registers `buffer` in `mr` with `access`; the new key is `mr.rkey()` afterwards.
+    RegMr {
+        /// The region.
+        mr: &'a Arc<FastRegMr>,
+        /// The memory.
+        buffer: &'a Arc<DmaBuffer>,
+        /// Rights granted.
+        access: Access,
+    },
+    /// Invalidates the current registration of `mr`.
+    LocalInv {
+        /// The region.
+        mr: &'a Arc<FastRegMr>,
+    },
+}
+
+/// Status of a work completion (`enum ib_wc_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WcStatus(u32);
+
+impl WcStatus {
+    /// Success.
+    pub const SUCCESS: Self = Self(bindings::ib_wc_status_IB_WC_SUCCESS);
+    /// Flushed: the queue pair went to the error state first.
+    pub const FLUSHED: Self = Self(bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR);
+    /// Local length error.
+    pub const LOCAL_LENGTH: Self = Self(bindings::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    /// Local protection error.
+    pub const LOCAL_PROTECTION: Self = Self(bindings::ib_wc_status_IB_WC_LOC_PROT_ERR);
+    /// The peer found the request invalid.
+    pub const REMOTE_INVALID_REQUEST: Self = Self(bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR);
+    /// The peer refused access.
+    pub const REMOTE_ACCESS: Self = Self(bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR);
+    /// The peer could not perform the operation.
+    pub const REMOTE_OPERATION: Self = Self(bindings::ib_wc_status_IB_WC_REM_OP_ERR);
+
+    /// Whether the request succeeded.
+    pub fn is_success(self) -> bool {
+        self == Self::SUCCESS
+    }
+
+    /// The C value.
+    pub fn raw(self) -> u32 {
+        self.0
+    }
+}
+
+/// What completed (`enum ib_wc_opcode`); only meaningful on success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcOpcode {
+    /// A send of any kind.
+    Send,
+    /// An RDMA Write.
+    RdmaWrite,
+    /// An RDMA Read.
+    RdmaRead,
+    /// A compare and swap.
+    CmpSwap,
+    /// A fetch and add.
+    FetchAdd,
+    /// A masked compare and swap.
+    MaskedCmpSwap,
+    /// A masked fetch and add.
+    MaskedFetchAdd,
+    /// A local invalidation.
+    LocalInv,
+    /// A memory registration.
+    RegMr,
+    /// A received message.
+    Recv,
+    /// An RDMA Write with immediate data, received.
+    RecvRdmaWithImm,
+    /// Anything else (the C value).
+    Other(u32),
+}
+
+impl WcOpcode {
+    fn from_raw(raw: u32) -> Self {
+        match raw {
+            bindings::ib_wc_opcode_IB_WC_SEND => Self::Send,
+            bindings::ib_wc_opcode_IB_WC_RDMA_WRITE => Self::RdmaWrite,
+            bindings::ib_wc_opcode_IB_WC_RDMA_READ => Self::RdmaRead,
+            bindings::ib_wc_opcode_IB_WC_COMP_SWAP => Self::CmpSwap,
+            bindings::ib_wc_opcode_IB_WC_FETCH_ADD => Self::FetchAdd,
+            bindings::ib_wc_opcode_IB_WC_MASKED_COMP_SWAP => Self::MaskedCmpSwap,
+            bindings::ib_wc_opcode_IB_WC_MASKED_FETCH_ADD => Self::MaskedFetchAdd,
+            bindings::ib_wc_opcode_IB_WC_LOCAL_INV => Self::LocalInv,
+            bindings::ib_wc_opcode_IB_WC_REG_MR => Self::RegMr,
+            bindings::ib_wc_opcode_IB_WC_RECV => Self::Recv,
+            bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM => Self::RecvRdmaWithImm,
+            other => Self::Other(other),
+        }
+    }
+}
+
+/// A completed work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The tag given when the request was posted.
+    pub tag: u64,
+    /// Whether it was a receive request.
+    pub is_recv: bool,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// Bytes received (receives, RDMA Reads).
+    pub byte_len: u32,
+    /// Immediate data that came with a receive.
+    pub imm: Option<u32>,
+    /// The local key a received Send with Invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
+}
+
+/// A posted request's claim on the memory it uses.
+struct Slot {
+    tag: u64,
+    is_recv: bool,
+    buffer: Option<Arc<DmaBuffer>>,
+    mr: Option<Arc<FastRegMr>>,
+}
+
+/// Slot bookkeeping. A slot is in use from posting until its completion is taken by the
+/// consumer, so completions never outnumber slots and `done` never overflows.
+struct Slots {
+    posted: KVec<Option<Slot>>,
+    free: FixedRing<usize>,
+    done: FixedRing<(usize, WorkCompletion)>,
+    sends: u32,
+    recvs: u32,
+}
+
+/// The part of a queue pair the completion callbacks use.
+#[pin_data]
+struct QpShared {
+    cqes: KVec<Opaque<bindings::ib_cqe>>,
+    #[pin]
+    slots: Mutex<Slots>,
+    #[pin]
+    doorbell: Completion,
+    caps: QpCaps,
+}
+
+impl QpShared {
+    fn slot_of(&self, cqe: *mut bindings::ib_cqe) -> Option<usize> {
+        let base = self.cqes.as_ptr() as usize;
+        let size = core::mem::size_of::<Opaque<bindings::ib_cqe>>();
+        let index = (cqe as usize).checked_sub(base)? / size;
+        (index < self.cqes.len()).then_some(index)
+    }
+
+    /// Records the completion `wc` of one of our requests.
+    fn complete(&self, wc: &bindings::ib_wc) {
+        // SAFETY: Every request posted through this queue pair uses a `wr_cqe`; the drain
+        // requests of the core have their own `done`.
+        let cqe = unsafe { wc.__bindgen_anon_1.wr_cqe };
+        let Some(index) = self.slot_of(cqe) else {
+            return;
+        };
+        let released;
+        {
+            let mut slots = self.slots.lock();
+            let Some(Some(slot)) = slots.posted.get_mut(index) else {
+                return;
+            };
+            let flags = wc.wc_flags as u32;
+            // SAFETY: Plain integers in a union; the flags say which one the device wrote.
+            let (imm, inv) = unsafe { (wc.ex.imm_data, wc.ex.invalidate_rkey) };
+            let done = WorkCompletion {
+                tag: slot.tag,
+                is_recv: slot.is_recv,
+                status: WcStatus(wc.status),
+                opcode: WcOpcode::from_raw(wc.opcode),
+                byte_len: wc.byte_len,
+                imm: (flags & bindings::ib_wc_flags_IB_WC_WITH_IMM != 0).then(|| u32::from_be(imm)),
+                invalidated_rkey: (flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE != 0)
+                    .then_some(inv),
+            };
+            released = (slot.buffer.take(), slot.mr.take());
+            // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
+            let _ = slots.done.push((index, done));
+        }
+        drop(released);
+        self.doorbell.complete();
+    }
+
+    /// Claims a slot for a request; `EAGAIN` when that queue is full.
+    fn claim(&self, slot: Slot) -> Result<usize> {
+        let mut slots = self.slots.lock();
+        let (count, max) = if slot.is_recv {
+            (slots.recvs, self.caps.max_recv_wr)
+        } else {
+            (slots.sends, self.caps.max_send_wr)
+        };
+        if count >= max {
+            return Err(EAGAIN);
+        }
+        let index = slots.free.pop().ok_or(EAGAIN)?;
+        let is_recv = slot.is_recv;
+        *slots.posted.get_mut(index).ok_or(EINVAL)? = Some(slot);
+        if is_recv {
+            slots.recvs += 1;
+        } else {
+            slots.sends += 1;
+        }
+        Ok(index)
+    }
+
+    /// Gives back a slot (its request completed and was taken, or was never posted).
+    fn release(slots: &mut Slots, index: usize) {
+        if let Some(entry) = slots.posted.get_mut(index) {
+            if let Some(slot) = entry.take() {
+                if slot.is_recv {
+                    slots.recvs -= 1;
+                } else {
+                    slots.sends -= 1;
+                }
+                let _ = slots.free.push(index);
+            }
+        }
+    }
+
+    fn cqe(&self, index: usize) -> Result<*mut bindings::ib_cqe> {
+        Ok(self.cqes.get(index).ok_or(EINVAL)?.get())
+    }
+}
+
+/// Completion entry callback of every request posted through a [`KernelQp`].
+///
+/// # Safety
+///
+/// Called by the RDMA core with a CQ allocated in [`KernelQp::create`] and one of its
+/// completions.
+unsafe extern "C" fn wc_done(cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
+    // SAFETY: The CQ was allocated with a `QpShared` as its context, which outlives the CQ
+    // (see `KernelQp`); the core passes a valid completion.
+    let (shared, wc) = unsafe { (&*((*cq).cq_context as *const QpShared), &*wc) };
+    shared.complete(wc);
+}
+
+/// Owns a CQ allocated by `__ib_alloc_cq` and frees it on drop.
+///
+/// # Invariants
+///
+/// The CQ was allocated by `__ib_alloc_cq` and is owned by this value.
+struct CqGuard(NonNull<bindings::ib_cq>);
+
+impl Drop for CqGuard {
+    fn drop(&mut self) {
+        // SAFETY: We own the CQ (type invariant); no QP uses it any more.
+        unsafe { bindings::ib_free_cq(self.0.as_ptr()) };
+    }
+}
+
+/// The RC queue pair of a connection, with its completion queue.
+///
+/// # Invariants
+///
+/// `qp` is the queue pair `rdma_create_qp` created on `id` with `cq` as its send and receive CQ;
+/// `_cq`'s context is `shared`. Fields are dropped in order: the CQ (after `Drop` drained and
+/// destroyed the QP), then the shared part its callbacks used, then the PD.
+pub struct KernelQp {
+    id: NonNull<bindings::rdma_cm_id>,
+    qp: NonNull<bindings::ib_qp>,
+    _cq: CqGuard,
+    shared: Pin<KBox<QpShared>>,
+    pd: Arc<ProtectionDomain>,
+}
+
+// SAFETY: Posting and completion handling are thread-safe; the pointers are owned.
+unsafe impl Send for KernelQp {}
+// SAFETY: As above.
+unsafe impl Sync for KernelQp {}
+
+impl KernelQp {
+    /// Creates the queue pair of `id` in `pd`.
+    ///
+    /// # Safety
+    ///
+    /// `id` is a valid rdma_cm id bound to `pd`'s device, with no QP, that outlives the returned
+    /// value.
+    pub(crate) unsafe fn create(
+        id: NonNull<bindings::rdma_cm_id>,
+        pd: &Arc<ProtectionDomain>,
+        caps: QpCaps,
+    ) -> Result<Self> {
+        if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
+            return Err(EINVAL);
+        }
+        let nslots = caps.max_send_wr as usize + caps.max_recv_wr as usize;
+        let mut cqes = KVec::with_capacity(nslots, GFP_KERNEL)?;
+        let mut posted = KVec::with_capacity(nslots, GFP_KERNEL)?;
+        let mut free = FixedRing::new(nslots, GFP_KERNEL)?;
+        for index in 0..nslots {
+            cqes.push(
+                Opaque::new(bindings::ib_cqe {
+                    done: Some(wc_done),
+                }),
+                GFP_KERNEL,
+            )?;
+            posted.push(None, GFP_KERNEL)?;
+            let _ = free.push(index);
+        }
+        let done = FixedRing::new(nslots, GFP_KERNEL)?;
+        let shared = KBox::pin_init(
+            pin_init!(QpShared {
+                cqes,
+                slots <- new_mutex!(Slots {
+                    posted,
+                    free,
+                    done,
+                    sends: 0,
+                    recvs: 0,
+                }),
+                doorbell <- Completion::new(),
+                caps,
+            }),
+            GFP_KERNEL,
+        )?;
+        // The core's drain adds one request to each queue.
+        let entries = i32::try_from(nslots + 2)?;
+        let context: *const QpShared = &*shared;
+        // SAFETY: The device is registered (the PD holds a reference); `context` outlives the CQ
+        // (type invariant); the caller string is static.
+        let cq = unsafe {
+            bindings::__ib_alloc_cq(
+                pd.device().as_raw(),
+                context as *mut _,
+                entries,
+                0,
+                bindings::ib_poll_context_IB_POLL_WORKQUEUE,
+                crate::c_str!("rust").as_char_ptr(),
+            )
+        };
+        let cq = CqGuard(NonNull::new(from_err_ptr(cq)?).ok_or(ENOMEM)?);
+        let mut attr = bindings::ib_qp_init_attr {
+            send_cq: cq.0.as_ptr(),
+            recv_cq: cq.0.as_ptr(),
+            cap: bindings::ib_qp_cap {
+                max_send_wr: caps.max_send_wr + 1,
+                max_recv_wr: caps.max_recv_wr + 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                ..Default::default()
+            },
+            sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
+        // SAFETY: `id` is valid without a QP (safety requirement); `pd` and `cq` are valid.
+        to_result(unsafe { bindings::rdma_create_qp(id.as_ptr(), pd.as_raw(), &mut attr) })?;
+        // SAFETY: `rdma_create_qp` succeeded, so `id->qp` is the new QP.
+        let qp = NonNull::new(unsafe { (*id.as_ptr()).qp }).ok_or(EINVAL)?;
+        // INVARIANT: Created above with `cq`, whose context is `shared`.
+        Ok(Self {
+            id,
+            qp,
+            _cq: cq,
+            shared,
+            pd: pd.clone(),
+        })
+    }
+
+    /// The protection domain of the queue pair.
+    pub fn pd(&self) -> &Arc<ProtectionDomain> {
+        &self.pd
+    }
+
+    /// The queue pair number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: `qp` is valid (type invariant); the number is fixed at creation.
+        unsafe { (*self.qp.as_ptr()).qp_num }
+    }
+
+    fn check_pd(&self, buffer: &Arc<DmaBuffer>) -> Result {
+        if Arc::ptr_eq(buffer.pd(), &self.pd) {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// Posts a receive request for `local`; its completion carries `tag`.
+    pub fn post_recv(&self, local: Sge<'_>, tag: u64) -> Result {
+        self.check_pd(local.buffer)?;
+        let mut sge = local.buffer.sge(local.offset, local.len)?;
+        let index = self.shared.claim(Slot {
+            tag,
+            is_recv: true,
+            buffer: Some(local.buffer.clone()),
+            mr: None,
+        })?;
+        let mut wr = bindings::ib_recv_wr {
+            sg_list: &mut sge,
+            num_sge: 1,
+            ..Default::default()
+        };
+        wr.__bindgen_anon_1.wr_cqe = self.shared.cqe(index)?;
+        let mut bad = core::ptr::null();
+        // SAFETY: `qp` is valid; `wr` and `sge` live across the call; the buffer stays mapped
+        // until the request completes (its slot holds it).
+        let ret = unsafe { bindings::ib_post_recv(self.qp.as_ptr(), &wr, &mut bad) };
+        self.unclaim_on_error(index, ret)
+    }
+
+    fn unclaim_on_error(&self, index: usize, ret: i32) -> Result {
+        if ret != 0 {
+            QpShared::release(&mut self.shared.slots.lock(), index);
+        }
+        to_result(ret)
+    }
+
+    /// Posts `wr` on the send queue; its completion carries `tag`.
+    pub fn post_send(&self, wr: &SendWr<'_>, tag: u64) -> Result {
+        use bindings::*;
+        let mut rdma = ib_rdma_wr::default();
+        let mut atomic = ib_atomic_wr::default();
+        let mut reg = ib_reg_wr::default();
+        let mut sge = ib_sge::default();
+        let mut buffer = None;
+        let mut mr = None;
+        let mut local = |l: &Sge<'_>| -> Result<c_int> {
+            self.check_pd(l.buffer)?;
+            sge = l.buffer.sge(l.offset, l.len)?;
+            buffer = Some(l.buffer.clone());
+            Ok(if l.len == 0 { 0 } else { 1 })
+        };
+        // Atomics the device cannot do are refused here: a provider without them may not
+        // recover from a request it refuses (the C siw's send queue stays blocked).
+        let caps = self.pd.device().caps();
+        let masked = matches!(
+            wr,
+            SendWr::MaskedCmpSwap { .. } | SendWr::MaskedFetchAdd { .. }
+        );
+        let atomic_local = |l: &Sge<'_>| -> Result {
+            let cap = if masked {
+                caps.masked_atomic
+            } else {
+                caps.atomic
+            };
+            if cap == AtomicCap::None {
+                Err(crate::error::code::EOPNOTSUPP)
+            } else if l.len != 8 {
+                Err(crate::error::code::EINVAL)
+            } else {
+                Ok(())
+            }
+        };
+        // Which of the request structures is posted.
+        enum Kind {
+            Rdma,
+            Atomic,
+            Reg,
+        }
+        let kind = match wr {
+            SendWr::Send {
+                local: l,
+                solicited,
+            } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND;
+                if *solicited {
+                    rdma.wr.send_flags |= ib_send_flags_IB_SEND_SOLICITED as c_int;
+                }
+                Kind::Rdma
+            }
+            SendWr::SendWithImm { local: l, imm } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND_WITH_IMM;
+                rdma.wr.ex.imm_data = imm.to_be();
+                Kind::Rdma
+            }
+            SendWr::SendWithInv { local: l, rkey } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND_WITH_INV;
+                rdma.wr.ex.invalidate_rkey = *rkey;
+                Kind::Rdma
+            }
+            SendWr::Write { local: l, remote } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_WRITE;
+                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
+                Kind::Rdma
+            }
+            SendWr::WriteWithImm {
+                local: l,
+                remote,
+                imm,
+            } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM;
+                rdma.wr.ex.imm_data = imm.to_be();
+                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
+                Kind::Rdma
+            }
+            SendWr::Read { local: l, remote } => {
+                rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
+                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
+                Kind::Rdma
+            }
+            SendWr::CmpSwap {
+                local: l,
+                remote,
+                compare,
+                swap,
+            } => {
+                atomic_local(l)?;
+                atomic.wr.num_sge = local(l)?;
+                atomic.wr.opcode = ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP;
+                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
+                (atomic.compare_add, atomic.swap) = (*compare, *swap);
+                Kind::Atomic
+            }
+            SendWr::FetchAdd {
+                local: l,
+                remote,
+                add,
+            } => {
+                atomic_local(l)?;
+                atomic.wr.num_sge = local(l)?;
+                atomic.wr.opcode = ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD;
+                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
+                atomic.compare_add = *add;
+                Kind::Atomic
+            }
+            SendWr::MaskedCmpSwap {
+                local: l,
+                remote,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => {
+                atomic_local(l)?;
+                atomic.wr.num_sge = local(l)?;
+                atomic.wr.opcode = ib_wr_opcode_IB_WR_MASKED_ATOMIC_CMP_AND_SWP;
+                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
+                (atomic.compare_add, atomic.compare_add_mask) = (*compare, *compare_mask);
+                (atomic.swap, atomic.swap_mask) = (*swap, *swap_mask);
+                Kind::Atomic
+            }
+            SendWr::MaskedFetchAdd {
+                local: l,
+                remote,
+                add,
+                field_boundary,
+            } => {
+                atomic_local(l)?;
+                atomic.wr.num_sge = local(l)?;
+                atomic.wr.opcode = ib_wr_opcode_IB_WR_MASKED_ATOMIC_FETCH_AND_ADD;
+                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
+                (atomic.compare_add, atomic.compare_add_mask) = (*add, *field_boundary);
+                Kind::Atomic
+            }
+            SendWr::RegMr {
+                mr: region,
+                buffer: b,
+                access,
+            } => {
+                if !Arc::ptr_eq(region.pd(), &self.pd) {
+                    return Err(crate::error::code::EINVAL);
+                }
+                let mapped = region.map(b)?;
+                reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
+                (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
+                mr = Some((*region).clone());
+                Kind::Reg
+            }
+            SendWr::LocalInv { mr: region } => {
+                if !Arc::ptr_eq(region.pd(), &self.pd) {
+                    return Err(crate::error::code::EINVAL);
+                }
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_LOCAL_INV;
+                rdma.wr.ex.invalidate_rkey = region.rkey();
+                mr = Some((*region).clone());
+                Kind::Rdma
+            }
+        };
+        let index = self.shared.claim(Slot {
+            tag,
+            is_recv: false,
+            buffer,
+            mr,
+        })?;
+        let cqe = self.shared.cqe(index)?;
+        let head: &mut ib_send_wr = match kind {
+            Kind::Rdma => &mut rdma.wr,
+            Kind::Atomic => &mut atomic.wr,
+            Kind::Reg => &mut reg.wr,
+        };
+        head.__bindgen_anon_1.wr_cqe = cqe;
+        head.send_flags |= ib_send_flags_IB_SEND_SIGNALED as c_int;
+        if head.num_sge > 0 {
+            head.sg_list = &mut sge;
+        }
+        let mut bad = core::ptr::null();
+        // SAFETY: `qp` is valid; the request (inside its extended structure, as the opcode
+        // requires) and `sge` live across the call; buffers and regions stay alive until the
+        // request completes (its slot holds them).
+        let ret = unsafe { ib_post_send(self.qp.as_ptr(), head, &mut bad) };
+        self.unclaim_on_error(index, ret)
+    }
+
+    /// Takes the oldest completion, if any.
+    pub fn poll(&self) -> Option<WorkCompletion> {
+        let mut slots = self.shared.slots.lock();
+        let (index, wc) = slots.done.pop()?;
+        QpShared::release(&mut slots, index);
+        Some(wc)
+    }
+
+    /// Waits up to `timeout` for the next completion; `ETIMEDOUT` if none came.
+    pub fn wait(&self, timeout: Jiffies) -> Result<WorkCompletion> {
+        loop {
+            if let Some(wc) = self.poll() {
+                return Ok(wc);
+            }
+            if !self.shared.doorbell.wait_timeout(timeout) {
+                return self.poll().ok_or(ETIMEDOUT);
+            }
+        }
+    }
+}
+
+impl Drop for KernelQp {
+    fn drop(&mut self) {
+        // SAFETY: `qp` is valid and its CQ is polled by the core, so the drain completes: every
+        // outstanding request is flushed and its `done` has run when this returns. Then the QP
+        // is destroyed through its id (valid: type invariant); the CQ goes with the fields.
+        unsafe {
+            bindings::ib_drain_qp(self.qp.as_ptr());
+            bindings::rdma_destroy_qp(self.id.as_ptr());
+        }
+    }
+}
