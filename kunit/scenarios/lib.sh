@@ -50,3 +50,13 @@ nfs_server_stop() {
   exportfs -ua
   killall rpc.mountd rpcbind 2>/dev/null || true
 }
+
+# left_behind WHEN: fail if a QP, CQ, PD, MR or CM id exists that the RDMA core did not make
+# itself (rxe's GSI QP and MAD resources stay).
+left_behind() {
+  for res in qp cq pd mr cm_id; do
+    # The RDMA core's own objects (rxe's GSI QP and MAD resources) stay.
+    n=$(rdma resource show $res 2>/dev/null | grep -v '\[ib_core\]' | grep -c . || true)
+    [ "$n" = 0 ] || { rdma resource show $res; fail "$n ${res}s left behind ($1)"; }
+  done
+}

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An in-kernel RDMA ping (in the spirit of rdma-core's `rping`), written against the safe
+//! consumer API of `kernel::rdma`: the template for kernel ULPs in Rust.
+//!
+//! One [`Pair`] is a client and a server connected through rdma_cm on one address; both ends
+//! run in the caller's thread, since every step is asynchronous (post, then wait). A round:
+//!
+//! 1. The client registers its data buffer in a fast-registration MR (`REG_MR`) and sends the
+//!    region's address, key and length to the server (Send/Recv).
+//! 2. The server RDMA Reads the client's data and checks it byte for byte, then RDMA Writes a
+//!    new pattern over it and sends "done" with Send with Invalidate, which invalidates the
+//!    client's key; the client checks the pattern once the Send has arrived.
+//!
+//! [`Pair::immediate`] (Write and Send with Immediate) and [`Pair::atomics`] (FetchAdd, CmpSwap)
+//! are verified by value where the device does them; atomics are refused cleanly where it does
+//! not (the C siw).
+
+use core::net::SocketAddr;
+use kernel::{
+    error::code::*,
+    prelude::*,
+    rdma::{
+        client::AtomicCap,
+        cm::{CmEvent, CmId, ConnParam},
+        dma_buffer::DmaBuffer,
+        fast_reg::{Access, FastRegMr},
+        kernel_qp::{KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion},
+    },
+    sync::Arc,
+    time::{msecs_to_jiffies, Jiffies},
+};
+
+/// Private data the client sends with its connection request.
+pub(crate) const HELLO: &[u8] = b"rust-rdma-ping v1";
+/// Bytes of the data buffer moved in each round.
+pub(crate) const DATA_LEN: usize = 64 * 1024;
+/// Size of one message buffer (advertisement or "done").
+const MSG_LEN: usize = 64;
+/// Receives kept posted on each side.
+const RECVS: u32 = 4;
+
+fn timeout() -> Jiffies {
+    msecs_to_jiffies(5000)
+}
+
+/// One end of the connection.
+pub(crate) struct End {
+    /// The connection (owns the QP).
+    pub(crate) id: CmId,
+    /// Data moved by RDMA.
+    pub(crate) data: Arc<DmaBuffer>,
+    /// Message buffers: RECVS receive slots, then one send slot.
+    msgs: Arc<DmaBuffer>,
+    /// The region the client exposes its data buffer through.
+    mr: Arc<FastRegMr>,
+}
+
+impl End {
+    /// Allocates PD, QP, buffers and MR on the id's device and posts the receives.
+    fn new(mut id: CmId) -> Result<Self> {
+        let dev = id.device()?;
+        let pd = dev.alloc_pd()?;
+        let pages = (DATA_LEN / kernel::page::PAGE_SIZE + 1) as u32;
+        let mr = FastRegMr::new(&pd, pages)?;
+        let data = DmaBuffer::new(&pd, DATA_LEN)?;
+        let msgs = DmaBuffer::new(&pd, MSG_LEN * (RECVS as usize + 1))?;
+        id.create_qp(
+            &pd,
+            QpCaps {
+                max_send_wr: 8,
+                max_recv_wr: RECVS,
+            },
+        )?;
+        let end = Self { id, data, msgs, mr };
+        for slot in 0..RECVS {
+            end.post_recv(slot)?;
+        }
+        Ok(end)
+    }
+
+    /// The end's queue pair.
+    pub(crate) fn qp(&self) -> Result<&KernelQp> {
+        self.id.qp()
+    }
+
+    fn post_recv(&self, slot: u32) -> Result {
+        self.qp()?.post_recv(
+            Sge {
+                buffer: &self.msgs,
+                offset: slot as usize * MSG_LEN,
+                len: MSG_LEN,
+            },
+            u64::from(slot),
+        )
+    }
+
+    fn send_slot(&self) -> Sge<'_> {
+        Sge {
+            buffer: &self.msgs,
+            offset: RECVS as usize * MSG_LEN,
+            len: MSG_LEN,
+        }
+    }
+
+    /// Waits for the next completion, failing if the connection reports an event first
+    /// (disconnect, device removal) or nothing comes in time.
+    pub(crate) fn wait(&self) -> Result<WorkCompletion> {
+        let qp = self.qp()?;
+        if self.id.has_events() {
+            return Err(ECONNRESET);
+        }
+        for _ in 0..50 {
+            match qp.wait(msecs_to_jiffies(100)) {
+                Err(e) if e == ETIMEDOUT => {
+                    if self.id.has_events() {
+                        return Err(ECONNRESET);
+                    }
+                }
+                other => return other,
+            }
+        }
+        Err(ETIMEDOUT)
+    }
+
+    /// Waits for a successful completion of `opcode`.
+    pub(crate) fn expect(&self, opcode: WcOpcode) -> Result<WorkCompletion> {
+        let wc = self.wait()?;
+        if !wc.status.is_success() || wc.opcode != opcode {
+            pr_err!(
+                "rdma ping: expected {:?}, got {:?} status {} (tag {}, {})\n",
+                opcode,
+                wc.opcode,
+                wc.status.raw(),
+                wc.tag,
+                if wc.is_recv { "receive" } else { "send" }
+            );
+            while let Ok(Some(event)) = self.id.try_event() {
+                pr_err!("rdma ping: connection event {}\n", event.name());
+            }
+            return Err(EIO);
+        }
+        Ok(wc)
+    }
+
+    /// Takes a receive completion and posts its slot again.
+    fn expect_recv(&self, opcode: WcOpcode) -> Result<WorkCompletion> {
+        let wc = self.expect(opcode)?;
+        if wc.tag >= u64::from(RECVS) {
+            return Err(EIO);
+        }
+        self.post_recv(wc.tag as u32)?;
+        Ok(wc)
+    }
+
+    fn read_msg(&self, wc: &WorkCompletion, out: &mut [u8]) -> Result {
+        if wc.byte_len as usize != out.len() {
+            pr_err!("rdma ping: message of {} bytes\n", wc.byte_len);
+            return Err(EPROTO);
+        }
+        self.msgs.read(wc.tag as usize * MSG_LEN, out)
+    }
+}
+
+/// Waits for `id`'s next event and checks it is the one wanted (by name).
+fn expect_event(id: &CmId, wanted: &str) -> Result<CmEvent> {
+    let event = id.next_event(timeout())?;
+    if event.name() != wanted {
+        pr_err!("rdma ping: expected {}, got {}\n", wanted, event.name());
+        return Err(ECONNREFUSED);
+    }
+    Ok(event)
+}
+
+/// The byte at `i` of `round`'s pattern `which`.
+pub(crate) fn pattern(which: u8, round: u32, i: usize) -> u8 {
+    (i as u8).wrapping_mul(31) ^ which ^ (round as u8)
+}
+
+fn fill(buf: &DmaBuffer, which: u8, round: u32) -> Result {
+    let mut chunk = [0u8; 256];
+    for start in (0..buf.len()).step_by(chunk.len()) {
+        for (k, b) in chunk.iter_mut().enumerate() {
+            *b = pattern(which, round, start + k);
+        }
+        let n = chunk.len().min(buf.len() - start);
+        buf.write(start, &chunk[..n])?;
+    }
+    Ok(())
+}
+
+fn verify(buf: &DmaBuffer, which: u8, round: u32) -> Result {
+    let mut chunk = [0u8; 256];
+    for start in (0..buf.len()).step_by(chunk.len()) {
+        let n = chunk.len().min(buf.len() - start);
+        buf.read(start, &mut chunk[..n])?;
+        for (k, b) in chunk[..n].iter().enumerate() {
+            if *b != pattern(which, round, start + k) {
+                pr_err!("rdma ping: byte {} differs in round {}\n", start + k, round);
+                return Err(EBADMSG);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the client advertises: where its data is.
+fn encode_remote(remote: Remote, len: u32) -> [u8; 16] {
+    let mut msg = [0u8; 16];
+    msg[..8].copy_from_slice(&remote.addr.to_be_bytes());
+    msg[8..12].copy_from_slice(&remote.rkey.to_be_bytes());
+    msg[12..].copy_from_slice(&len.to_be_bytes());
+    msg
+}
+
+fn decode_remote(msg: &[u8; 16]) -> (Remote, u32) {
+    let mut addr = [0u8; 8];
+    let mut word = [0u8; 4];
+    addr.copy_from_slice(&msg[..8]);
+    word.copy_from_slice(&msg[8..12]);
+    let rkey = u32::from_be_bytes(word);
+    word.copy_from_slice(&msg[12..]);
+    (
+        Remote {
+            addr: u64::from_be_bytes(addr),
+            rkey,
+        },
+        u32::from_be_bytes(word),
+    )
+}
+
+/// A listener on `addr`.
+pub(crate) fn listen(addr: SocketAddr) -> Result<CmId> {
+    let listener = CmId::new()?;
+    listener.bind(&addr)?;
+    listener.listen(4)?;
+    Ok(listener)
+}
+
+/// A client end with its QP, connecting to `addr` (an iWARP connect needs the QP).
+pub(crate) fn start_client(addr: SocketAddr) -> Result<End> {
+    let client = CmId::new()?;
+    client.resolve_addr(None, &addr, 2000)?;
+    expect_event(&client, "ADDR_RESOLVED")?;
+    client.resolve_route(2000)?;
+    expect_event(&client, "ROUTE_RESOLVED")?;
+    let client = End::new(client)?;
+    let ird_ord = client.id.device()?.caps().max_qp_rd_atom.min(16) as u8;
+    client.id.connect(&ConnParam {
+        private_data: HELLO,
+        responder_resources: ird_ord,
+        initiator_depth: ird_ord,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    })?;
+    Ok(client)
+}
+
+/// A connected client and server. Dropping it tears both down (drain, destroy).
+pub(crate) struct Pair {
+    /// The client end.
+    pub(crate) client: End,
+    /// The server end.
+    pub(crate) server: End,
+    /// The listener the server end came from.
+    listener: CmId,
+    /// Rounds completed.
+    pub(crate) rounds: u32,
+}
+
+impl Pair {
+    /// Connects a client to a listener on `addr`, both here.
+    pub(crate) fn connect(addr: SocketAddr) -> Result<Self> {
+        let listener = listen(addr)?;
+        let client = start_client(addr)?;
+        let CmEvent::ConnectRequest(server, param) = expect_event(&listener, "CONNECT_REQUEST")?
+        else {
+            return Err(EPROTO);
+        };
+        // iWARP may pad private data; ours must come first.
+        if !param.private_data.starts_with(HELLO) {
+            pr_err!("rdma ping: connection request without our private data\n");
+            return Err(EPROTO);
+        }
+        let server = End::new(server)?;
+        server.id.accept(&ConnParam {
+            private_data: HELLO,
+            responder_resources: param.initiator_depth,
+            initiator_depth: param.responder_resources,
+            ..Default::default()
+        })?;
+        expect_event(&server.id, "ESTABLISHED")?;
+        expect_event(&client.id, "ESTABLISHED")?;
+        Ok(Self {
+            client,
+            server,
+            listener,
+            rounds: 0,
+        })
+    }
+
+    /// Client: registers its data buffer with `access` and sends where it is.
+    fn advertise(&self, access: Access) -> Result<Remote> {
+        let c = &self.client;
+        c.qp()?.post_send(
+            &SendWr::RegMr {
+                mr: &c.mr,
+                buffer: &c.data,
+                access,
+            },
+            1,
+        )?;
+        c.expect(WcOpcode::RegMr)?;
+        let remote = Remote {
+            addr: c.mr.iova(),
+            rkey: c.mr.rkey(),
+        };
+        c.msgs.write(
+            RECVS as usize * MSG_LEN,
+            &encode_remote(remote, DATA_LEN as u32),
+        )?;
+        c.qp()?.post_send(
+            &SendWr::Send {
+                local: Sge {
+                    len: 16,
+                    ..c.send_slot()
+                },
+                solicited: false,
+            },
+            2,
+        )?;
+        c.expect(WcOpcode::Send)?;
+        Ok(remote)
+    }
+
+    /// Server: receives the client's advertisement.
+    fn receive_advertisement(&self) -> Result<Remote> {
+        let s = &self.server;
+        let wc = s.expect_recv(WcOpcode::Recv)?;
+        let mut msg = [0u8; 16];
+        s.read_msg(&wc, &mut msg)?;
+        let (remote, len) = decode_remote(&msg);
+        if len as usize != DATA_LEN {
+            return Err(EPROTO);
+        }
+        Ok(remote)
+    }
+
+    /// `ECONNRESET` if the connection manager reported anything (a disconnect, the device
+    /// going away) on one of the ids: connected ids have nothing else to say.
+    pub(crate) fn check_events(&self) -> Result {
+        if self.client.id.has_events() || self.server.id.has_events() || self.listener.has_events()
+        {
+            return Err(ECONNRESET);
+        }
+        Ok(())
+    }
+
+    /// One round of Send/Recv, RDMA Read, RDMA Write and Send with Invalidate, verified.
+    pub(crate) fn round(&mut self) -> Result {
+        self.check_events()?;
+        let round = self.rounds;
+        let (c, s) = (&self.client, &self.server);
+        fill(&c.data, 0xa5, round)?;
+        let advertised =
+            self.advertise(Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE)?;
+        let remote = self.receive_advertisement()?;
+        if remote.rkey != advertised.rkey {
+            return Err(EPROTO);
+        }
+        let whole = Sge {
+            buffer: &s.data,
+            offset: 0,
+            len: DATA_LEN,
+        };
+        s.qp()?.post_send(
+            &SendWr::Read {
+                local: whole,
+                remote,
+            },
+            3,
+        )?;
+        let wc = s.expect(WcOpcode::RdmaRead)?;
+        let _ = wc;
+        verify(&s.data, 0xa5, round)?;
+        fill(&s.data, 0x5a, round)?;
+        let whole = Sge {
+            buffer: &s.data,
+            offset: 0,
+            len: DATA_LEN,
+        };
+        s.qp()?.post_send(
+            &SendWr::Write {
+                local: whole,
+                remote,
+            },
+            4,
+        )?;
+        s.expect(WcOpcode::RdmaWrite)?;
+        s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
+        s.qp()?.post_send(
+            &SendWr::SendWithInv {
+                local: Sge {
+                    len: 4,
+                    ..s.send_slot()
+                },
+                rkey: remote.rkey,
+            },
+            5,
+        )?;
+        s.expect(WcOpcode::Send)?;
+        let wc = c.expect_recv(WcOpcode::Recv)?;
+        let mut done = [0u8; 4];
+        c.read_msg(&wc, &mut done)?;
+        if &done != b"done" {
+            return Err(EPROTO);
+        }
+        if wc.invalidated_rkey != Some(remote.rkey) {
+            pr_err!(
+                "rdma ping: Send with Invalidate did not report key {:#x}\n",
+                remote.rkey
+            );
+            return Err(EPROTO);
+        }
+        // The Write was placed before the Send that followed it was delivered.
+        verify(&c.data, 0x5a, round)?;
+        self.rounds += 1;
+        Ok(())
+    }
+
+    /// Client: registers its data buffer for every remote access and tells the server.
+    fn advertise_all(&self) -> Result<Remote> {
+        let advertised = self.advertise(
+            Access::LOCAL_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_ATOMIC,
+        )?;
+        let remote = self.receive_advertisement()?;
+        if remote.rkey != advertised.rkey {
+            return Err(EPROTO);
+        }
+        Ok(remote)
+    }
+
+    /// Write with Immediate then Send with Immediate (zero-length) from the server: the
+    /// immediate values arrive in the client's completions and the written data is there.
+    pub(crate) fn immediate(&mut self) -> Result {
+        fill(&self.client.data, 0x11, 0)?;
+        let remote = self.advertise_all()?;
+        let (c, s) = (&self.client, &self.server);
+        let imm = 0x1234_5678u32;
+        fill(&s.data, 0x77, 0)?;
+        let head = Sge {
+            buffer: &s.data,
+            offset: 0,
+            len: 4096,
+        };
+        s.qp()?.post_send(
+            &SendWr::WriteWithImm {
+                local: head,
+                remote,
+                imm,
+            },
+            6,
+        )?;
+        s.expect(WcOpcode::RdmaWrite)?;
+        let wc = c.expect_recv(WcOpcode::RecvRdmaWithImm)?;
+        if wc.imm != Some(imm) {
+            pr_err!("rdma ping: immediate {:?}\n", wc.imm);
+            return Err(EPROTO);
+        }
+        let mut first = [0u8; 4096];
+        c.data.read(0, &mut first)?;
+        if first
+            .iter()
+            .enumerate()
+            .any(|(i, b)| *b != pattern(0x77, 0, i))
+        {
+            return Err(EBADMSG);
+        }
+        let empty = Sge {
+            len: 0,
+            ..s.send_slot()
+        };
+        s.qp()?.post_send(
+            &SendWr::SendWithImm {
+                local: empty,
+                imm: !imm,
+            },
+            8,
+        )?;
+        s.expect(WcOpcode::Send)?;
+        let wc = c.expect_recv(WcOpcode::Recv)?;
+        if wc.imm != Some(!imm) || wc.byte_len != 0 {
+            return Err(EPROTO);
+        }
+        Ok(())
+    }
+
+    /// FetchAdd and CmpSwap from the server on the client's first word, checked by value.
+    /// On a device without atomics they are refused with `EOPNOTSUPP` before reaching it and
+    /// the connection runs a full round afterwards; returns whether atomics ran.
+    pub(crate) fn atomics(&mut self) -> Result<bool> {
+        let caps = self.server.id.device()?.caps();
+        if caps.atomic == AtomicCap::None {
+            let s = &self.server;
+            let word = Sge {
+                buffer: &s.data,
+                offset: 0,
+                len: 8,
+            };
+            let remote = Remote { addr: 0, rkey: 0 };
+            let refused = s.qp()?.post_send(
+                &SendWr::FetchAdd {
+                    local: word,
+                    remote,
+                    add: 1,
+                },
+                7,
+            );
+            if refused != Err(EOPNOTSUPP) {
+                pr_err!(
+                    "rdma ping: atomic without device support: {:?}\n",
+                    refused.err()
+                );
+                return Err(EPROTO);
+            }
+            self.round()?;
+            return Ok(false);
+        }
+        let remote = self.advertise_all()?;
+        let (c, s) = (&self.client, &self.server);
+        c.data.write(0, &100u64.to_ne_bytes())?;
+        let result = || Sge {
+            buffer: &s.data,
+            offset: 8,
+            len: 8,
+        };
+        let mut word = [0u8; 8];
+        s.qp()?.post_send(
+            &SendWr::FetchAdd {
+                local: result(),
+                remote,
+                add: 5,
+            },
+            9,
+        )?;
+        s.expect(WcOpcode::FetchAdd)?;
+        s.data.read(8, &mut word)?;
+        if u64::from_ne_bytes(word) != 100 {
+            return Err(EBADMSG);
+        }
+        let swap = SendWr::CmpSwap {
+            local: result(),
+            remote,
+            compare: 105,
+            swap: 7,
+        };
+        s.qp()?.post_send(&swap, 10)?;
+        s.expect(WcOpcode::CmpSwap)?;
+        s.data.read(8, &mut word)?;
+        if u64::from_ne_bytes(word) != 105 {
+            return Err(EBADMSG);
+        }
+        c.data.read(0, &mut word)?;
+        if u64::from_ne_bytes(word) != 7 {
+            return Err(EBADMSG);
+        }
+        Ok(true)
+    }
+
+    /// Writes to a key the client invalidated: the Write must fail with an error completion and
+    /// the connection go down without anything hanging.
+    pub(crate) fn stale_key_write(&mut self) -> Result<WcStatus> {
+        self.round()?;
+        // Round's Send with Invalidate invalidated the key the client advertised last.
+        let stale = Remote {
+            addr: self.client.mr.iova(),
+            rkey: self.client.mr.rkey(),
+        };
+        let s = &self.server;
+        s.qp()?.post_send(
+            &SendWr::Write {
+                local: Sge {
+                    buffer: &s.data,
+                    offset: 0,
+                    len: 512,
+                },
+                remote: stale,
+            },
+            11,
+        )?;
+        // Depending on the transport the Write completes locally and the failure shows on the
+        // next operation, or the Write itself fails: a Read after it must not succeed.
+        let wc = s.wait()?;
+        let status = if !wc.status.is_success() {
+            wc.status
+        } else {
+            let _ = s.qp()?.post_send(
+                &SendWr::Read {
+                    local: Sge {
+                        buffer: &s.data,
+                        offset: 0,
+                        len: 512,
+                    },
+                    remote: stale,
+                },
+                12,
+            );
+            s.wait()?.status
+        };
+        if status.is_success() {
+            return Err(EPROTO);
+        }
+        Ok(status)
+    }
+}
