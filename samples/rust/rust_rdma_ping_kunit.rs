@@ -3,9 +3,8 @@
 //! KUnit suite of the kernel RDMA ping and, through it, of the consumer API of `kernel::rdma`
 //! (rdma_cm, kernel QPs, DMA buffers, fast registration) against providers nobody here wrote.
 //!
-//! Scenario `06-rdma-ping` creates `siw1` (the C siw) on 198.18.0.2, then loads this module.
-//! The C rxe (atomics, immediate data) is exercised by the same code through the sample module
-//! in that scenario. Immediate data
+//! Scenario `06-rdma-ping` creates `siw1` (the C siw) on 198.18.0.2 and `rxe0` (the C rxe,
+//! which does atomics and immediate data) on 198.18.0.1, then loads this module. Immediate data
 //! is not tried on the C siw: it refuses the opcode at posting but leaves the refused entry
 //! marked in its send queue, so every later post fails with `ENOMEM`.
 
@@ -45,6 +44,7 @@ impl kernel::Module for RdmaPingKunit {
 }
 
 const SIW: [u8; 4] = [198, 18, 0, 2];
+const RXE: [u8; 4] = [198, 18, 0, 1];
 
 fn at(ip: [u8; 4], port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port))
@@ -98,12 +98,25 @@ fn siw_reject_carries_private_data(test: &mut Test) -> Result {
     Ok(())
 }
 
+fn rxe_all_operations(test: &mut Test) -> Result {
+    let dev = DeviceRef::by_name(c_str!("rxe0")).ok_or(ENODEV)?;
+    kunit_expect!(test, dev.caps().atomic != AtomicCap::None);
+    let mut pair = ping::Pair::connect(at(RXE, 7505))?;
+    pair.round()?;
+    pair.immediate()?;
+    kunit_expect_eq!(test, pair.atomics()?, true);
+    pair.round()?;
+    kunit_expect_eq!(test, pair.rounds, 2);
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rust_rdma_ping,
     [
         siw_send_read_write,
         siw_refuses_atomics_cleanly,
         siw_stale_key_fails_cleanly,
-        siw_reject_carries_private_data
+        siw_reject_carries_private_data,
+        rxe_all_operations
     ]
 );

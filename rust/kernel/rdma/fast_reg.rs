@@ -6,7 +6,8 @@
 //! A [`FastRegMr`] is allocated once (`ib_alloc_mr`, type `IB_MR_TYPE_MEM_REG`) and then
 //! (re)registered over a [`DmaBuffer`] by a `REG_MR` work request
 //! ([`super::kernel_qp::SendWr::RegMr`]) and invalidated by `LOCAL_INV` or by a peer's Send
-//! with Invalidate. Each registration gets a fresh key (`ib_inc_rkey`), so a stale key held by
+//! with Invalidate; it must be invalid again before the next `REG_MR` (rxe fails the request
+//! and the QP otherwise). Each registration gets a fresh key (`ib_inc_rkey`), so a stale key held by
 //! the peer no longer matches. The region keeps the buffer alive while registered: a peer can
 //! only ever reach memory that exists.
 //!

@@ -532,6 +532,23 @@ impl KernelQp {
         unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
+    /// The queue pair's current state (`IB_QPS_*`: 0 reset, 1 init, 2 RTR, 3 RTS, 4 SQD,
+    /// 5 SQE, 6 error), as the device reports it.
+    pub fn state(&self) -> Result<u32> {
+        let mut attr = bindings::ib_qp_attr::default();
+        let mut init = bindings::ib_qp_init_attr::default();
+        // SAFETY: `qp` is valid (type invariant); the attribute structures are ours.
+        to_result(unsafe {
+            bindings::ib_query_qp(
+                self.qp.as_ptr(),
+                &mut attr,
+                bindings::ib_qp_attr_mask_IB_QP_STATE as c_int,
+                &mut init,
+            )
+        })?;
+        Ok(attr.qp_state)
+    }
+
     fn check_pd(&self, buffer: &Arc<DmaBuffer>) -> Result {
         if Arc::ptr_eq(buffer.pd(), &self.pd) {
             Ok(())

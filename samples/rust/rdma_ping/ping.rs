@@ -291,6 +291,10 @@ impl Pair {
         })?;
         expect_event(&server.id, "ESTABLISHED")?;
         expect_event(&client.id, "ESTABLISHED")?;
+        // Both ends are ready to send (IB_QPS_RTS).
+        if client.qp()?.state()? != 3 || server.qp()?.state()? != 3 {
+            return Err(EPROTO);
+        }
         Ok(Self {
             client,
             server,
@@ -495,6 +499,15 @@ impl Pair {
         if wc.imm != Some(!imm) || wc.byte_len != 0 {
             return Err(EPROTO);
         }
+        self.invalidate()
+    }
+
+    /// Client: ends the registration of its buffer itself (`LOCAL_INV`): a region must be
+    /// invalid before it is registered again (rxe enforces it).
+    fn invalidate(&self) -> Result {
+        let c = &self.client;
+        c.qp()?.post_send(&SendWr::LocalInv { mr: &c.mr }, 13)?;
+        c.expect(WcOpcode::LocalInv)?;
         Ok(())
     }
 
@@ -567,6 +580,7 @@ impl Pair {
         if u64::from_ne_bytes(word) != 7 {
             return Err(EBADMSG);
         }
+        self.invalidate()?;
         Ok(true)
     }
 
