@@ -7,7 +7,9 @@
 //! sequences them (RFC 5044, RFC 6581), MPA
 //! framing with its CRC32c trailer (RFC 5044), the DDP headers (RFC 5041), the
 //! RDMAP messages including TERMINATE (RFC 5040), and the atomic and immediate
-//! data extensions (RFC 7306).
+//! data extensions (RFC 7306). On top of them, [`rx_engine`] and
+//! [`tx_engine`] run the data path of one stream: received bytes to placed
+//! payload and completions, work requests to FPDUs.
 //!
 //! # Why this code is pure and shared
 //!
@@ -44,6 +46,8 @@ pub mod ord_ird;
 pub mod placement;
 pub mod qp_state;
 pub mod rdmap;
+pub mod rx_engine;
 pub mod segmenter;
 pub mod terminate;
+pub mod tx_engine;
 pub mod wire;

@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive engine of one RDMAP stream: bytes in, placed data and
+//! completions out.
+//!
+//! After MPA connection setup every byte TCP delivers belongs to an FPDU.
+//! [`RxEngine::feed`] takes those bytes in whatever pieces the socket hands
+//! over and drives the protocol layers built in the sibling modules:
+//!
+//! - [`super::fpdu::FpduReceiver`] finds the FPDUs, collects each DDP/RDMAP
+//!   header and checks the CRC32c over the whole FPDU;
+//! - [`super::rdmap::Segment::decode`] validates the headers;
+//! - [`super::placement`] decides whether and where the payload may go, and
+//!   keeps the MSN/MO state of the untagged queues;
+//! - [`super::ord_ird`] accounts for RDMA Read and Atomic requests (IRD, as
+//!   the responder) and their responses (ORD, as the requester).
+//!
+//! The driver supplies what needs its own state through [`RxContext`]:
+//! memory region lookups, receive buffers, the copy of payload into memory,
+//! the credit queues and the completion of messages.
+//!
+//! # Direct placement and the CRC
+//!
+//! Payload is placed as it arrives, piece by piece, without staging the FPDU.
+//! Like the C siw, the engine therefore only learns whether the FPDU was
+//! intact after its payload has been placed: the CRC is computed
+//! incrementally and compared at the end. Nothing is *completed* before that
+//! comparison: message completions ([`RxEvent`]) are reported only once the
+//! last FPDU of a message has passed it, and headers without payload (Read
+//! and Atomic requests, Immediate Data, Terminate) are acted on only then.
+//! If the CRC does not match, bytes already placed for the FPDU may be
+//! garbage; the stream is terminated (MPA CRC error), which makes the whole
+//! message fail, so the consumer never sees them as valid data.
+//!
+//! When CRC is enabled, an error found in a header is also held back until
+//! the end of the FPDU (its payload is dropped): a header that fails its
+//! checks is then reported as the CRC error it most likely is when the CRC
+//! does not match either. Without CRC the error is reported at once.
+//!
+//! # Termination
+//!
+//! Every error ends the stream: [`RxEngine::feed`] returns the
+//! [`TermError`], the engine accepts no more input, and
+//! [`RxEngine::termination`] gives the TERMINATE to send, with the offending
+//! segment's headers to echo. A
+//! TERMINATE received from the peer is delivered as [`RxEvent::Terminate`]
+//! and also ends the stream.
+
+use super::atomic::{AtomicRequestHeader, AtomicResponseHeader};
+use super::crc32c::Crc32c;
+use super::ddp::{DdpHeader, QueueNumber};
+use super::fpdu::{FpduReceiver, RxEvent as FpduEvent, MAX_HEADER_LEN};
+use super::immediate::ImmediateData;
+use super::ord_ird::{RequestKind, Requester, Responder};
+use super::placement::{
+    check_tagged, MemoryRegion, TaggedAccess, TaggedUse, UntaggedQueues, UntaggedSegment,
+};
+use super::rdmap::{Opcode, OpcodeHeader, ReadRequestHeader, Segment};
+use super::terminate::{TermError, TerminateMessage};
+
+/// What the receive engine needs from the driver.
+///
+/// Every method that can fail returns the error to terminate the stream
+/// with; the engine then stops and reports it like its own errors.
+pub trait RxContext {
+    /// The memory region the index part of `stag` names, if any. The engine
+    /// checks the key, state, protection domain, rights and bounds itself.
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion>;
+
+    /// Copies `data` into the region `stag` names, `offset` bytes from its
+    /// start. The range has been checked against the region returned by
+    /// [`Self::lookup_stag`] for the same STag.
+    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
+
+    /// Takes the next posted receive buffer for an arriving Send or
+    /// Immediate Data message and returns its total length, or `None` if no
+    /// buffer is posted.
+    fn recv_buffer(&mut self) -> Option<u64>;
+
+    /// Copies `data` into the receive buffer taken last, at `offset`. The
+    /// range lies within the length [`Self::recv_buffer`] returned.
+    fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError>;
+
+    /// The requester's outstanding Read and Atomic requests (ORD), which the
+    /// send path fills and incoming responses drain.
+    fn requester(&mut self) -> &mut Requester;
+
+    /// The responder's pending Read and Atomic requests (IRD), which
+    /// incoming requests fill and the send path drains.
+    fn responder(&mut self) -> &mut Responder;
+
+    /// Reports a completed message. Returning an error (for instance when
+    /// the STag of a Send with Invalidate cannot be invalidated) terminates
+    /// the stream with it.
+    fn deliver(&mut self, event: RxEvent<'_>) -> Result<(), TermError>;
+}
+
+/// A message the engine received in full, its CRC verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxEvent<'a> {
+    /// A Send family message filled the receive buffer taken for it.
+    Send {
+        /// Its MSN on queue 0.
+        msn: u32,
+        /// Bytes placed.
+        len: u32,
+        /// The sender asked for a solicited event.
+        solicited: bool,
+        /// The STag a Send with Invalidate asks to invalidate.
+        invalidate: Option<u32>,
+    },
+    /// An Immediate Data message (RFC 7306 section 6) consumed a receive
+    /// buffer; nothing was placed in it. After an RDMA Write this completes
+    /// an RDMA Write with Immediate.
+    Immediate {
+        /// Its MSN on queue 0.
+        msn: u32,
+        /// The eight bytes of Immediate Data.
+        data: ImmediateData,
+        /// Immediate Data with SE.
+        solicited: bool,
+    },
+    /// An RDMA Read Request, queued in IRD slot `slot`; answer it in order.
+    ReadRequest {
+        /// The responder slot it occupies.
+        slot: usize,
+        /// The request.
+        header: ReadRequestHeader,
+        /// Offset of the source from the start of its region, checked for
+        /// `read_size` bytes of remote read access.
+        source_offset: u64,
+    },
+    /// The last segment of a Read Response was placed: the request in ORD
+    /// slot `slot` is done.
+    ReadResponse {
+        /// The requester slot it occupied.
+        slot: usize,
+    },
+    /// An Atomic Request (RFC 7306 section 5.2.1), queued in IRD slot
+    /// `slot`; execute it and answer it in order.
+    AtomicRequest {
+        /// The responder slot it occupies.
+        slot: usize,
+        /// The request.
+        header: AtomicRequestHeader,
+        /// Offset of the target word from the start of its region, checked
+        /// for remote atomic access and 64-bit alignment.
+        target_offset: u64,
+    },
+    /// An Atomic Response (RFC 7306 section 5.2.2) answered the request in
+    /// ORD slot `slot`.
+    AtomicResponse {
+        /// The requester slot it occupied.
+        slot: usize,
+        /// The response.
+        header: AtomicResponseHeader,
+    },
+    /// The peer terminated the stream. The engine accepts no more input.
+    Terminate(TerminateMessage<'a>),
+}
+
+/// Why the engine stopped, and what to tell the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxTermination {
+    error: TermError,
+    header: [u8; MAX_HEADER_LEN],
+    header_len: usize,
+    ulpdu_len: usize,
+}
+
+impl RxTermination {
+    fn new(error: TermError, current: Option<&Current>) -> Self {
+        let mut term = Self {
+            error,
+            header: [0; MAX_HEADER_LEN],
+            header_len: 0,
+            ulpdu_len: 0,
+        };
+        if let Some(cur) = current {
+            term.header = cur.header;
+            term.header_len = cur.header_len;
+            term.ulpdu_len = cur.ulpdu_len;
+        }
+        term
+    }
+
+    /// The error to report.
+    pub const fn error(&self) -> TermError {
+        self.error
+    }
+
+    /// The headers of the offending segment, if the error is about one.
+    pub fn offending_header(&self) -> Option<&[u8]> {
+        match self.header.get(..self.header_len) {
+            Some(h) if !h.is_empty() => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The TERMINATE body to send: the error with the headers
+    /// [`TermError::echo_flags`] asks to echo, and the length of the whole
+    /// offending segment in the DDP Segment Length field.
+    pub fn message(&self) -> TerminateMessage<'_> {
+        let mut message = TerminateMessage::reporting(self.error, self.offending_header());
+        if message.segment_length.is_some() {
+            message.segment_length = Some(u16::try_from(self.ulpdu_len).unwrap_or(u16::MAX));
+        }
+        message
+    }
+}
+
+/// Where the payload of the current segment goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Nowhere: no payload, or dropped until a held-back error is reported.
+    Drop,
+    /// Into the region `stag` names, from `offset`.
+    Tagged { stag: u32, offset: u64 },
+    /// Into the bound receive buffer, from `offset`.
+    Untagged { offset: u32 },
+}
+
+/// What to do once the current FPDU has passed its CRC check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Nothing,
+    Send {
+        msn: u32,
+        len: u32,
+        solicited: bool,
+        invalidate: Option<u32>,
+    },
+    Immediate {
+        msn: u32,
+        data: ImmediateData,
+        solicited: bool,
+    },
+    ReadRequest {
+        slot: usize,
+        header: ReadRequestHeader,
+        source_offset: u64,
+    },
+    ReadResponse,
+    AtomicRequest {
+        slot: usize,
+        header: AtomicRequestHeader,
+        target_offset: u64,
+    },
+    AtomicResponse(AtomicResponseHeader),
+    Terminate,
+}
+
+/// The segment being received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Current {
+    header: [u8; MAX_HEADER_LEN],
+    header_len: usize,
+    ulpdu_len: usize,
+    place: Place,
+    done: Done,
+    /// An error held back until the CRC has been checked.
+    held: Option<TermError>,
+}
+
+impl Current {
+    fn header(&self) -> &[u8] {
+        self.header.get(..self.header_len).unwrap_or(&[])
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Running,
+    /// The peer sent a TERMINATE.
+    Closed,
+    Failed(RxTermination),
+}
+
+/// Everything but the FPDU parser, so that its borrows stay disjoint.
+#[derive(Debug, Clone)]
+struct State {
+    crc_enabled: bool,
+    pd: u32,
+    queues: UntaggedQueues,
+    current: Option<Current>,
+    stage: Stage,
+}
+
+/// The receive engine of one RDMAP stream.
+#[derive(Debug, Clone)]
+pub struct RxEngine<C: Crc32c + Copy> {
+    fpdu: FpduReceiver<C>,
+    state: State,
+}
+
+impl<C: Crc32c + Copy> RxEngine<C> {
+    /// An engine at the start of the FPDU stream of a QP in protection
+    /// domain `pd`; `crc_enabled` is the negotiated MPA CRC setting.
+    pub fn new(engine: C, crc_enabled: bool, pd: u32) -> Self {
+        Self {
+            fpdu: FpduReceiver::new(engine, crc_enabled),
+            state: State {
+                crc_enabled,
+                pd,
+                queues: UntaggedQueues::new(),
+                current: None,
+                stage: Stage::Running,
+            },
+        }
+    }
+
+    /// The untagged queues' state (expected MSNs, message in progress).
+    pub fn queues(&self) -> &UntaggedQueues {
+        &self.state.queues
+    }
+
+    /// Whether the engine still accepts input.
+    pub fn is_running(&self) -> bool {
+        self.state.stage == Stage::Running
+    }
+
+    /// The termination the engine stopped with, if it did.
+    pub fn termination(&self) -> Option<&RxTermination> {
+        match &self.state.stage {
+            Stage::Failed(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Consumes `chunk`, placing payload and delivering completions through
+    /// `ctx`. Returns the bytes consumed: all of `chunk`, or fewer if a
+    /// TERMINATE from the peer ended the stream within it (the rest is
+    /// ignored, and later calls consume nothing). On error the stream is
+    /// dead: its error is returned, now and on every later call, and
+    /// [`Self::termination`] describes the TERMINATE to send.
+    pub fn feed<X: RxContext>(&mut self, chunk: &[u8], ctx: &mut X) -> Result<usize, TermError> {
+        let mut consumed = 0;
+        loop {
+            match self.state.stage {
+                Stage::Running => {}
+                Stage::Closed => return Ok(consumed),
+                Stage::Failed(t) => return Err(t.error),
+            }
+            let rest = match chunk.get(consumed..) {
+                Some(rest) if !rest.is_empty() => rest,
+                _ => return Ok(consumed),
+            };
+            let (n, event) = match self.fpdu.step(rest) {
+                Ok(step) => step,
+                Err(e) => {
+                    // The FPDU was damaged: whatever its header said, the
+                    // CRC error is the one to report.
+                    let term = RxTermination::new(e.term(), None);
+                    self.state.stage = Stage::Failed(term);
+                    return Err(term.error);
+                }
+            };
+            consumed = consumed.saturating_add(n);
+            let result = match event {
+                None if n == 0 => return Ok(consumed),
+                None => Ok(()),
+                Some(FpduEvent::Header { header, ulpdu_len }) => {
+                    self.state.on_header(header, ulpdu_len, ctx);
+                    Ok(())
+                }
+                Some(FpduEvent::Payload { data, offset }) => {
+                    self.state.on_payload(data, offset, ctx)
+                }
+                Some(FpduEvent::Complete { .. }) => self.state.on_complete(ctx),
+            };
+            if let Err(e) = result {
+                self.state.fail(e);
+            }
+        }
+    }
+}
+
+impl State {
+    /// Records the stream's end with `error` about the current segment.
+    fn fail(&mut self, error: TermError) {
+        let term = RxTermination::new(error, self.current.as_ref());
+        self.stage = Stage::Failed(term);
+    }
+
+    fn on_header<X: RxContext>(&mut self, header: &[u8], ulpdu_len: usize, ctx: &mut X) {
+        let mut cur = Current {
+            header: [0; MAX_HEADER_LEN],
+            header_len: header.len().min(MAX_HEADER_LEN),
+            ulpdu_len,
+            place: Place::Drop,
+            done: Done::Nothing,
+            held: None,
+        };
+        if let (Some(dst), Some(src)) = (
+            cur.header.get_mut(..cur.header_len),
+            header.get(..cur.header_len),
+        ) {
+            dst.copy_from_slice(src);
+        }
+        let payload_len = ulpdu_len.saturating_sub(cur.header_len);
+        match self.plan(header, payload_len, ctx) {
+            Ok((place, done)) => {
+                cur.place = place;
+                cur.done = done;
+                self.current = Some(cur);
+            }
+            Err(e) => {
+                self.current = Some(cur);
+                if self.crc_enabled {
+                    if let Some(cur) = self.current.as_mut() {
+                        cur.held = Some(e);
+                    }
+                } else {
+                    self.fail(e);
+                }
+            }
+        }
+    }
+
+    /// Validates a segment's headers and claims what it needs (a receive
+    /// buffer, an IRD entry), returning where its payload goes and what to
+    /// do when it is complete.
+    fn plan<X: RxContext>(
+        &mut self,
+        header: &[u8],
+        payload_len: usize,
+        ctx: &mut X,
+    ) -> Result<(Place, Done), TermError> {
+        let seg = Segment::decode(header).map_err(|e| e.term())?;
+        let opcode = seg.opcode;
+        if !opcode.carries_payload() && payload_len != 0 {
+            // The header-only message is longer than its header.
+            return Err(TermError::RdmapCatastrophicStream);
+        }
+        let untagged = match seg.ddp {
+            DdpHeader::Tagged(h) => {
+                let usage = if opcode == Opcode::ReadResponse {
+                    // A response nobody asked for.
+                    match ctx.requester().front() {
+                        Some((_, RequestKind::Read)) => {}
+                        _ => return Err(TermError::RdmapUnexpectedOpcode),
+                    }
+                    TaggedUse::ReadResponse
+                } else {
+                    TaggedUse::RdmaWrite
+                };
+                let access = TaggedAccess::segment(usage, &h, payload_len);
+                let region = if access.len == 0 {
+                    None
+                } else {
+                    ctx.lookup_stag(h.stag)
+                };
+                let offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                let place = if payload_len == 0 {
+                    Place::Drop
+                } else {
+                    Place::Tagged {
+                        stag: h.stag,
+                        offset,
+                    }
+                };
+                let done = if opcode == Opcode::ReadResponse && h.control.last {
+                    Done::ReadResponse
+                } else {
+                    Done::Nothing
+                };
+                return Ok((place, done));
+            }
+            DdpHeader::Untagged(h) => h,
+        };
+        let segment = UntaggedSegment::new(&untagged, payload_len);
+        let send_queue = self.queues.send;
+        if untagged.queue_number == QueueNumber::Send as u32
+            && send_queue.needs_buffer()
+            && untagged.msn == send_queue.expected_msn()
+        {
+            // The first segment of a message claims the next receive
+            // buffer; without one, placement reports "no buffer".
+            if let Some(len) = ctx.recv_buffer() {
+                self.queues.send.bind_buffer(len);
+            }
+        }
+        let placement = self.queues.place(&segment)?;
+        let msn = placement.msn;
+        let done = match seg.header {
+            OpcodeHeader::None => {
+                let place = if payload_len == 0 {
+                    Place::Drop
+                } else {
+                    Place::Untagged {
+                        offset: placement.offset,
+                    }
+                };
+                let done = match placement.message_len {
+                    Some(len) => Done::Send {
+                        msn,
+                        len,
+                        solicited: opcode.solicited_event(),
+                        invalidate: seg.invalidate_stag(),
+                    },
+                    None => Done::Nothing,
+                };
+                return Ok((place, done));
+            }
+            OpcodeHeader::Immediate(data) => Done::Immediate {
+                msn,
+                data,
+                solicited: opcode.solicited_event(),
+            },
+            OpcodeHeader::ReadRequest(header) => {
+                let access = TaggedAccess::read_source(&header);
+                let region = if access.len == 0 {
+                    None
+                } else {
+                    ctx.lookup_stag(access.stag)
+                };
+                let source_offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                let slot = ctx.responder().accept(RequestKind::Read)?;
+                Done::ReadRequest {
+                    slot,
+                    header,
+                    source_offset,
+                }
+            }
+            OpcodeHeader::AtomicRequest(header) => {
+                let access = TaggedAccess::atomic_target(&header);
+                let region = ctx.lookup_stag(access.stag);
+                let target_offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                let slot = ctx.responder().accept(RequestKind::Atomic)?;
+                Done::AtomicRequest {
+                    slot,
+                    header,
+                    target_offset,
+                }
+            }
+            OpcodeHeader::AtomicResponse(header) => {
+                match ctx.requester().front() {
+                    Some((_, RequestKind::Atomic)) => {}
+                    _ => return Err(TermError::RdmapUnexpectedOpcode),
+                }
+                Done::AtomicResponse(header)
+            }
+            OpcodeHeader::Terminate(_) => Done::Terminate,
+        };
+        Ok((Place::Drop, done))
+    }
+
+    fn on_payload<X: RxContext>(
+        &mut self,
+        data: &[u8],
+        offset: usize,
+        ctx: &mut X,
+    ) -> Result<(), TermError> {
+        let Some(cur) = self.current.as_ref() else {
+            return Ok(());
+        };
+        match cur.place {
+            Place::Drop => Ok(()),
+            Place::Tagged { stag, offset: base } => {
+                let at = u64::try_from(offset)
+                    .ok()
+                    .and_then(|o| base.checked_add(o))
+                    .ok_or(TermError::DdpLocalCatastrophic)?;
+                ctx.place_tagged(stag, at, data)
+            }
+            Place::Untagged { offset: base } => {
+                let at = u32::try_from(offset)
+                    .ok()
+                    .and_then(|o| base.checked_add(o))
+                    .ok_or(TermError::DdpLocalCatastrophic)?;
+                ctx.place_untagged(at, data)
+            }
+        }
+    }
+
+    fn on_complete<X: RxContext>(&mut self, ctx: &mut X) -> Result<(), TermError> {
+        let Some(cur) = self.current else {
+            return Ok(());
+        };
+        if let Some(e) = cur.held {
+            return Err(e);
+        }
+        let event = match cur.done {
+            Done::Nothing => return Ok(()),
+            Done::Send {
+                msn,
+                len,
+                solicited,
+                invalidate,
+            } => RxEvent::Send {
+                msn,
+                len,
+                solicited,
+                invalidate,
+            },
+            Done::Immediate {
+                msn,
+                data,
+                solicited,
+            } => RxEvent::Immediate {
+                msn,
+                data,
+                solicited,
+            },
+            Done::ReadRequest {
+                slot,
+                header,
+                source_offset,
+            } => RxEvent::ReadRequest {
+                slot,
+                header,
+                source_offset,
+            },
+            Done::ReadResponse => RxEvent::ReadResponse {
+                slot: ctx.requester().complete(RequestKind::Read)?,
+            },
+            Done::AtomicRequest {
+                slot,
+                header,
+                target_offset,
+            } => RxEvent::AtomicRequest {
+                slot,
+                header,
+                target_offset,
+            },
+            Done::AtomicResponse(header) => RxEvent::AtomicResponse {
+                slot: ctx.requester().complete(RequestKind::Atomic)?,
+                header,
+            },
+            Done::Terminate => {
+                self.stage = Stage::Closed;
+                let message = match Segment::decode(cur.header()) {
+                    Ok(Segment {
+                        header: OpcodeHeader::Terminate(m),
+                        ..
+                    }) => m,
+                    // Decoded once already; cannot differ.
+                    _ => return Err(TermError::RdmapCatastrophicStream),
+                };
+                return ctx.deliver(RxEvent::Terminate(message));
+            }
+        };
+        ctx.deliver(event)
+    }
+}

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transmit engine of one RDMAP stream: work requests in, FPDUs out.
+//!
+//! [`TxEngine::start`] turns one work request into a [`TxMessage`], which
+//! yields the message's FPDUs one by one. For each FPDU it writes the MPA
+//! length field and the DDP/RDMAP headers into a buffer of the caller and
+//! names the range of the work request's payload that follows; the caller
+//! then hashes that payload into the FPDU's CRC ([`TxFpdu::hash_payload`])
+//! while mapping it, and asks for the trailer (pad and CRC,
+//! [`TxFpdu::trailer`]). The kernel can so send header, payload pages and
+//! trailer as one vector without copying the payload:
+//!
+//! ```text
+//! | length + headers (caller buffer) | payload (user/kernel pages) | pad + CRC |
+//! ```
+//!
+//! Segmentation follows [`super::segmenter`]: every FPDU fits the FPDU size
+//! derived from the MSS. The engine numbers the untagged messages of each
+//! queue (MSNs start at 1); messages must be sent in the order they were
+//! started. An RDMA Write with Immediate is the RDMA Write followed by an
+//! Immediate Data message (RFC 7306 section 6), both produced by one
+//! [`TxMessage`].
+//!
+//! The engine does not take ORD credits nor free IRD entries: the caller
+//! does that with [`super::ord_ird`] before starting a Read or Atomic
+//! Request and after sending the last FPDU of a response.
+
+use core::num::NonZeroU32;
+
+use super::atomic::{AtomicRequestHeader, AtomicResponseHeader};
+use super::crc32c::{Crc32c, Crc32cDigest};
+use super::ddp::{DdpHeader, QueueNumber};
+use super::fpdu::{self, FpduTrailer, LENGTH_FIELD_LEN, MAX_HEADER_LEN};
+use super::immediate::ImmediateData;
+use super::placement::UntaggedQueue;
+use super::rdmap::{self, Opcode, OpcodeHeader, ReadRequestHeader};
+use super::segmenter::{self, Segments, TxSegment};
+use super::terminate::TerminateMessage;
+use super::wire::{self, EncodeError};
+
+/// Largest header an FPDU can start with: the MPA length field and the
+/// DDP/RDMAP headers. Header buffers of this size always suffice.
+pub const MAX_FPDU_HEADER_LEN: usize = LENGTH_FIELD_LEN + MAX_HEADER_LEN;
+
+/// One work request to transmit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkRequest<'a> {
+    /// Send, with optional solicited event and remote invalidation.
+    Send {
+        /// Payload bytes.
+        len: u32,
+        /// Send with Solicited Event.
+        solicited: bool,
+        /// Send with Invalidate of this STag.
+        invalidate: Option<u32>,
+    },
+    /// RDMA Write.
+    Write {
+        /// STag of the remote buffer.
+        stag: u32,
+        /// Tagged offset of the first byte.
+        tagged_offset: u64,
+        /// Payload bytes.
+        len: u32,
+    },
+    /// RDMA Write followed by Immediate Data (RFC 7306 section 6).
+    WriteImmediate {
+        /// STag of the remote buffer.
+        stag: u32,
+        /// Tagged offset of the first byte.
+        tagged_offset: u64,
+        /// Payload bytes.
+        len: u32,
+        /// The Immediate Data.
+        data: ImmediateData,
+        /// Immediate Data with SE.
+        solicited: bool,
+    },
+    /// Immediate Data on its own (RFC 7306 section 6).
+    Immediate {
+        /// The Immediate Data.
+        data: ImmediateData,
+        /// Immediate Data with SE.
+        solicited: bool,
+    },
+    /// RDMA Read Request.
+    ReadRequest(ReadRequestHeader),
+    /// RDMA Read Response, `len` bytes of the source into the sink.
+    ReadResponse {
+        /// The sink STag from the request.
+        sink_stag: u32,
+        /// The sink tagged offset from the request.
+        sink_tagged_offset: u64,
+        /// Payload bytes (the request's read size).
+        len: u32,
+    },
+    /// Atomic Request (RFC 7306 section 5.2.1).
+    AtomicRequest(AtomicRequestHeader),
+    /// Atomic Response (RFC 7306 section 5.2.2).
+    AtomicResponse(AtomicResponseHeader),
+    /// Terminate.
+    Terminate(TerminateMessage<'a>),
+}
+
+/// Why a work request cannot be transmitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxError {
+    /// The FPDU size leaves no room for the headers and a payload byte.
+    FpduTooSmall,
+    /// The tagged offset of a segment would wrap 2^64.
+    ToWrap,
+    /// A header could not be encoded.
+    Encode(EncodeError),
+}
+
+impl From<EncodeError> for TxError {
+    fn from(e: EncodeError) -> Self {
+        Self::Encode(e)
+    }
+}
+
+/// The next MSN of every untagged queue of the outgoing stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Msns([u32; 4]);
+
+impl Msns {
+    fn take(&mut self, queue: QueueNumber) -> u32 {
+        match self.0.get_mut(queue as usize) {
+            Some(next) => {
+                let msn = *next;
+                *next = next.wrapping_add(1);
+                msn
+            }
+            None => 0,
+        }
+    }
+}
+
+/// The transmit engine of one RDMAP stream.
+#[derive(Debug, Clone, Copy)]
+pub struct TxEngine<C: Crc32c + Copy> {
+    crc: Option<C>,
+    fpdu_size: usize,
+    msns: Msns,
+}
+
+impl<C: Crc32c + Copy> TxEngine<C> {
+    /// An engine for a new stream; `crc` is the CRC engine if CRC was
+    /// negotiated, and `fpdu_size` the largest FPDU to send
+    /// ([`segmenter::fpdu_size`]).
+    pub fn new(crc: Option<C>, fpdu_size: usize) -> Self {
+        let first = UntaggedQueue::FIRST_MSN;
+        Self {
+            crc,
+            fpdu_size,
+            msns: Msns([first; 4]),
+        }
+    }
+
+    /// Changes the FPDU size for messages started from now on (the MSS or
+    /// GSO size of the connection changed).
+    pub fn set_fpdu_size(&mut self, fpdu_size: usize) {
+        self.fpdu_size = fpdu_size;
+    }
+
+    /// The FPDU size in force.
+    pub const fn fpdu_size(&self) -> usize {
+        self.fpdu_size
+    }
+
+    /// The MSN the next message on `queue` gets.
+    pub fn next_msn(&self, queue: QueueNumber) -> u32 {
+        self.msns.0.get(queue as usize).copied().unwrap_or(0)
+    }
+
+    /// Starts transmitting `wr`, assigning its MSNs. Messages must be sent in
+    /// the order they are started; on error nothing is assigned.
+    pub fn start<'a>(&mut self, wr: WorkRequest<'a>) -> Result<TxMessage<'a, C>, TxError> {
+        let (opcode, len) = match wr {
+            WorkRequest::Send {
+                len,
+                solicited,
+                invalidate,
+            } => {
+                let op = match (solicited, invalidate.is_some()) {
+                    (false, false) => Opcode::Send,
+                    (true, false) => Opcode::SendSe,
+                    (false, true) => Opcode::SendInvalidate,
+                    (true, true) => Opcode::SendSeInvalidate,
+                };
+                (op, len)
+            }
+            WorkRequest::Write { len, .. } | WorkRequest::WriteImmediate { len, .. } => {
+                (Opcode::RdmaWrite, len)
+            }
+            WorkRequest::Immediate { solicited, .. } => (immediate_opcode(solicited), 0),
+            WorkRequest::ReadRequest(_) => (Opcode::ReadRequest, 0),
+            WorkRequest::ReadResponse { len, .. } => (Opcode::ReadResponse, len),
+            WorkRequest::AtomicRequest(_) => (Opcode::AtomicRequest, 0),
+            WorkRequest::AtomicResponse(_) => (Opcode::AtomicResponse, 0),
+            WorkRequest::Terminate(_) => (Opcode::Terminate, 0),
+        };
+        let max_ulpdu = segmenter::max_ulpdu_len(self.fpdu_size);
+        let max_payload = if opcode.carries_payload() {
+            segmenter::max_payload_for(self.fpdu_size, opcode).ok_or(TxError::FpduTooSmall)?
+        } else if opcode.header_len() <= max_ulpdu {
+            NonZeroU32::MIN
+        } else {
+            return Err(TxError::FpduTooSmall);
+        };
+        if let WorkRequest::WriteImmediate { solicited, .. } = wr {
+            if immediate_opcode(solicited).header_len() > max_ulpdu {
+                return Err(TxError::FpduTooSmall);
+            }
+        }
+        let msn = opcode
+            .queue_number()
+            .map_or(0, |queue| self.msns.take(queue));
+        let immediate_msn = match wr {
+            WorkRequest::WriteImmediate { .. } => self.msns.take(QueueNumber::Send),
+            _ => 0,
+        };
+        Ok(TxMessage {
+            wr,
+            opcode,
+            crc: self.crc,
+            msn,
+            immediate_msn,
+            segments: segmenter::segments(len, max_payload),
+            max_ulpdu,
+            phase: Phase::Main,
+        })
+    }
+}
+
+const fn immediate_opcode(solicited: bool) -> Opcode {
+    if solicited {
+        Opcode::ImmediateDataSe
+    } else {
+        Opcode::ImmediateData
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The segments of the main message.
+    Main,
+    /// The Immediate Data message of an RDMA Write with Immediate.
+    Immediate,
+    Done,
+}
+
+/// The FPDUs of one work request, produced in order.
+#[derive(Debug, Clone, Copy)]
+pub struct TxMessage<'a, C: Crc32c + Copy> {
+    wr: WorkRequest<'a>,
+    opcode: Opcode,
+    crc: Option<C>,
+    msn: u32,
+    immediate_msn: u32,
+    segments: Segments,
+    max_ulpdu: usize,
+    phase: Phase,
+}
+
+/// One FPDU whose header has been written.
+#[derive(Debug, Clone, Copy)]
+pub struct TxFpdu<C: Crc32c + Copy> {
+    /// Bytes written at the start of the caller's buffer: the MPA length
+    /// field and the DDP/RDMAP headers.
+    pub header_len: usize,
+    /// Offset in the work request's payload of the bytes to send next.
+    pub payload_offset: u32,
+    /// Number of payload bytes to send next.
+    pub payload_len: u32,
+    /// Whether this is the work request's last FPDU.
+    pub last: bool,
+    ulpdu_len: usize,
+    digest: Option<Crc32cDigest<C>>,
+}
+
+impl<C: Crc32c + Copy> TxFpdu<C> {
+    /// Feeds the next piece of this FPDU's payload into its CRC. The pieces
+    /// must add up to exactly the payload range, in order.
+    pub fn hash_payload(&mut self, data: &[u8]) {
+        if let Some(digest) = self.digest.as_mut() {
+            digest.update(data);
+        }
+    }
+
+    /// The pad and CRC that follow the payload.
+    pub fn trailer(&self) -> FpduTrailer {
+        FpduTrailer::new(self.ulpdu_len, self.digest)
+    }
+
+    /// Total length of the FPDU on the wire.
+    pub fn wire_len(&self) -> usize {
+        fpdu::fpdu_len(self.ulpdu_len)
+    }
+}
+
+impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
+    /// The opcode of the main message.
+    pub const fn opcode(&self) -> Opcode {
+        self.opcode
+    }
+
+    /// The MSN of the main message (0 for tagged messages).
+    pub const fn msn(&self) -> u32 {
+        self.msn
+    }
+
+    /// Whether every FPDU has been produced.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Writes the header of the next FPDU into `out` (which
+    /// [`MAX_FPDU_HEADER_LEN`] bytes always suffice for) and describes the
+    /// FPDU, or returns `None` once the message is complete. On error the
+    /// message does not advance.
+    pub fn next_fpdu(&mut self, out: &mut [u8]) -> Result<Option<TxFpdu<C>>, TxError> {
+        let (segment, immediate) = match self.phase {
+            Phase::Done => return Ok(None),
+            Phase::Immediate => (
+                TxSegment {
+                    offset: 0,
+                    len: 0,
+                    last: true,
+                },
+                true,
+            ),
+            Phase::Main => {
+                let mut peek = self.segments;
+                match peek.next() {
+                    Some(segment) => (segment, false),
+                    None => {
+                        self.phase = Phase::Done;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        let (ddp, header) = self.headers(&segment, immediate)?;
+        let body = out.get_mut(LENGTH_FIELD_LEN..).unwrap_or(&mut []);
+        let headers_len = rdmap::encode_headers(&ddp, &header, body)
+            .map_err(|e| wire::shift_error(e, LENGTH_FIELD_LEN))?;
+        if headers_len > MAX_HEADER_LEN {
+            // The receiver could not collect it (a TERMINATE echoing more
+            // than a segment's headers).
+            return Err(TxError::Encode(EncodeError::ValueOutOfRange));
+        }
+        let ulpdu_len = usize::try_from(segment.len)
+            .ok()
+            .and_then(|len| headers_len.checked_add(len))
+            .filter(|&len| len <= self.max_ulpdu)
+            .ok_or(TxError::FpduTooSmall)?;
+        let length = fpdu::length_field(ulpdu_len)?;
+        wire::write_bytes(out, 0, &length)?;
+        let header_len = LENGTH_FIELD_LEN
+            .checked_add(headers_len)
+            .ok_or(EncodeError::ValueOutOfRange)?;
+        let digest = self.crc.map(|engine| {
+            let mut digest = Crc32cDigest::new(engine);
+            digest.update(out.get(..header_len).unwrap_or(&[]));
+            digest
+        });
+        // Advance only now that the FPDU exists.
+        let has_immediate = matches!(self.wr, WorkRequest::WriteImmediate { .. });
+        self.phase = match self.phase {
+            Phase::Main => {
+                self.segments.next();
+                match (segment.last, has_immediate) {
+                    (false, _) => Phase::Main,
+                    (true, true) => Phase::Immediate,
+                    (true, false) => Phase::Done,
+                }
+            }
+            _ => Phase::Done,
+        };
+        Ok(Some(TxFpdu {
+            header_len,
+            payload_offset: segment.offset,
+            payload_len: segment.len,
+            last: self.phase == Phase::Done,
+            ulpdu_len,
+            digest,
+        }))
+    }
+
+    /// The DDP and RDMAP headers of `segment`.
+    fn headers(
+        &self,
+        segment: &TxSegment,
+        immediate: bool,
+    ) -> Result<(DdpHeader, OpcodeHeader<'a>), TxError> {
+        let tagged = |stag: u32, tagged_offset: u64| -> Result<DdpHeader, TxError> {
+            let to = tagged_offset
+                .checked_add(u64::from(segment.offset))
+                .ok_or(TxError::ToWrap)?;
+            Ok(rdmap::tagged_header(self.opcode, segment.last, stag, to))
+        };
+        let untagged = |opcode: Opcode, ulp: u32, msn: u32| {
+            rdmap::untagged_header(opcode, segment.last, ulp, msn, segment.offset)
+        };
+        Ok(match self.wr {
+            WorkRequest::WriteImmediate {
+                data, solicited, ..
+            } if immediate => (
+                untagged(immediate_opcode(solicited), 0, self.immediate_msn),
+                OpcodeHeader::Immediate(data),
+            ),
+            WorkRequest::Write {
+                stag,
+                tagged_offset,
+                ..
+            }
+            | WorkRequest::WriteImmediate {
+                stag,
+                tagged_offset,
+                ..
+            } => (tagged(stag, tagged_offset)?, OpcodeHeader::None),
+            WorkRequest::ReadResponse {
+                sink_stag,
+                sink_tagged_offset,
+                ..
+            } => (tagged(sink_stag, sink_tagged_offset)?, OpcodeHeader::None),
+            WorkRequest::Send { invalidate, .. } => (
+                untagged(self.opcode, invalidate.unwrap_or(0), self.msn),
+                OpcodeHeader::None,
+            ),
+            WorkRequest::Immediate { data, .. } => (
+                untagged(self.opcode, 0, self.msn),
+                OpcodeHeader::Immediate(data),
+            ),
+            WorkRequest::ReadRequest(h) => (
+                untagged(self.opcode, 0, self.msn),
+                OpcodeHeader::ReadRequest(h),
+            ),
+            WorkRequest::AtomicRequest(h) => (
+                untagged(self.opcode, 0, self.msn),
+                OpcodeHeader::AtomicRequest(h),
+            ),
+            WorkRequest::AtomicResponse(h) => (
+                untagged(self.opcode, 0, self.msn),
+                OpcodeHeader::AtomicResponse(h),
+            ),
+            WorkRequest::Terminate(m) => (
+                untagged(self.opcode, 0, self.msn),
+                OpcodeHeader::Terminate(m),
+            ),
+        })
+    }
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared by the engine tests: an in-memory RNIC behind [`RxContext`] and a
+//! helper that serializes a work request with the transmit engine.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+
+use rsiw_proto::proto::atomic::{AtomicRequestHeader, AtomicResponseHeader};
+use rsiw_proto::proto::crc32c::SoftCrc32c;
+use rsiw_proto::proto::immediate::ImmediateData;
+use rsiw_proto::proto::ord_ird::{Requester, Responder};
+use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::rdmap::ReadRequestHeader;
+use rsiw_proto::proto::rx_engine::{RxContext, RxEngine, RxEvent, RxTermination};
+use rsiw_proto::proto::terminate::{TermError, TerminateControl};
+use rsiw_proto::proto::tx_engine::{TxEngine, WorkRequest, MAX_FPDU_HEADER_LEN};
+
+pub const PD: u32 = 7;
+
+/// A completion as the tests record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ev {
+    Send {
+        msn: u32,
+        data: Vec<u8>,
+        solicited: bool,
+        invalidate: Option<u32>,
+    },
+    Immediate {
+        msn: u32,
+        data: ImmediateData,
+        solicited: bool,
+    },
+    ReadRequest {
+        slot: usize,
+        header: ReadRequestHeader,
+        source_offset: u64,
+    },
+    ReadResponse {
+        slot: usize,
+    },
+    AtomicRequest {
+        slot: usize,
+        header: AtomicRequestHeader,
+        target_offset: u64,
+    },
+    AtomicResponse {
+        slot: usize,
+        header: AtomicResponseHeader,
+    },
+    Terminate {
+        control: TerminateControl,
+        ddp_header: Option<Vec<u8>>,
+    },
+}
+
+/// Memory regions, receive buffers and the credit queues of one QP.
+pub struct Mem {
+    /// Regions by STag index (STag >> 8), with their bytes.
+    pub regions: HashMap<u32, (MemoryRegion, Vec<u8>)>,
+    /// Lengths of the posted receive buffers.
+    pub posted: VecDeque<u64>,
+    /// Receive buffers taken, with what was placed in them.
+    pub taken: Vec<Vec<u8>>,
+    pub requester: Requester,
+    pub responder: Responder,
+    pub events: Vec<Ev>,
+}
+
+impl Mem {
+    pub fn new() -> Self {
+        Self {
+            regions: HashMap::new(),
+            posted: VecDeque::new(),
+            taken: Vec::new(),
+            requester: Requester::new(16),
+            responder: Responder::new(16),
+            events: Vec::new(),
+        }
+    }
+
+    /// Adds a zero-based region of `len` bytes with `access`.
+    pub fn add_region(&mut self, stag: u32, len: u64, access: AccessFlags) {
+        let region = MemoryRegion {
+            stag,
+            state: StagState::Valid,
+            pd: PD,
+            access,
+            base: 0,
+            len,
+            zero_based: true,
+        };
+        self.regions
+            .insert(stag >> 8, (region, vec![0; len as usize]));
+    }
+
+    pub fn bytes(&self, stag: u32) -> &[u8] {
+        &self.regions[&(stag >> 8)].1
+    }
+}
+
+impl RxContext for Mem {
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
+        self.regions.get(&(stag >> 8)).map(|(r, _)| *r)
+    }
+
+    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+        let (_, bytes) = self.regions.get_mut(&(stag >> 8)).expect("checked STag");
+        let at = offset as usize;
+        bytes[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn recv_buffer(&mut self) -> Option<u64> {
+        let len = self.posted.pop_front()?;
+        self.taken.push(vec![0; len as usize]);
+        Some(len)
+    }
+
+    fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError> {
+        let buf = self.taken.last_mut().expect("bound buffer");
+        let at = offset as usize;
+        buf[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn requester(&mut self) -> &mut Requester {
+        &mut self.requester
+    }
+
+    fn responder(&mut self) -> &mut Responder {
+        &mut self.responder
+    }
+
+    fn deliver(&mut self, event: RxEvent<'_>) -> Result<(), TermError> {
+        let ev = match event {
+            RxEvent::Send {
+                msn,
+                len,
+                solicited,
+                invalidate,
+            } => Ev::Send {
+                msn,
+                data: self.taken.last().expect("buffer")[..len as usize].to_vec(),
+                solicited,
+                invalidate,
+            },
+            RxEvent::Immediate {
+                msn,
+                data,
+                solicited,
+            } => Ev::Immediate {
+                msn,
+                data,
+                solicited,
+            },
+            RxEvent::ReadRequest {
+                slot,
+                header,
+                source_offset,
+            } => Ev::ReadRequest {
+                slot,
+                header,
+                source_offset,
+            },
+            RxEvent::ReadResponse { slot } => Ev::ReadResponse { slot },
+            RxEvent::AtomicRequest {
+                slot,
+                header,
+                target_offset,
+            } => Ev::AtomicRequest {
+                slot,
+                header,
+                target_offset,
+            },
+            RxEvent::AtomicResponse { slot, header } => Ev::AtomicResponse { slot, header },
+            RxEvent::Terminate(m) => Ev::Terminate {
+                control: m.control,
+                ddp_header: m.ddp_header.map(<[u8]>::to_vec),
+            },
+        };
+        self.events.push(ev);
+        Ok(())
+    }
+}
+
+/// Serializes `wr` with `tx`, taking payload from `payload`.
+pub fn serialize(tx: &mut TxEngine<SoftCrc32c>, wr: WorkRequest<'_>, payload: &[u8]) -> Vec<u8> {
+    let mut msg = tx.start(wr).expect("start");
+    let mut out = Vec::new();
+    let mut header = [0u8; MAX_FPDU_HEADER_LEN];
+    while let Some(mut fpdu) = msg.next_fpdu(&mut header).expect("fpdu") {
+        out.extend_from_slice(&header[..fpdu.header_len]);
+        let start = fpdu.payload_offset as usize;
+        let data = &payload[start..start + fpdu.payload_len as usize];
+        // Hash in two pieces, as a kernel walking pages would.
+        let (a, b) = data.split_at(data.len() / 2);
+        fpdu.hash_payload(a);
+        fpdu.hash_payload(b);
+        out.extend_from_slice(data);
+        out.extend_from_slice(fpdu.trailer().as_bytes());
+        let expected = fpdu.wire_len();
+        assert_eq!(expected % 4, 0);
+    }
+    assert!(msg.is_done());
+    out
+}
+
+/// Feeds `stream` to `rx` in chunks of the sizes given (cycled; 0 counts
+/// as 1), returning the first termination.
+pub fn feed_chunked(
+    rx: &mut RxEngine<SoftCrc32c>,
+    mem: &mut Mem,
+    stream: &[u8],
+    sizes: &[usize],
+) -> Result<(), Box<RxTermination>> {
+    let mut pos = 0;
+    let mut k = 0;
+    while pos < stream.len() {
+        let size = if sizes.is_empty() {
+            stream.len()
+        } else {
+            sizes[k % sizes.len()].max(1)
+        };
+        k += 1;
+        let end = (pos + size).min(stream.len());
+        let n = match rx.feed(&stream[pos..end], mem) {
+            Ok(n) => n,
+            Err(e) => {
+                let term = *rx.termination().expect("termination recorded");
+                assert_eq!(term.error(), e);
+                return Err(Box::new(term));
+            }
+        };
+        if n < end - pos {
+            assert!(!rx.is_running());
+            return Ok(());
+        }
+        pos = end;
+    }
+    Ok(())
+}
