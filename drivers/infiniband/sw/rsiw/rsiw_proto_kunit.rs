@@ -14,8 +14,11 @@ use kernel::{kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*};
 
 pub mod proto;
 
+mod kernel_crc32c;
+use kernel_crc32c::KernelCrc32c;
+
 use proto::{
-    crc32c::{checksum, Crc32c, SoftCrc32c},
+    crc32c::{checksum, SoftCrc32c},
     fpdu::{encode_fpdu, FpduError, FpduReceiver, RxEvent},
     mpa::{encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKinds},
 };
@@ -33,16 +36,6 @@ struct RsiwProtoKunit;
 impl kernel::Module for RsiwProtoKunit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         Ok(RsiwProtoKunit)
-    }
-}
-
-/// The kernel's CRC32c behind the protocol code's `Crc32c` seam.
-#[derive(Clone, Copy)]
-struct KernelCrc32c;
-
-impl Crc32c for KernelCrc32c {
-    fn crc32c_update(&self, state: u32, data: &[u8]) -> u32 {
-        kernel::crc32c::update(state, data)
     }
 }
 
