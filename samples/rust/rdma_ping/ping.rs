@@ -285,8 +285,9 @@ impl Pair {
         let server = End::new(server)?;
         server.id.accept(&ConnParam {
             private_data: HELLO,
-            responder_resources: param.initiator_depth,
-            initiator_depth: param.responder_resources,
+            // The request's values are already from our side's point of view.
+            responder_resources: param.responder_resources,
+            initiator_depth: param.initiator_depth,
             ..Default::default()
         })?;
         expect_event(&server.id, "ESTABLISHED")?;
