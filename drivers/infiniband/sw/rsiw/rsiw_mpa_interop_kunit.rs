@@ -10,7 +10,8 @@
 //!
 //! - As initiator: our MPA Request to a C siw listener, in the client-server model and in the
 //!   peer-to-peer model (with the RTR FPDU), with and without CRC; the C siw's ULP sees our
-//!   private data and IRD/ORD, we see its reply and private data, its side reaches ESTABLISHED.
+//!   private data and IRD/ORD, we see its reply and private data, its side reaches ESTABLISHED;
+//!   and revision 1.
 //! - As responder: a C siw client connects to our socket; we accept (it reaches ESTABLISHED
 //!   with our private data and IRD/ORD) or reject (it sees REJECTED with our private data).
 
@@ -129,6 +130,26 @@ fn initiate(
     port: u16,
     config: InitiatorConfig,
 ) -> Result<(InitiatorHandshake, TcpSocket, CmId)> {
+    let (hs, sock, siw, event) = initiate_until_reply(test, port, config)?;
+    match event {
+        InitiatorEvent::Connected(decision) => {
+            kunit_expect_eq!(test, decision.revision, config.revision());
+            kunit_expect!(test, hs.peer_private_data().starts_with(SIW_DATA));
+            Ok((hs, sock, siw))
+        }
+        other => {
+            kunit_expect!(test, false, "handshake ended with {:?}", other);
+            Err(EPROTO)
+        }
+    }
+}
+
+/// As [`initiate`], up to the handshake's verdict on the C siw's reply, whatever it is.
+fn initiate_until_reply(
+    test: &mut Test,
+    port: u16,
+    config: InitiatorConfig,
+) -> Result<(InitiatorHandshake, TcpSocket, CmId, InitiatorEvent)> {
     let listener = CmId::new()?;
     listener.bind(&at(port))?;
     listener.listen(1)?;
@@ -143,11 +164,14 @@ fn initiate(
     else {
         return Err(EPROTO);
     };
-    // The C siw's ULP gets our private data without the enhanced data, and our IRD/ORD as the
-    // limits of its own: its ORD at most our IRD (8), its IRD what our ORD needs (4).
+    // The C siw's ULP gets our private data without the enhanced data, and (revision 2) our
+    // IRD/ORD as the limits of its own: its ORD at most our IRD (8), its IRD what our ORD
+    // needs (4).
     kunit_expect!(test, param.private_data.starts_with(OUR_DATA));
-    kunit_expect_eq!(test, param.initiator_depth, 8);
-    kunit_expect_eq!(test, param.responder_resources, 4);
+    if config.enhanced {
+        kunit_expect_eq!(test, param.initiator_depth, 8);
+        kunit_expect_eq!(test, param.responder_resources, 4);
+    }
     let siw = with_qp(siw)?;
     // The request's values are already from the accepting side's point of view.
     siw.accept(&ConnParam {
@@ -163,20 +187,10 @@ fn initiate(
         let (used, event) = hs.on_bytes(&buf[..n]).map_err(|_| EINVAL)?;
         // The C siw sends nothing after its reply until it hears from us.
         kunit_expect_eq!(test, used, n);
-        match event {
-            None => continue,
-            Some(InitiatorEvent::Connected(decision)) => {
-                kunit_expect_eq!(test, decision.revision, 2);
-                kunit_expect!(test, hs.peer_private_data().starts_with(SIW_DATA));
-                break;
-            }
-            Some(other) => {
-                kunit_expect!(test, false, "handshake ended with {:?}", other);
-                return Err(EPROTO);
-            }
+        if let Some(event) = event {
+            return Ok((hs, sock, siw, event));
         }
     }
-    Ok((hs, sock, siw))
 }
 
 fn initiator_client_server(test: &mut Test) -> Result {
@@ -217,6 +231,18 @@ fn initiator_peer_to_peer_with_rtr(test: &mut Test) -> Result {
 fn initiator_crc_required(test: &mut Test) -> Result {
     let (hs, _sock, siw) = initiate(test, 7603, initiator_config(false, CrcPolicy::Required))?;
     kunit_expect!(test, hs.decision().ok_or(EINVAL)?.use_crc);
+    expect_event(test, &siw, "ESTABLISHED")?;
+    Ok(())
+}
+
+fn initiator_revision_1(test: &mut Test) -> Result {
+    let config = InitiatorConfig {
+        enhanced: false,
+        ..initiator_config(false, CrcPolicy::Optional)
+    };
+    let (hs, _sock, siw) = initiate(test, 7606, config)?;
+    // A revision 1 request gets a revision 1 reply, without RFC 6581 data.
+    kunit_expect!(test, hs.decision().ok_or(EINVAL)?.peer.is_none());
     expect_event(test, &siw, "ESTABLISHED")?;
     Ok(())
 }
@@ -333,6 +359,7 @@ kernel::kunit_suite!(
         initiator_client_server,
         initiator_peer_to_peer_with_rtr,
         initiator_crc_required,
+        initiator_revision_1,
         responder_accepts_c_siw_client,
         responder_rejects_c_siw_client
     ]
