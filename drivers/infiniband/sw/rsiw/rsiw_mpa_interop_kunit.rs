@@ -8,10 +8,13 @@
 //! (`kernel::net::tcp`) running the pure handshake code, as rsiw's connection manager will.
 //! Scenario `07-mpa-interop` creates `siw1` on 198.18.0.2 and loads this module.
 //!
-//! - As initiator: our MPA Request to a C siw listener, in the client-server model and in the
-//!   peer-to-peer model (with the RTR FPDU), with and without CRC; the C siw's ULP sees our
-//!   private data and IRD/ORD, we see its reply and private data, its side reaches ESTABLISHED;
-//!   and revision 1.
+//! - As initiator: our MPA Request to a C siw listener (client-server model), with and without
+//!   CRC, revision 2 and 1; the C siw's ULP sees our private data and IRD/ORD, we see its reply
+//!   and private data, its side reaches ESTABLISHED.
+//!
+//! Peer-to-peer setups against the C siw are not in the suite: they pass, but take the C siw
+//! into code with a lock-order bug lockdep reports, and into an iw_cm `BUG()` when the
+//! connection is torn down before the RTR (see `Documentation/rsiw.rst`).
 //! - As responder: a C siw client connects to our socket; we accept (it reaches ESTABLISHED
 //!   with our private data and IRD/ORD) or reject (it sees REJECTED with our private data).
 
@@ -35,7 +38,7 @@ mod kernel_crc32c;
 use kernel_crc32c::KernelCrc32c;
 
 use proto::{
-    mpa::{RtrKind, RtrKinds},
+    mpa::RtrKinds,
     mpa_handshake::{
         Accepted, InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
         MAX_FRAME_LEN,
@@ -208,26 +211,6 @@ fn initiator_client_server(test: &mut Test) -> Result {
     Ok(())
 }
 
-fn initiator_peer_to_peer_with_rtr(test: &mut Test) -> Result {
-    let (hs, sock, siw) = initiate(test, 7602, initiator_config(true, CrcPolicy::Optional))?;
-    let decision = hs.decision().ok_or(EINVAL)?;
-    // We offered Write and Read RTRs; the C siw picks Write.
-    kunit_expect_eq!(test, decision.rtr, Some(RtrKind::Write));
-    let mut fpdu = [0u8; 64];
-    let len = hs.rtr_fpdu(&mut fpdu, KernelCrc32c).map_err(|_| EINVAL)?;
-    sock.send(&fpdu[..len], MsgFlags::NONE)?;
-    expect_event(test, &siw, "ESTABLISHED")?;
-    // The C siw takes the RTR without a TERMINATE: nothing comes back.
-    sleep_ms(200);
-    let mut buf = [0u8; 64];
-    kunit_expect_eq!(
-        test,
-        sock.recv(&mut buf, MsgFlags::DONTWAIT).err(),
-        Some(EAGAIN)
-    );
-    Ok(())
-}
-
 fn initiator_crc_required(test: &mut Test) -> Result {
     let (hs, _sock, siw) = initiate(test, 7603, initiator_config(false, CrcPolicy::Required))?;
     kunit_expect!(test, hs.decision().ok_or(EINVAL)?.use_crc);
@@ -357,7 +340,6 @@ kernel::kunit_suite!(
     rsiw_mpa_interop,
     [
         initiator_client_server,
-        initiator_peer_to_peer_with_rtr,
         initiator_crc_required,
         initiator_revision_1,
         responder_accepts_c_siw_client,
