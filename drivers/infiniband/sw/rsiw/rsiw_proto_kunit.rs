@@ -6,8 +6,8 @@
 //! tested exhaustively and fuzzed. This module builds the same files with the kernel's flags
 //! (`-Dwarnings`, overflow checks, the kernel's clippy lints), plugs in the kernel's own
 //! CRC32c, and checks the two agree: the software CRC and `crc32c()`, and an FPDU framed and
-//! parsed with the kernel's CRC, fed in pieces of every size as TCP would deliver it. The driver
-//! itself (`rsiw.ko`) does not exist yet.
+//! parsed with the kernel's CRC, fed in pieces of every size as TCP would deliver it; and the
+//! transmit and receive engines looped back through the kernel's CRC.
 
 use core::ops::ControlFlow;
 use kernel::{kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*};
@@ -21,6 +21,12 @@ use proto::{
     crc32c::{checksum, SoftCrc32c},
     fpdu::{encode_fpdu, FpduError, FpduReceiver, RxEvent},
     mpa::{encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKinds},
+    ord_ird::{Requester, Responder},
+    placement::{AccessFlags, MemoryRegion, StagState},
+    rx_engine::{self, RxContext, RxEngine},
+    segmenter::fpdu_size,
+    terminate::TermError,
+    tx_engine::{TxEngine, WorkRequest, MAX_FPDU_HEADER_LEN},
 };
 
 module! {
@@ -181,12 +187,141 @@ fn mpa_request_round_trip(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// An RNIC in memory behind the receive engine: one 8 KiB region (STag 0x100, PD 1) and one
+/// 4 KiB receive buffer.
+struct Memory {
+    region: KVec<u8>,
+    recv: KVec<u8>,
+    recv_posted: bool,
+    requester: Requester,
+    responder: Responder,
+    sends: u32,
+}
+
+const STAG: u32 = 0x100;
+
+impl RxContext for Memory {
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
+        (stag >> 8 == STAG >> 8).then(|| MemoryRegion {
+            stag: STAG,
+            state: StagState::Valid,
+            pd: 1,
+            access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            base: 0,
+            len: self.region.len() as u64,
+            zero_based: true,
+        })
+    }
+
+    fn place_tagged(&mut self, _stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+        let start = usize::try_from(offset).map_err(|_| TermError::DdpBaseBounds)?;
+        self.region
+            .get_mut(start..start + data.len())
+            .ok_or(TermError::DdpBaseBounds)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    fn recv_buffer(&mut self) -> Option<u64> {
+        core::mem::take(&mut self.recv_posted).then(|| self.recv.len() as u64)
+    }
+
+    fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError> {
+        let start = offset as usize;
+        self.recv
+            .get_mut(start..start + data.len())
+            .ok_or(TermError::DdpMessageTooLong)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    fn requester(&mut self) -> &mut Requester {
+        &mut self.requester
+    }
+
+    fn responder(&mut self) -> &mut Responder {
+        &mut self.responder
+    }
+
+    fn deliver(&mut self, event: rx_engine::RxEvent<'_>) -> Result<(), TermError> {
+        if let rx_engine::RxEvent::Send { .. } = event {
+            self.sends += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Serializes `wr` with `tx` (headers, payload, trailer as the kernel will send them).
+fn serialize(
+    tx: &mut TxEngine<KernelCrc32c>,
+    wr: WorkRequest<'_>,
+    payload: &[u8],
+    out: &mut KVec<u8>,
+) -> Result {
+    let mut msg = tx.start(wr).map_err(|_| EINVAL)?;
+    let mut header = [0u8; MAX_FPDU_HEADER_LEN];
+    while let Some(mut fpdu) = msg.next_fpdu(&mut header).map_err(|_| EINVAL)? {
+        let start = fpdu.payload_offset as usize;
+        let data = payload
+            .get(start..start + fpdu.payload_len as usize)
+            .ok_or(EINVAL)?;
+        fpdu.hash_payload(data);
+        out.extend_from_slice(&header[..fpdu.header_len], GFP_KERNEL)?;
+        out.extend_from_slice(data, GFP_KERNEL)?;
+        out.extend_from_slice(fpdu.trailer().as_bytes(), GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+fn engines_loop_back_with_kernel_crc(test: &mut Test) -> Result {
+    let mut payload = KVec::new();
+    for i in 0..6000 {
+        payload.push(pattern(i), GFP_KERNEL)?;
+    }
+    for crc in [false, true] {
+        // A 1460-byte MSS: a 3000-byte Send and a 6000-byte Write take several FPDUs each.
+        let mut tx = TxEngine::new(crc.then_some(KernelCrc32c), fpdu_size(1460, 1));
+        let mut wire = KVec::new();
+        let send = WorkRequest::Send {
+            len: 3000,
+            solicited: false,
+            invalidate: None,
+        };
+        serialize(&mut tx, send, &payload[..3000], &mut wire)?;
+        let write = WorkRequest::Write {
+            stag: STAG,
+            tagged_offset: 1000,
+            len: 6000,
+        };
+        serialize(&mut tx, write, &payload, &mut wire)?;
+        let mut mem = Memory {
+            region: KVec::from_elem(0u8, 8192, GFP_KERNEL)?,
+            recv: KVec::from_elem(0u8, 4096, GFP_KERNEL)?,
+            recv_posted: true,
+            requester: Requester::new(4),
+            responder: Responder::new(4),
+            sends: 0,
+        };
+        let mut rx = RxEngine::new(KernelCrc32c, crc, 1);
+        // In pieces of 700 bytes, as TCP might deliver them.
+        for piece in wire.chunks(700) {
+            let used = rx.feed(piece, &mut mem);
+            kunit_expect_eq!(test, used, Ok(piece.len()));
+        }
+        kunit_expect_eq!(test, mem.sends, 1);
+        kunit_expect!(test, mem.recv.get(..3000) == payload.get(..3000));
+        kunit_expect!(test, mem.region.get(1000..7000) == payload.get(..6000));
+    }
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_proto,
     [
         kernel_crc_matches_software_crc,
         fpdu_with_kernel_crc_parses_in_any_pieces,
         fpdu_crc_error_is_detected,
-        mpa_request_round_trip
+        mpa_request_round_trip,
+        engines_loop_back_with_kernel_crc
     ]
 );
