@@ -56,6 +56,11 @@ fn siw_send_read_write(test: &mut Test) -> Result {
         pair.round()?;
     }
     kunit_expect_eq!(test, pair.rounds, 4);
+    // An orderly disconnect reaches both ends.
+    pair.client.id.disconnect()?;
+    let t = msecs_to_jiffies(5000);
+    kunit_expect_eq!(test, pair.client.id.next_event(t)?.name(), "DISCONNECTED");
+    kunit_expect_eq!(test, pair.server.id.next_event(t)?.name(), "DISCONNECTED");
     Ok(())
 }
 
