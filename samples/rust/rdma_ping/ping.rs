@@ -124,7 +124,7 @@ impl End {
     }
 
     /// Waits for a successful completion of `opcode`.
-    pub(crate) fn expect(&self, opcode: WcOpcode) -> Result<WorkCompletion> {
+    pub(crate) fn expect_wc(&self, opcode: WcOpcode) -> Result<WorkCompletion> {
         let wc = self.wait()?;
         if !wc.status.is_success() || wc.opcode != opcode {
             pr_err!(
@@ -145,7 +145,7 @@ impl End {
 
     /// Takes a receive completion and posts its slot again.
     fn expect_recv(&self, opcode: WcOpcode) -> Result<WorkCompletion> {
-        let wc = self.expect(opcode)?;
+        let wc = self.expect_wc(opcode)?;
         if wc.tag >= u64::from(RECVS) {
             return Err(EIO);
         }
@@ -315,7 +315,7 @@ impl Pair {
             },
             1,
         )?;
-        c.expect(WcOpcode::RegMr)?;
+        c.expect_wc(WcOpcode::RegMr)?;
         let remote = Remote {
             addr: c.mr.iova(),
             rkey: c.mr.rkey(),
@@ -334,7 +334,7 @@ impl Pair {
             },
             2,
         )?;
-        c.expect(WcOpcode::Send)?;
+        c.expect_wc(WcOpcode::Send)?;
         Ok(remote)
     }
 
@@ -385,7 +385,7 @@ impl Pair {
             },
             3,
         )?;
-        let wc = s.expect(WcOpcode::RdmaRead)?;
+        let wc = s.expect_wc(WcOpcode::RdmaRead)?;
         let _ = wc;
         verify(&s.data, 0xa5, round)?;
         fill(&s.data, 0x5a, round)?;
@@ -401,7 +401,7 @@ impl Pair {
             },
             4,
         )?;
-        s.expect(WcOpcode::RdmaWrite)?;
+        s.expect_wc(WcOpcode::RdmaWrite)?;
         s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
         s.qp()?.post_send(
             &SendWr::SendWithInv {
@@ -413,7 +413,7 @@ impl Pair {
             },
             5,
         )?;
-        s.expect(WcOpcode::Send)?;
+        s.expect_wc(WcOpcode::Send)?;
         let wc = c.expect_recv(WcOpcode::Recv)?;
         let mut done = [0u8; 4];
         c.read_msg(&wc, &mut done)?;
@@ -469,7 +469,7 @@ impl Pair {
             },
             6,
         )?;
-        s.expect(WcOpcode::RdmaWrite)?;
+        s.expect_wc(WcOpcode::RdmaWrite)?;
         let wc = c.expect_recv(WcOpcode::RecvRdmaWithImm)?;
         if wc.imm != Some(imm) {
             pr_err!("rdma ping: immediate {:?}\n", wc.imm);
@@ -495,7 +495,7 @@ impl Pair {
             },
             8,
         )?;
-        s.expect(WcOpcode::Send)?;
+        s.expect_wc(WcOpcode::Send)?;
         let wc = c.expect_recv(WcOpcode::Recv)?;
         if wc.imm != Some(!imm) || wc.byte_len != 0 {
             return Err(EPROTO);
@@ -508,7 +508,7 @@ impl Pair {
     fn invalidate(&self) -> Result {
         let c = &self.client;
         c.qp()?.post_send(&SendWr::LocalInv { mr: &c.mr }, 13)?;
-        c.expect(WcOpcode::LocalInv)?;
+        c.expect_wc(WcOpcode::LocalInv)?;
         Ok(())
     }
 
@@ -560,7 +560,7 @@ impl Pair {
             },
             9,
         )?;
-        s.expect(WcOpcode::FetchAdd)?;
+        s.expect_wc(WcOpcode::FetchAdd)?;
         s.data.read(8, &mut word)?;
         if u64::from_ne_bytes(word) != 100 {
             return Err(EBADMSG);
@@ -572,7 +572,7 @@ impl Pair {
             swap: 7,
         };
         s.qp()?.post_send(&swap, 10)?;
-        s.expect(WcOpcode::CmpSwap)?;
+        s.expect_wc(WcOpcode::CmpSwap)?;
         s.data.read(8, &mut word)?;
         if u64::from_ne_bytes(word) != 105 {
             return Err(EBADMSG);
