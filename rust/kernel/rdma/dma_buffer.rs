@@ -129,19 +129,6 @@ impl DmaBuffer {
         Ok(())
     }
 
-    /// Fills `len` bytes at `offset` with `byte`.
-    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result {
-        self.check(offset, len)?;
-        // SAFETY: As in `read`.
-        unsafe { core::ptr::write_bytes(self.cpu.add(offset), byte, len) };
-        let dev = self.pd.device().as_raw();
-        // SAFETY: The range is mapped at `dma` (type invariant).
-        unsafe {
-            bindings::ib_dma_sync_single_for_device(dev, self.dma, self.len, BIDIRECTIONAL);
-        }
-        Ok(())
-    }
-
     /// The local scatter/gather entry for `len` bytes at `offset`.
     pub(crate) fn sge(&self, offset: usize, len: usize) -> Result<bindings::ib_sge> {
         self.check(offset, len)?;

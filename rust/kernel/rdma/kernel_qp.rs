@@ -181,18 +181,6 @@ pub struct WcStatus(u32);
 impl WcStatus {
     /// Success.
     pub const SUCCESS: Self = Self(bindings::ib_wc_status_IB_WC_SUCCESS);
-    /// Flushed: the queue pair went to the error state first.
-    pub const FLUSHED: Self = Self(bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR);
-    /// Local length error.
-    pub const LOCAL_LENGTH: Self = Self(bindings::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    /// Local protection error.
-    pub const LOCAL_PROTECTION: Self = Self(bindings::ib_wc_status_IB_WC_LOC_PROT_ERR);
-    /// The peer found the request invalid.
-    pub const REMOTE_INVALID_REQUEST: Self = Self(bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR);
-    /// The peer refused access.
-    pub const REMOTE_ACCESS: Self = Self(bindings::ib_wc_status_IB_WC_REM_ACCESS_ERR);
-    /// The peer could not perform the operation.
-    pub const REMOTE_OPERATION: Self = Self(bindings::ib_wc_status_IB_WC_REM_OP_ERR);
 
     /// Whether the request succeeded.
     pub fn is_success(self) -> bool {
@@ -519,17 +507,6 @@ impl KernelQp {
             shared,
             pd: pd.clone(),
         })
-    }
-
-    /// The protection domain of the queue pair.
-    pub fn pd(&self) -> &Arc<ProtectionDomain> {
-        &self.pd
-    }
-
-    /// The queue pair number.
-    pub fn qp_num(&self) -> u32 {
-        // SAFETY: `qp` is valid (type invariant); the number is fixed at creation.
-        unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
     /// The queue pair's current state (`IB_QPS_*`: 0 reset, 1 init, 2 RTR, 3 RTS, 4 SQD,
