@@ -9,7 +9,9 @@
 //! RDMAP messages including TERMINATE (RFC 5040), and the atomic and immediate
 //! data extensions (RFC 7306). On top of them, [`rx_engine`] and
 //! [`tx_engine`] run the data path of one stream: received bytes to placed
-//! payload and completions, work requests to FPDUs.
+//! payload and completions, work requests to FPDUs; [`qp_engine`] ties them
+//! to the credit queues and the driver's queues and memory as the sans-IO
+//! data path of one RC queue pair.
 //!
 //! # Why this code is pure and shared
 //!
@@ -44,6 +46,7 @@ pub mod mpa_handshake;
 pub mod mpa_negotiation;
 pub mod ord_ird;
 pub mod placement;
+pub mod qp_engine;
 pub mod qp_state;
 pub mod rdmap;
 pub mod rx_engine;

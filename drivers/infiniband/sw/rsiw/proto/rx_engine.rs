@@ -93,6 +93,13 @@ pub trait RxContext {
     /// the STag of a Send with Invalidate cannot be invalidated) terminates
     /// the stream with it.
     fn deliver(&mut self, event: RxEvent<'_>) -> Result<(), TermError>;
+
+    /// The last segment of an RDMA Write was placed and passed its CRC check.
+    /// RDMA Writes complete nothing at the data sink, so this is only a hint
+    /// for consumers that need to know what preceded a message, such as an
+    /// Immediate Data message completing an RDMA Write with Immediate
+    /// (RFC 7306 section 6). The default ignores it.
+    fn rdma_write_done(&mut self) {}
 }
 
 /// A message the engine received in full, its CRC verified.
@@ -241,6 +248,8 @@ enum Done {
         source_offset: u64,
     },
     ReadResponse,
+    /// The last segment of an RDMA Write.
+    Write,
     AtomicRequest {
         slot: usize,
         header: AtomicRequestHeader,
@@ -459,10 +468,10 @@ impl State {
                         offset,
                     }
                 };
-                let done = if opcode == Opcode::ReadResponse && h.control.last {
-                    Done::ReadResponse
-                } else {
-                    Done::Nothing
+                let done = match (opcode, h.control.last) {
+                    (Opcode::ReadResponse, true) => Done::ReadResponse,
+                    (Opcode::RdmaWrite, true) => Done::Write,
+                    _ => Done::Nothing,
                 };
                 return Ok((place, done));
             }
@@ -582,6 +591,10 @@ impl State {
         }
         let event = match cur.done {
             Done::Nothing => return Ok(()),
+            Done::Write => {
+                ctx.rdma_write_done();
+                return Ok(());
+            }
             Done::Send {
                 msn,
                 len,

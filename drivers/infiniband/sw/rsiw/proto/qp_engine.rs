@@ -1,0 +1,1672 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The sans-IO data path of one RC queue pair: work requests and received
+//! bytes in, FPDUs and completions out.
+//!
+//! [`QpEngine`] ties the stream engines ([`super::rx_engine`],
+//! [`super::tx_engine`]) to the credit queues ([`super::ord_ird`]) and to the
+//! driver's queues and memory, which it reaches through [`QpContext`]. The
+//! driver locks the engine and
+//!
+//! - calls [`QpEngine::receive`] with whatever bytes TCP delivered;
+//! - calls [`QpEngine::transmit`] with a buffer it then writes to the socket,
+//!   whenever the SQ got work or [`QpEngine::wants_transmit`] says so;
+//! - calls [`QpEngine::flush`] when the QP goes to the error state.
+//!
+//! # Transmit order
+//!
+//! A pending TERMINATE goes first; after it nothing else is sent. Then the
+//! responder's work, in arrival order: Read Responses (their payload read
+//! from the source region in FPDU-sized pieces) and Atomic Responses (the
+//! operation was executed when the request arrived). Then the send queue.
+//! Messages are never interleaved: once a message's first FPDU is out, its
+//! other FPDUs follow before any other message starts, so a responder message
+//! waits for the end of the SQ message in progress.
+//!
+//! Send queue work requests are taken in order. A Read or Atomic waits, still
+//! queued, until an ORD credit is free; a fenced work request waits until no
+//! Read or Atomic is outstanding. Local operations (memory registration and
+//! local invalidation) run when they reach the head of the queue. Send and
+//! Write work requests complete once their last FPDU has been produced, Reads
+//! when their last Read Response segment has been placed, Atomics when their
+//! response's original value has been written to the local buffer.
+//!
+//! # Immediate Data
+//!
+//! RFC 7306 section 6 defines Immediate Data as a message of its own that
+//! consumes a receive buffer, and RDMA Write with Immediate as an RDMA Write
+//! followed by an Immediate Data message. It defines no Send with Immediate;
+//! rsiw sends [`SendOp::SendImm`] as a Send followed by an Immediate Data
+//! message (also for a zero-length Send, so that every Immediate Data message
+//! rsiw sends follows a Send or an RDMA Write). At the receiver this
+//! consumes **two** receive requests: the Send completes the first one
+//! ([`WcOpcode::Recv`], no immediate value), the Immediate Data the second one
+//! ([`WcOpcode::Recv`] with the value and, as byte length, the length of the
+//! Send just before). Immediate Data after an RDMA Write completes a receive
+//! request as [`WcOpcode::RecvRdmaWithImm`] with byte length 0 (the data
+//! sink does not learn the Write's length). Immediate Data after anything
+//! else (another RNIC may send it on its own) completes as [`WcOpcode::Recv`]
+//! of length 0. The message before is known from the receive engine's
+//! events and its [`RxContext::rdma_write_done`] hint.
+//!
+//! # Errors
+//!
+//! A local error on a work request (a bad local key, a Read with more than
+//! one SGE, no ORD at all, ...) completes it with the matching status and
+//! terminates the stream: a TERMINATE reporting an RDMAP local catastrophic
+//! error (RFC 5040 section 7.2, layer 0, type 0, code 0) is pending for
+//! [`QpEngine::transmit`], and nothing else is sent or received. Errors found
+//! in received data are reported by the receive engine with the RFC's codes;
+//! the TERMINATE then echoes the offending headers.
+//!
+//! A TERMINATE from the peer ends the stream. If it echoes the header of a
+//! Read or Atomic Request of ours (queue 1, matched by its MSN), that request
+//! completes at once with a status derived from the reported error
+//! ([`WcStatus::RemAccessErr`] for protection errors, ...). Everything else
+//! outstanding completes with [`WcStatus::WrFlushErr`] when the driver
+//! calls [`QpEngine::flush`]. RDMA Writes and Sends have completed already
+//! when their last FPDU was produced, so an error the peer finds in them only
+//! shows as the TERMINATE.
+
+use super::atomic::{self, AtomicOpcode, AtomicRequestHeader, AtomicResponseHeader};
+use super::crc32c::Crc32c;
+use super::ddp::{DdpHeader, QueueNumber};
+use super::fpdu::CRC_LEN;
+use super::immediate::ImmediateData;
+use super::ord_ird::{IssueError, RequestKind, Requester, Responder, MAX_DEPTH};
+use super::placement::{check_tagged, MemoryRegion, TaggedAccess, TaggedUse};
+use super::rdmap::ReadRequestHeader;
+use super::rx_engine::{RxContext, RxEngine, RxEvent};
+use super::terminate::{Layer, TermError, TerminateMessage};
+use super::tx_engine::{TxEngine, TxMessage, WorkRequest, MAX_FPDU_HEADER_LEN};
+
+/// Most scatter/gather entries of one work request.
+pub const MAX_SGE: usize = 6;
+
+/// Entries of the per-slot ORD and IRD state.
+const DEPTH: usize = MAX_DEPTH as usize;
+
+/// Bytes an atomic operation returns.
+const ATOMIC_LEN: u32 = 8;
+
+/// Room that always suffices for an FPDU without payload: the length field
+/// and headers, at most 3 pad bytes and the CRC.
+const HEADER_ONLY_FPDU_ROOM: usize = MAX_FPDU_HEADER_LEN + 3 + CRC_LEN;
+
+/// Upper bound on the entries one [`QpEngine::flush`] takes from each of the
+/// driver's queues, so that a context whose pop does not pop cannot hang it.
+const FLUSH_LIMIT: u32 = 1 << 20;
+
+/// A local buffer: (address, length, lkey), as `struct ib_sge`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sge {
+    /// Virtual address of the first byte.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// The local key of the region the bytes lie in.
+    pub lkey: u32,
+}
+
+/// Up to [`MAX_SGE`] scatter/gather entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SgeList {
+    sges: [Sge; MAX_SGE],
+    count: u8,
+}
+
+impl SgeList {
+    /// No entries.
+    pub const EMPTY: Self = Self {
+        sges: [Sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        }; MAX_SGE],
+        count: 0,
+    };
+
+    /// The list holding `sges`, or `None` if there are more than
+    /// [`MAX_SGE`].
+    pub fn new(sges: &[Sge]) -> Option<Self> {
+        let mut list = Self::EMPTY;
+        list.sges.get_mut(..sges.len())?.copy_from_slice(sges);
+        list.count = u8::try_from(sges.len()).ok()?;
+        Some(list)
+    }
+
+    /// The list of one entry.
+    pub const fn single(sge: Sge) -> Self {
+        let mut list = Self::EMPTY;
+        list.sges[0] = sge;
+        list.count = 1;
+        list
+    }
+
+    /// The entries.
+    pub fn as_slice(&self) -> &[Sge] {
+        self.sges.get(..usize::from(self.count)).unwrap_or(&[])
+    }
+
+    /// The total length of the entries (`None` only if it overflowed, which
+    /// six 32-bit lengths cannot).
+    pub fn total_len(&self) -> Option<u64> {
+        self.as_slice()
+            .iter()
+            .try_fold(0u64, |sum, sge| sum.checked_add(u64::from(sge.length)))
+    }
+}
+
+/// What a send queue work request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// Send, with optional solicited event and remote invalidation.
+    Send {
+        /// Send with Solicited Event.
+        solicited: bool,
+        /// Send with Invalidate of this STag at the peer.
+        invalidate: Option<u32>,
+    },
+    /// Send followed by Immediate Data (see the module documentation: two
+    /// receive requests at the peer).
+    SendImm {
+        /// The 32-bit immediate value.
+        imm: u32,
+        /// The Immediate Data carries a solicited event.
+        solicited: bool,
+    },
+    /// RDMA Write of the SGEs to the peer's buffer.
+    Write {
+        /// Tagged offset (address) of the remote buffer.
+        remote_addr: u64,
+        /// STag of the remote buffer.
+        rkey: u32,
+    },
+    /// RDMA Write followed by Immediate Data (RFC 7306 section 6).
+    WriteImm {
+        /// Tagged offset (address) of the remote buffer.
+        remote_addr: u64,
+        /// STag of the remote buffer.
+        rkey: u32,
+        /// The 32-bit immediate value.
+        imm: u32,
+    },
+    /// RDMA Read into the single local SGE: its lkey is the sink STag, its
+    /// address the sink tagged offset, its length the read size. No SGE is
+    /// a zero-length Read (sink STag and offset 0); more than one is an
+    /// error.
+    Read {
+        /// Tagged offset (address) of the remote source.
+        remote_addr: u64,
+        /// STag of the remote source.
+        rkey: u32,
+    },
+    /// Fetch-and-add on the remote 64-bit word; the original value goes to
+    /// the single local SGE (at least 8 bytes).
+    FetchAdd {
+        /// Tagged offset (address) of the remote word, 8-byte aligned.
+        remote_addr: u64,
+        /// STag of the remote word.
+        rkey: u32,
+        /// The addend.
+        add: u64,
+        /// Field boundaries (RFC 7306 section 5.1): each set bit is the most
+        /// significant bit of a field whose carry-out is discarded. 0 is the
+        /// plain 64-bit addition.
+        add_mask: u64,
+    },
+    /// Compare-and-swap on the remote 64-bit word; the original value goes
+    /// to the single local SGE (at least 8 bytes).
+    CmpSwap {
+        /// Tagged offset (address) of the remote word, 8-byte aligned.
+        remote_addr: u64,
+        /// STag of the remote word.
+        rkey: u32,
+        /// The value to compare with.
+        compare: u64,
+        /// The bits compared; all ones for the plain operation.
+        compare_mask: u64,
+        /// The value swapped in on a match.
+        swap: u64,
+        /// The bits replaced; all ones for the plain operation.
+        swap_mask: u64,
+    },
+    /// Local: register `stag` with `access` (`ib_access_flags`), in SQ order.
+    RegMr {
+        /// The STag to make valid.
+        stag: u32,
+        /// The rights to grant.
+        access: u32,
+    },
+    /// Local: invalidate `stag`, in SQ order.
+    LocalInv {
+        /// The STag to invalidate.
+        stag: u32,
+    },
+}
+
+impl SendOp {
+    /// The opcode its completion carries.
+    pub const fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            Self::Send { .. } | Self::SendImm { .. } => WcOpcode::Send,
+            Self::Write { .. } | Self::WriteImm { .. } => WcOpcode::RdmaWrite,
+            Self::Read { .. } => WcOpcode::RdmaRead,
+            Self::FetchAdd { .. } => WcOpcode::FetchAdd,
+            Self::CmpSwap { .. } => WcOpcode::CompSwap,
+            Self::RegMr { .. } => WcOpcode::RegMr,
+            Self::LocalInv { .. } => WcOpcode::LocalInv,
+        }
+    }
+}
+
+/// A send queue work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendRequest {
+    /// The consumer's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// The local buffers (payload, Read sink, atomic result).
+    pub sges: SgeList,
+    /// Complete it also on success.
+    pub signaled: bool,
+    /// Start it only once every earlier Read and Atomic has completed.
+    pub fence: bool,
+}
+
+/// A receive queue work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvRequest {
+    /// The consumer's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// The buffers a Send is placed into, in order.
+    pub sges: SgeList,
+}
+
+/// The status of a completion, as `enum ib_wc_status` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcStatus {
+    /// Done.
+    Success,
+    /// A length was wrong (e.g. a message longer than 4 GiB, an atomic
+    /// result buffer under 8 bytes).
+    LocLenErr,
+    /// The request cannot be executed on this QP (e.g. a Read with several
+    /// SGEs, or with no ORD).
+    LocQpOpErr,
+    /// A local key or its bounds or rights were wrong.
+    LocProtErr,
+    /// Flushed: the QP went to the error state before it completed.
+    WrFlushErr,
+    /// Memory window bind failure.
+    MwBindErr,
+    /// The peer's response was malformed.
+    BadRespErr,
+    /// Local access violation.
+    LocAccessErr,
+    /// The peer found the request invalid.
+    RemInvReqErr,
+    /// The peer found a protection error (STag, bounds, rights).
+    RemAccessErr,
+    /// The peer could not execute the request.
+    RemOpErr,
+    /// Fatal error.
+    FatalErr,
+    /// Anything else.
+    GeneralErr,
+}
+
+/// The opcode of a completion, as `enum ib_wc_opcode` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WcOpcode {
+    /// Send (incl. with Immediate or Invalidate).
+    Send,
+    /// RDMA Write (incl. with Immediate).
+    RdmaWrite,
+    /// RDMA Read.
+    RdmaRead,
+    /// Compare-and-swap.
+    CompSwap,
+    /// Fetch-and-add.
+    FetchAdd,
+    /// Local invalidation.
+    LocalInv,
+    /// Memory registration.
+    RegMr,
+    /// A received Send or Immediate Data.
+    Recv,
+    /// Immediate Data received after an RDMA Write.
+    RecvRdmaWithImm,
+}
+
+/// An entry for the completion queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's identifier.
+    pub wr_id: u64,
+    /// How it ended.
+    pub status: WcStatus,
+    /// What it was.
+    pub opcode: WcOpcode,
+    /// Bytes transferred (see the module documentation for Immediate Data).
+    pub byte_len: u32,
+    /// The immediate value received.
+    pub imm: Option<u32>,
+    /// The STag a received Send with Invalidate invalidated.
+    pub invalidated: Option<u32>,
+    /// The received message asked for a solicited event.
+    pub solicited: bool,
+}
+
+impl Completion {
+    fn send(wr: &SendRequest, status: WcStatus, byte_len: u32) -> Self {
+        Self {
+            wr_id: wr.wr_id,
+            status,
+            opcode: wr.op.wc_opcode(),
+            byte_len,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        }
+    }
+
+    fn recv(wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32) -> Self {
+        Self {
+            wr_id,
+            status,
+            opcode,
+            byte_len,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        }
+    }
+}
+
+/// The atomic operation a responder executes on one aligned 64-bit word
+/// (RFC 7306 section 5.1, masked forms included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// Masked fetch-and-add; a zero mask is the plain 64-bit addition.
+    FetchAdd {
+        /// The addend.
+        add: u64,
+        /// Each set bit is the most significant bit of a field whose
+        /// carry-out is discarded.
+        mask: u64,
+    },
+    /// Masked compare-and-swap; all-ones masks are the plain operation.
+    CmpSwap {
+        /// The value to compare with.
+        compare: u64,
+        /// The bits compared.
+        compare_mask: u64,
+        /// The value swapped in on a match.
+        swap: u64,
+        /// The bits replaced on a match.
+        swap_mask: u64,
+    },
+}
+
+impl AtomicOp {
+    /// The new value of a word that held `old` (the reference semantics the
+    /// driver's atomic execution must match).
+    pub fn apply(&self, old: u64) -> u64 {
+        match *self {
+            Self::FetchAdd { add, mask } => atomic::masked_fetch_add(old, add, mask),
+            Self::CmpSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => atomic::masked_cmp_swap(old, compare, compare_mask, swap, swap_mask),
+        }
+    }
+
+    /// The operation an Atomic Request asks for, or the error to terminate
+    /// with if its AOpCode is not supported.
+    pub fn from_request(header: &AtomicRequestHeader) -> Result<Self, TermError> {
+        match header.opcode().map_err(|e| e.term())? {
+            AtomicOpcode::FetchAdd => Ok(Self::FetchAdd {
+                add: header.add_swap_data,
+                mask: header.add_swap_mask,
+            }),
+            AtomicOpcode::CmpSwap => Ok(Self::CmpSwap {
+                compare: header.compare_data,
+                compare_mask: header.compare_mask,
+                swap: header.add_swap_data,
+                swap_mask: header.add_swap_mask,
+            }),
+        }
+    }
+
+    /// The Atomic Request asking for this operation on the word at
+    /// `remote_tagged_offset` of `remote_stag`.
+    pub const fn request(
+        &self,
+        request_id: u32,
+        remote_stag: u32,
+        remote_tagged_offset: u64,
+    ) -> AtomicRequestHeader {
+        match *self {
+            Self::FetchAdd { add, mask } => AtomicRequestHeader::fetch_add(
+                request_id,
+                remote_stag,
+                remote_tagged_offset,
+                add,
+                mask,
+            ),
+            Self::CmpSwap {
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => AtomicRequestHeader::cmp_swap(
+                request_id,
+                remote_stag,
+                remote_tagged_offset,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            ),
+        }
+    }
+}
+
+/// What the engine needs from the driver: its queues, its completion queue
+/// and its memory.
+///
+/// Tagged offsets passed to the `tagged_*` methods are byte offsets from the
+/// start of the region (as [`super::placement::check_tagged`] returns them),
+/// already checked against the region [`Self::lookup_stag`] returned.
+pub trait QpContext {
+    /// The work request at the head of the send queue, left there.
+    fn peek_send(&mut self) -> Option<SendRequest>;
+    /// Removes the head of the send queue (the engine has taken a copy).
+    fn pop_send(&mut self);
+    /// Takes the next receive request.
+    fn pop_recv(&mut self) -> Option<RecvRequest>;
+    /// A completion for the CQ (send completions only for signaled work
+    /// requests or errors; receive completions always).
+    fn complete(&mut self, c: Completion);
+    /// Reads `out.len()` bytes at `offset` within `sge` (lkey to region, PD,
+    /// bounds and local access are the driver's to check).
+    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus>;
+    /// Writes `data` at `offset` within `sge` (checked like
+    /// [`Self::local_read`], plus local write access).
+    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus>;
+    /// The memory region the index part of `stag` names, if any; the engine
+    /// checks key, state, PD, rights and bounds.
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion>;
+    /// Reads from the region `stag` names, `offset` bytes from its start.
+    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError>;
+    /// Writes into the region `stag` names, `offset` bytes from its start.
+    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
+    /// Executes `op` atomically with respect to all other atomics of the
+    /// device on the word at `offset` of the region `stag` names; returns
+    /// the original value.
+    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError>;
+    /// Send with Invalidate received: invalidate `stag` (it must belong to
+    /// the QP's PD, be valid and allow remote invalidation).
+    fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError>;
+    /// Local invalidation work request.
+    fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus>;
+    /// Memory registration work request.
+    fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus>;
+}
+
+/// The parameters of one connection's data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// MPA CRC was negotiated.
+    pub crc: bool,
+    /// The largest FPDU to send ([`super::segmenter::fpdu_size`]).
+    pub fpdu_size: usize,
+    /// The QP's protection domain.
+    pub pd: u32,
+    /// Inbound Read/Atomic queue depth (as responder).
+    pub ird: u16,
+    /// Outbound Read/Atomic queue depth (as requester).
+    pub ord: u16,
+}
+
+/// A Read or Atomic request of ours in an ORD slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Outstanding {
+    wr_id: u64,
+    signaled: bool,
+    opcode: WcOpcode,
+    /// Bytes the completion reports.
+    len: u32,
+    /// Where an atomic's original value goes.
+    sge: Sge,
+    /// The MSN of the request on queue 1.
+    msn: u32,
+    request_id: u32,
+    /// Not completed yet.
+    live: bool,
+}
+
+const NO_OUTSTANDING: Outstanding = Outstanding {
+    wr_id: 0,
+    signaled: false,
+    opcode: WcOpcode::RdmaRead,
+    len: 0,
+    sge: Sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    },
+    msn: 0,
+    request_id: 0,
+    live: false,
+};
+
+/// A request of the peer in an IRD slot, ready to be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// Not (yet) ready: its header may have arrived, its FPDU not.
+    Empty,
+    Read {
+        header: ReadRequestHeader,
+        source_offset: u64,
+    },
+    Atomic(AtomicResponseHeader),
+}
+
+/// What the message in flight is, and what to do when it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// A Send or Write work request, taken from the SQ; `then` is the
+    /// Immediate Data to send after it (Send with Immediate).
+    Sq {
+        wr: SendRequest,
+        len: u32,
+        then: Option<(ImmediateData, bool)>,
+    },
+    /// A Read or Atomic Request; it completes on its response.
+    Request,
+    /// A Read Response to the request in IRD `slot`.
+    ReadResponse { slot: usize, stag: u32, offset: u64 },
+    /// An Atomic Response to the request in IRD `slot`.
+    AtomicResponse { slot: usize },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight<C: Crc32c + Copy> {
+    msg: TxMessage<'static, C>,
+    job: Job,
+}
+
+/// The last message received, to tell what Immediate Data completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastRx {
+    Other,
+    Send { len: u32 },
+    Write,
+}
+
+/// The stream's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Running,
+    /// A TERMINATE reporting `error` is to be sent; it describes the receive
+    /// engine's failure if `from_rx`.
+    Pending {
+        error: TermError,
+        from_rx: bool,
+    },
+    /// Our TERMINATE is out (or could not be encoded).
+    Sent(TermError),
+    /// The peer terminated the stream.
+    Peer(TermError),
+    /// Flushed without a TERMINATE.
+    Flushed,
+}
+
+/// Everything but the stream engines, so that borrows stay disjoint.
+#[derive(Debug, Clone)]
+struct State {
+    pd: u32,
+    requester: Requester,
+    responder: Responder,
+    outstanding: [Outstanding; DEPTH],
+    pending: [Pending; DEPTH],
+    /// The receive request bound to the Send in progress.
+    recv: Option<RecvRequest>,
+    /// Why placing into it failed, if it did.
+    recv_status: Option<WcStatus>,
+    last_rx: LastRx,
+    stage: Stage,
+    /// The SQ head waits for an ORD credit or a fence.
+    sq_stalled: bool,
+    /// A response arrived since the SQ stalled.
+    sq_unblocked: bool,
+    next_request_id: u32,
+}
+
+/// The data path of one RC queue pair. No allocation; about 14 KiB, so the
+/// kernel keeps it in a box.
+pub struct QpEngine<C: Crc32c + Copy> {
+    rx: RxEngine<C>,
+    tx: TxEngine<C>,
+    fpdu_size: usize,
+    inflight: Option<InFlight<C>>,
+    st: State,
+}
+
+/// The error reported for a local failure of a work request: an RDMAP local
+/// catastrophic error (RFC 5040 section 7.2).
+const LOCAL_FAILURE: TermError = TermError::RdmapLocalCatastrophic;
+
+/// The completion status for a request the peer terminated the stream over.
+fn remote_status(error: TermError) -> WcStatus {
+    use TermError::*;
+    match (error.layer(), error.error_type()) {
+        (Layer::Rdmap, 1) | (Layer::Ddp, 1) => WcStatus::RemAccessErr,
+        (Layer::Ddp, 2) => WcStatus::RemInvReqErr,
+        _ => match error {
+            RdmapInvalidVersion | RdmapUnexpectedOpcode => WcStatus::RemInvReqErr,
+            _ => WcStatus::RemOpErr,
+        },
+    }
+}
+
+/// The pieces of the byte range [`offset`, `offset` + `len`) of the
+/// concatenation of some SGEs: (SGE, offset in it, offset in the range,
+/// length).
+struct Pieces<'a> {
+    sges: core::slice::Iter<'a, Sge>,
+    skip: u64,
+    done: usize,
+    len: usize,
+}
+
+impl<'a> Pieces<'a> {
+    fn new(sges: &'a [Sge], offset: u32, len: usize) -> Self {
+        Self {
+            sges: sges.iter(),
+            skip: u64::from(offset),
+            done: 0,
+            len,
+        }
+    }
+
+    /// Whether the SGEs covered the whole range.
+    fn complete(&self) -> bool {
+        self.done >= self.len
+    }
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = (&'a Sge, u32, usize, usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let left = self.len.checked_sub(self.done).filter(|&l| l > 0)?;
+            let sge = self.sges.next()?;
+            let sge_len = u64::from(sge.length);
+            if self.skip >= sge_len {
+                self.skip = self.skip.saturating_sub(sge_len);
+            } else {
+                let at = self.skip;
+                self.skip = 0;
+                let avail = sge_len.saturating_sub(at);
+                let n = usize::try_from(avail).map_or(left, |a| a.min(left));
+                let start = self.done;
+                self.done = self.done.saturating_add(n);
+                // `at` is below a 32-bit length.
+                let at = u32::try_from(at).unwrap_or(u32::MAX);
+                return Some((sge, at, start, n));
+            }
+        }
+    }
+}
+
+/// Reads bytes `offset..` of the concatenated `sges` into `out`.
+fn sg_read<X: QpContext>(
+    ctx: &mut X,
+    sges: &[Sge],
+    offset: u32,
+    out: &mut [u8],
+) -> Result<(), WcStatus> {
+    let mut pieces = Pieces::new(sges, offset, out.len());
+    for (sge, at, start, n) in pieces.by_ref() {
+        let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
+        let dst = out.get_mut(start..end).ok_or(WcStatus::LocLenErr)?;
+        ctx.local_read(sge, at, dst)?;
+    }
+    if pieces.complete() {
+        Ok(())
+    } else {
+        Err(WcStatus::LocLenErr)
+    }
+}
+
+/// Writes `data` to bytes `offset..` of the concatenated `sges`.
+fn sg_write<X: QpContext>(
+    ctx: &mut X,
+    sges: &[Sge],
+    offset: u32,
+    data: &[u8],
+) -> Result<(), WcStatus> {
+    let mut pieces = Pieces::new(sges, offset, data.len());
+    for (sge, at, start, n) in pieces.by_ref() {
+        let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
+        let src = data.get(start..end).ok_or(WcStatus::LocLenErr)?;
+        ctx.local_write(sge, at, src)?;
+    }
+    if pieces.complete() {
+        Ok(())
+    } else {
+        Err(WcStatus::LocLenErr)
+    }
+}
+
+/// The receive engine's view of the QP.
+struct RxAdapter<'a, X: QpContext> {
+    st: &'a mut State,
+    ctx: &'a mut X,
+}
+
+impl<X: QpContext> RxContext for RxAdapter<'_, X> {
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
+        self.ctx.lookup_stag(stag)
+    }
+
+    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+        self.ctx.tagged_write(stag, offset, data)
+    }
+
+    fn recv_buffer(&mut self) -> Option<u64> {
+        let wr = self.ctx.pop_recv()?;
+        if let Some(old) = self.st.recv.replace(wr) {
+            // Cannot happen: every message that binds a buffer releases it
+            // when it completes. Do not lose the request if it does.
+            let status = self.st.recv_status.take().unwrap_or(WcStatus::WrFlushErr);
+            self.ctx
+                .complete(Completion::recv(old.wr_id, status, WcOpcode::Recv, 0));
+        }
+        self.st.recv_status = None;
+        Some(wr.sges.total_len().unwrap_or(0))
+    }
+
+    fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError> {
+        let Some(wr) = self.st.recv else {
+            return Err(TermError::DdpLocalCatastrophic);
+        };
+        sg_write(self.ctx, wr.sges.as_slice(), offset, data).map_err(|status| {
+            self.st.recv_status = Some(status);
+            TermError::DdpLocalCatastrophic
+        })
+    }
+
+    fn requester(&mut self) -> &mut Requester {
+        &mut self.st.requester
+    }
+
+    fn responder(&mut self) -> &mut Responder {
+        &mut self.st.responder
+    }
+
+    fn deliver(&mut self, event: RxEvent<'_>) -> Result<(), TermError> {
+        let last = core::mem::replace(&mut self.st.last_rx, LastRx::Other);
+        match event {
+            RxEvent::Send {
+                len,
+                solicited,
+                invalidate,
+                ..
+            } => {
+                let Some(wr) = self.st.recv.take() else {
+                    return Err(TermError::DdpLocalCatastrophic);
+                };
+                self.st.recv_status = None;
+                let mut c = Completion::recv(wr.wr_id, WcStatus::Success, WcOpcode::Recv, len);
+                c.solicited = solicited;
+                let mut result = Ok(());
+                if let Some(stag) = invalidate {
+                    match self.ctx.invalidate_remote(stag) {
+                        Ok(()) => c.invalidated = Some(stag),
+                        Err(e) => {
+                            c.status = WcStatus::RemInvReqErr;
+                            result = Err(e);
+                        }
+                    }
+                }
+                self.ctx.complete(c);
+                if result.is_ok() {
+                    self.st.last_rx = LastRx::Send { len };
+                }
+                result
+            }
+            RxEvent::Immediate {
+                data, solicited, ..
+            } => {
+                let Some(wr) = self.st.recv.take() else {
+                    return Err(TermError::DdpLocalCatastrophic);
+                };
+                self.st.recv_status = None;
+                let (opcode, len) = match last {
+                    LastRx::Write => (WcOpcode::RecvRdmaWithImm, 0),
+                    LastRx::Send { len } => (WcOpcode::Recv, len),
+                    LastRx::Other => (WcOpcode::Recv, 0),
+                };
+                let mut c = Completion::recv(wr.wr_id, WcStatus::Success, opcode, len);
+                c.imm = Some(data.as_be32());
+                c.solicited = solicited;
+                self.ctx.complete(c);
+                Ok(())
+            }
+            RxEvent::ReadRequest {
+                slot,
+                header,
+                source_offset,
+            } => {
+                let entry = self
+                    .st
+                    .pending
+                    .get_mut(slot)
+                    .ok_or(TermError::RdmapCatastrophicStream)?;
+                *entry = Pending::Read {
+                    header,
+                    source_offset,
+                };
+                Ok(())
+            }
+            RxEvent::AtomicRequest {
+                slot,
+                header,
+                target_offset,
+            } => {
+                let op = AtomicOp::from_request(&header)?;
+                let original = self
+                    .ctx
+                    .tagged_atomic(header.remote_stag, target_offset, op)?;
+                let entry = self
+                    .st
+                    .pending
+                    .get_mut(slot)
+                    .ok_or(TermError::RdmapCatastrophicStream)?;
+                *entry = Pending::Atomic(AtomicResponseHeader {
+                    request_id: header.request_id,
+                    original_value: original,
+                });
+                Ok(())
+            }
+            RxEvent::ReadResponse { slot } => {
+                self.unblock_sq();
+                let o = self.take_outstanding(slot)?;
+                if o.signaled {
+                    self.ctx.complete(Completion::recv(
+                        o.wr_id,
+                        WcStatus::Success,
+                        o.opcode,
+                        o.len,
+                    ));
+                }
+                Ok(())
+            }
+            RxEvent::AtomicResponse { slot, header } => {
+                self.unblock_sq();
+                let o = self.take_outstanding(slot)?;
+                if header.request_id != o.request_id {
+                    self.ctx
+                        .complete(Completion::recv(o.wr_id, WcStatus::BadRespErr, o.opcode, 0));
+                    return Err(TermError::RdmapCatastrophicStream);
+                }
+                let value = header.original_value.to_ne_bytes();
+                if let Err(status) = self.ctx.local_write(&o.sge, 0, &value) {
+                    self.ctx
+                        .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
+                    return Err(LOCAL_FAILURE);
+                }
+                if o.signaled {
+                    self.ctx.complete(Completion::recv(
+                        o.wr_id,
+                        WcStatus::Success,
+                        o.opcode,
+                        o.len,
+                    ));
+                }
+                Ok(())
+            }
+            RxEvent::Terminate(message) => {
+                let error = message
+                    .control
+                    .error()
+                    .unwrap_or(TermError::RdmapCatastrophicStream);
+                self.fail_echoed_request(&message, error);
+                self.st.stage = Stage::Peer(error);
+                Ok(())
+            }
+        }
+    }
+
+    fn rdma_write_done(&mut self) {
+        self.st.last_rx = LastRx::Write;
+    }
+}
+
+impl<X: QpContext> RxAdapter<'_, X> {
+    fn unblock_sq(&mut self) {
+        if self.st.sq_stalled {
+            self.st.sq_unblocked = true;
+        }
+    }
+
+    /// The live request of ORD `slot`, now completed.
+    fn take_outstanding(&mut self, slot: usize) -> Result<Outstanding, TermError> {
+        let o = self
+            .st
+            .outstanding
+            .get_mut(slot)
+            .filter(|o| o.live)
+            .ok_or(TermError::RdmapUnexpectedOpcode)?;
+        o.live = false;
+        Ok(*o)
+    }
+
+    /// Completes the request of ours whose header a TERMINATE echoes.
+    fn fail_echoed_request(&mut self, message: &TerminateMessage<'_>, error: TermError) {
+        let Some(Ok((DdpHeader::Untagged(h), _))) = message.ddp_header.map(DdpHeader::decode)
+        else {
+            return;
+        };
+        if h.queue_number != QueueNumber::ReadRequest as u32 {
+            return;
+        }
+        if let Some(o) = self
+            .st
+            .outstanding
+            .iter_mut()
+            .find(|o| o.live && o.msn == h.msn)
+        {
+            o.live = false;
+            let c = Completion::recv(o.wr_id, remote_status(error), o.opcode, 0);
+            self.ctx.complete(c);
+        }
+    }
+}
+
+/// How producing the FPDUs of the message in flight ended.
+enum Produced {
+    /// The message is done.
+    Done,
+    /// The buffer is full.
+    Full,
+    /// A local failure: complete the work request with the status (if it is
+    /// one) and terminate with the error.
+    Failed(WcStatus, TermError),
+}
+
+/// What starting the next piece of work did.
+enum Started {
+    /// A message is in flight.
+    Message,
+    /// A local operation ran, or a work request failed; look again.
+    Again,
+    /// Nothing to do now.
+    Idle,
+}
+
+impl<C: Crc32c + Copy> QpEngine<C> {
+    /// The data path of a connection whose MPA negotiation gave `config`.
+    pub fn new(config: EngineConfig, crc: C) -> Self {
+        Self {
+            rx: RxEngine::new(crc, config.crc, config.pd),
+            tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
+            fpdu_size: config.fpdu_size,
+            inflight: None,
+            st: State {
+                pd: config.pd,
+                requester: Requester::new(config.ord),
+                responder: Responder::new(config.ird),
+                outstanding: [NO_OUTSTANDING; DEPTH],
+                pending: [Pending::Empty; DEPTH],
+                recv: None,
+                recv_status: None,
+                last_rx: LastRx::Other,
+                stage: Stage::Running,
+                sq_stalled: false,
+                sq_unblocked: false,
+                next_request_id: 0,
+            },
+        }
+    }
+
+    /// Changes the FPDU size for messages started from now on.
+    pub fn set_fpdu_size(&mut self, fpdu_size: usize) {
+        self.fpdu_size = fpdu_size;
+    }
+
+    /// The requester's credits (ORD).
+    pub fn requester(&self) -> &Requester {
+        &self.st.requester
+    }
+
+    /// The responder's queue (IRD).
+    pub fn responder(&self) -> &Responder {
+        &self.st.responder
+    }
+
+    /// Whether `transmit` has something to send: a TERMINATE, responder
+    /// work, the rest of a message, or an SQ head a response just unblocked
+    /// (new SQ work is the driver's to know).
+    pub fn wants_transmit(&self) -> bool {
+        match self.st.stage {
+            Stage::Pending { .. } => true,
+            Stage::Running => {
+                self.inflight.is_some()
+                    || self.responder_ready().is_some()
+                    || (self.st.sq_stalled && self.st.sq_unblocked)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the stream has ended (an error of either side, or a flush).
+    pub fn is_terminated(&self) -> bool {
+        self.st.stage != Stage::Running
+    }
+
+    /// The error the stream ended with, if it did: ours (sent or pending) or
+    /// the peer's.
+    pub fn termination(&self) -> Option<TermError> {
+        match self.st.stage {
+            Stage::Running | Stage::Flushed => None,
+            Stage::Pending { error, .. } | Stage::Sent(error) | Stage::Peer(error) => Some(error),
+        }
+    }
+
+    /// Whether the peer terminated the stream.
+    pub fn peer_terminated(&self) -> bool {
+        matches!(self.st.stage, Stage::Peer(_))
+    }
+
+    /// Consumes received stream bytes (any split), placing data through
+    /// `ctx` and completing requests. Returns the bytes consumed (all of
+    /// them while the stream runs). `Err` means the stream is terminated: a
+    /// TERMINATE is then pending for [`Self::transmit`], unless the peer sent
+    /// one (its error is returned) or ours is out already.
+    pub fn receive<X: QpContext>(&mut self, bytes: &[u8], ctx: &mut X) -> Result<usize, TermError> {
+        match self.st.stage {
+            Stage::Running => {}
+            Stage::Pending { error, .. } | Stage::Sent(error) | Stage::Peer(error) => {
+                return Err(error)
+            }
+            Stage::Flushed => return Err(TermError::RdmapCatastrophicStream),
+        }
+        let mut adapter = RxAdapter {
+            st: &mut self.st,
+            ctx,
+        };
+        match self.rx.feed(bytes, &mut adapter) {
+            Ok(n) => match self.st.stage {
+                Stage::Peer(error) => Err(error),
+                _ => Ok(n),
+            },
+            Err(error) => {
+                if self.st.stage == Stage::Running {
+                    self.st.stage = Stage::Pending {
+                        error,
+                        from_rx: true,
+                    };
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Writes whole FPDUs into `out` (at most `out.len()` bytes; at least
+    /// 4 KiB, and the same size on every call, or FPDUs are sized down to
+    /// it) for, in order: a pending TERMINATE, responder work (Read and
+    /// Atomic Responses in arrival order), then the SQ. Returns the bytes
+    /// written; 0 means nothing to send now.
+    pub fn transmit<X: QpContext>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
+        self.tx.set_fpdu_size(self.fpdu_size.min(out.len()));
+        self.st.sq_unblocked = false;
+        let mut pos = 0;
+        loop {
+            match self.st.stage {
+                Stage::Running => {}
+                Stage::Pending { error, from_rx } => {
+                    pos = self.send_terminate(out, pos, error, from_rx);
+                    break;
+                }
+                _ => break,
+            }
+            if self.inflight.is_none() {
+                match self.start_next(ctx) {
+                    Started::Message | Started::Again => {}
+                    Started::Idle => break,
+                }
+            }
+            if let Some(mut job) = self.inflight {
+                match produce(&mut job, ctx, out, &mut pos) {
+                    Produced::Full => {
+                        self.inflight = Some(job);
+                        break;
+                    }
+                    Produced::Done => {
+                        self.inflight = None;
+                        self.finish(job.job, ctx);
+                    }
+                    Produced::Failed(status, error) => {
+                        self.inflight = None;
+                        if let Job::Sq { wr, .. } = job.job {
+                            ctx.complete(Completion::send(&wr, status, 0));
+                        }
+                        self.fail_local(error);
+                    }
+                }
+            }
+        }
+        pos
+    }
+
+    /// Emits the pending TERMINATE at `pos` if it fits; returns the new end.
+    fn send_terminate(&mut self, out: &mut [u8], pos: usize, error: TermError, rx: bool) -> usize {
+        let Some(rest) = out.get_mut(pos..) else {
+            return pos;
+        };
+        if rest.len() < HEADER_ONLY_FPDU_ROOM {
+            return pos;
+        }
+        let message = match self.rx.termination() {
+            Some(t) if rx => t.message(),
+            _ => TerminateMessage::reporting(error, None),
+        };
+        self.st.stage = Stage::Sent(error);
+        let Ok(mut msg) = self.tx.start(WorkRequest::Terminate(message)) else {
+            return pos;
+        };
+        let Ok(Some(fpdu)) = msg.next_fpdu(rest) else {
+            return pos;
+        };
+        let trailer = fpdu.trailer();
+        let end = fpdu.header_len.saturating_add(trailer.as_bytes().len());
+        match rest.get_mut(fpdu.header_len..end) {
+            Some(dst) if end == fpdu.wire_len() => {
+                dst.copy_from_slice(trailer.as_bytes());
+                pos.saturating_add(end)
+            }
+            _ => pos,
+        }
+    }
+
+    /// Ends the stream over a local failure.
+    fn fail_local(&mut self, error: TermError) {
+        self.inflight = None;
+        if self.st.stage == Stage::Running {
+            self.st.stage = Stage::Pending {
+                error,
+                from_rx: false,
+            };
+        }
+    }
+
+    /// The IRD slot whose response can be sent next.
+    fn responder_ready(&self) -> Option<usize> {
+        let (slot, _) = self.st.responder.front()?;
+        match self.st.pending.get(slot) {
+            Some(Pending::Read { .. } | Pending::Atomic(_)) => Some(slot),
+            _ => None,
+        }
+    }
+
+    /// Starts the next response or SQ work request.
+    fn start_next<X: QpContext>(&mut self, ctx: &mut X) -> Started {
+        if let Some(slot) = self.responder_ready() {
+            return self.start_response(slot);
+        }
+        let Some(wr) = ctx.peek_send() else {
+            return Started::Idle;
+        };
+        let is_request = matches!(
+            wr.op,
+            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. }
+        );
+        if wr.fence && self.st.requester.outstanding() > 0 {
+            self.st.sq_stalled = true;
+            return Started::Idle;
+        }
+        let result = match wr.op {
+            SendOp::RegMr { stag, access } => {
+                let r = ctx.register(stag, access);
+                self.local_op_done(ctx, &wr, r)
+            }
+            SendOp::LocalInv { stag } => {
+                let r = ctx.invalidate_local(stag);
+                self.local_op_done(ctx, &wr, r)
+            }
+            _ if is_request => self.start_request(ctx, &wr),
+            _ => self.start_sq_message(&wr),
+        };
+        match result {
+            Ok(started) => {
+                if !matches!(started, Started::Idle) {
+                    self.st.sq_stalled = false;
+                }
+                started
+            }
+            Err(status) => {
+                ctx.pop_send();
+                ctx.complete(Completion::send(&wr, status, 0));
+                self.fail_local(LOCAL_FAILURE);
+                Started::Again
+            }
+        }
+    }
+
+    fn local_op_done<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        result: Result<(), WcStatus>,
+    ) -> Result<Started, WcStatus> {
+        result?;
+        ctx.pop_send();
+        if wr.signaled {
+            ctx.complete(Completion::send(wr, WcStatus::Success, 0));
+        }
+        Ok(Started::Again)
+    }
+
+    /// Starts a Send or Write work request.
+    fn start_sq_message(&mut self, wr: &SendRequest) -> Result<Started, WcStatus> {
+        let len = wr
+            .sges
+            .total_len()
+            .and_then(|l| u32::try_from(l).ok())
+            .ok_or(WcStatus::LocLenErr)?;
+        let (request, then) = match wr.op {
+            SendOp::Send {
+                solicited,
+                invalidate,
+            } => (
+                WorkRequest::Send {
+                    len,
+                    solicited,
+                    invalidate,
+                },
+                None,
+            ),
+            SendOp::SendImm { imm, solicited } => (
+                WorkRequest::Send {
+                    len,
+                    solicited: false,
+                    invalidate: None,
+                },
+                Some((ImmediateData::from_be32(imm), solicited)),
+            ),
+            SendOp::Write { remote_addr, rkey } => (
+                WorkRequest::Write {
+                    stag: rkey,
+                    tagged_offset: remote_addr,
+                    len,
+                },
+                None,
+            ),
+            SendOp::WriteImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => (
+                WorkRequest::WriteImmediate {
+                    stag: rkey,
+                    tagged_offset: remote_addr,
+                    len,
+                    data: ImmediateData::from_be32(imm),
+                    solicited: false,
+                },
+                None,
+            ),
+            _ => return Err(WcStatus::LocQpOpErr),
+        };
+        let msg = self.tx.start(request).map_err(|_| WcStatus::LocQpOpErr)?;
+        self.inflight = Some(InFlight {
+            msg,
+            job: Job::Sq { wr: *wr, len, then },
+        });
+        // The engine holds the request now; its SGEs stay the driver's to
+        // keep valid until it completes.
+        Ok(Started::Message)
+    }
+
+    /// Starts a Read or Atomic Request, if an ORD credit is free.
+    fn start_request<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+    ) -> Result<Started, WcStatus> {
+        let sges = wr.sges.as_slice();
+        let (kind, request, sge, len, request_id) = match wr.op {
+            SendOp::Read { remote_addr, rkey } => {
+                let sge = match sges {
+                    [] => Sge::default(),
+                    [sge] => *sge,
+                    _ => return Err(WcStatus::LocQpOpErr),
+                };
+                if sge.length > 0 {
+                    // The sink is placed as a tagged buffer: check it now, so
+                    // that a bad sink is a local error, not the peer's.
+                    let region = ctx.lookup_stag(sge.lkey);
+                    let access = TaggedAccess {
+                        usage: TaggedUse::ReadResponse,
+                        stag: sge.lkey,
+                        tagged_offset: sge.addr,
+                        len: u64::from(sge.length),
+                    };
+                    check_tagged(region.as_ref(), self.st.pd, &access)
+                        .map_err(|_| WcStatus::LocProtErr)?;
+                }
+                let header = ReadRequestHeader {
+                    sink_stag: sge.lkey,
+                    sink_tagged_offset: sge.addr,
+                    read_size: sge.length,
+                    source_stag: rkey,
+                    source_tagged_offset: remote_addr,
+                };
+                (
+                    RequestKind::Read,
+                    WorkRequest::ReadRequest(header),
+                    sge,
+                    sge.length,
+                    0,
+                )
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+                add_mask,
+            } => {
+                let op = AtomicOp::FetchAdd {
+                    add,
+                    mask: add_mask,
+                };
+                let id = self.st.next_request_id;
+                let header = op.request(id, rkey, remote_addr);
+                (
+                    RequestKind::Atomic,
+                    WorkRequest::AtomicRequest(header),
+                    atomic_sge(sges)?,
+                    ATOMIC_LEN,
+                    id,
+                )
+            }
+            SendOp::CmpSwap {
+                remote_addr,
+                rkey,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => {
+                let op = AtomicOp::CmpSwap {
+                    compare,
+                    compare_mask,
+                    swap,
+                    swap_mask,
+                };
+                let id = self.st.next_request_id;
+                let header = op.request(id, rkey, remote_addr);
+                (
+                    RequestKind::Atomic,
+                    WorkRequest::AtomicRequest(header),
+                    atomic_sge(sges)?,
+                    ATOMIC_LEN,
+                    id,
+                )
+            }
+            _ => return Err(WcStatus::LocQpOpErr),
+        };
+        let slot = match self.st.requester.try_issue(kind) {
+            Ok(slot) => slot,
+            Err(IssueError::WouldExceed) => {
+                self.st.sq_stalled = true;
+                return Ok(Started::Idle);
+            }
+            Err(IssueError::NoCredits) => return Err(WcStatus::LocQpOpErr),
+        };
+        let msg = self.tx.start(request).map_err(|_| WcStatus::LocQpOpErr)?;
+        if kind == RequestKind::Atomic {
+            self.st.next_request_id = self.st.next_request_id.wrapping_add(1);
+        }
+        if let Some(o) = self.st.outstanding.get_mut(slot) {
+            *o = Outstanding {
+                wr_id: wr.wr_id,
+                signaled: wr.signaled,
+                opcode: wr.op.wc_opcode(),
+                len,
+                sge,
+                msn: msg.msn(),
+                request_id,
+                live: true,
+            };
+        }
+        ctx.pop_send();
+        self.inflight = Some(InFlight {
+            msg,
+            job: Job::Request,
+        });
+        Ok(Started::Message)
+    }
+
+    /// Starts the response to the request in IRD `slot`.
+    fn start_response(&mut self, slot: usize) -> Started {
+        let (request, job) = match self.st.pending.get(slot).copied() {
+            Some(Pending::Read {
+                header,
+                source_offset,
+            }) => (
+                WorkRequest::ReadResponse {
+                    sink_stag: header.sink_stag,
+                    sink_tagged_offset: header.sink_tagged_offset,
+                    len: header.read_size,
+                },
+                Job::ReadResponse {
+                    slot,
+                    stag: header.source_stag,
+                    offset: source_offset,
+                },
+            ),
+            Some(Pending::Atomic(header)) => (
+                WorkRequest::AtomicResponse(header),
+                Job::AtomicResponse { slot },
+            ),
+            _ => return Started::Idle,
+        };
+        match self.tx.start(request) {
+            Ok(msg) => {
+                self.inflight = Some(InFlight { msg, job });
+                Started::Message
+            }
+            Err(_) => {
+                self.fail_local(LOCAL_FAILURE);
+                Started::Again
+            }
+        }
+    }
+
+    /// Wraps up a message whose last FPDU was produced.
+    fn finish<X: QpContext>(&mut self, job: Job, ctx: &mut X) {
+        match job {
+            Job::Sq {
+                wr,
+                len,
+                then: Some((data, solicited)),
+            } => match self.tx.start(WorkRequest::Immediate { data, solicited }) {
+                Ok(msg) => {
+                    self.inflight = Some(InFlight {
+                        msg,
+                        job: Job::Sq {
+                            wr,
+                            len,
+                            then: None,
+                        },
+                    });
+                }
+                Err(_) => {
+                    ctx.complete(Completion::send(&wr, WcStatus::LocQpOpErr, 0));
+                    self.fail_local(LOCAL_FAILURE);
+                }
+            },
+            Job::Sq {
+                wr,
+                len,
+                then: None,
+            } => {
+                if wr.signaled {
+                    ctx.complete(Completion::send(&wr, WcStatus::Success, len));
+                }
+            }
+            Job::Request => {}
+            Job::ReadResponse { slot, .. } | Job::AtomicResponse { slot } => {
+                self.st.responder.finish();
+                if let Some(p) = self.st.pending.get_mut(slot) {
+                    *p = Pending::Empty;
+                }
+            }
+        }
+    }
+
+    /// QP to error: completes every outstanding request (ORD slots, the
+    /// partially sent work request) and every queued SQ and RQ entry with
+    /// [`WcStatus::WrFlushErr`], signaled or not. A pending TERMINATE stays
+    /// pending; otherwise nothing is sent any more.
+    pub fn flush<X: QpContext>(&mut self, ctx: &mut X) {
+        if self.st.stage == Stage::Running {
+            self.st.stage = Stage::Flushed;
+        }
+        if let Some(InFlight {
+            job: Job::Sq { wr, .. },
+            ..
+        }) = self.inflight.take()
+        {
+            ctx.complete(Completion::send(&wr, WcStatus::WrFlushErr, 0));
+        }
+        while let Some((slot, kind)) = self.st.requester.front() {
+            if self.st.requester.complete(kind).is_err() {
+                break;
+            }
+            if let Some(o) = self.st.outstanding.get_mut(slot) {
+                if o.live {
+                    o.live = false;
+                    ctx.complete(Completion::recv(o.wr_id, WcStatus::WrFlushErr, o.opcode, 0));
+                }
+            }
+        }
+        for o in self.st.outstanding.iter_mut() {
+            o.live = false;
+        }
+        while self.st.responder.finish().is_some() {}
+        self.st.pending = [Pending::Empty; DEPTH];
+        let mut budget = FLUSH_LIMIT;
+        while let Some(wr) = ctx.peek_send() {
+            ctx.pop_send();
+            ctx.complete(Completion::send(&wr, WcStatus::WrFlushErr, 0));
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                break;
+            }
+        }
+        if let Some(wr) = self.st.recv.take() {
+            let status = self.st.recv_status.take().unwrap_or(WcStatus::WrFlushErr);
+            ctx.complete(Completion::recv(wr.wr_id, status, WcOpcode::Recv, 0));
+        }
+        let mut budget = FLUSH_LIMIT;
+        while let Some(wr) = ctx.pop_recv() {
+            ctx.complete(Completion::recv(
+                wr.wr_id,
+                WcStatus::WrFlushErr,
+                WcOpcode::Recv,
+                0,
+            ));
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// The result buffer of an atomic: exactly one SGE of at least 8 bytes.
+fn atomic_sge(sges: &[Sge]) -> Result<Sge, WcStatus> {
+    match sges {
+        [sge] if sge.length >= ATOMIC_LEN => Ok(*sge),
+        [_] => Err(WcStatus::LocLenErr),
+        _ => Err(WcStatus::LocQpOpErr),
+    }
+}
+
+/// Produces FPDUs of the message in flight into `out` from `*pos` on.
+fn produce<C: Crc32c + Copy, X: QpContext>(
+    job: &mut InFlight<C>,
+    ctx: &mut X,
+    out: &mut [u8],
+    pos: &mut usize,
+) -> Produced {
+    loop {
+        if job.msg.is_done() {
+            return Produced::Done;
+        }
+        let Some(rest) = out.get_mut(*pos..) else {
+            return Produced::Full;
+        };
+        if rest.len() < HEADER_ONLY_FPDU_ROOM {
+            return Produced::Full;
+        }
+        let mut probe = job.msg;
+        let mut fpdu = match probe.next_fpdu(rest) {
+            Ok(Some(fpdu)) => fpdu,
+            Ok(None) => return Produced::Done,
+            Err(_) => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
+        };
+        let wire_len = fpdu.wire_len();
+        if wire_len > rest.len() {
+            return Produced::Full;
+        }
+        let Ok(payload_len) = usize::try_from(fpdu.payload_len) else {
+            return Produced::Failed(WcStatus::LocLenErr, LOCAL_FAILURE);
+        };
+        let payload_end = fpdu.header_len.saturating_add(payload_len);
+        let Some(payload) = rest.get_mut(fpdu.header_len..payload_end) else {
+            return Produced::Full;
+        };
+        if !payload.is_empty() {
+            let filled = match job.job {
+                Job::Sq { wr, .. } => {
+                    sg_read(ctx, wr.sges.as_slice(), fpdu.payload_offset, payload)
+                        .map_err(|status| (status, LOCAL_FAILURE))
+                }
+                Job::ReadResponse { stag, offset, .. } => offset
+                    .checked_add(u64::from(fpdu.payload_offset))
+                    .ok_or(TermError::RdmapLocalCatastrophic)
+                    .and_then(|at| ctx.tagged_read(stag, at, payload))
+                    .map_err(|e| (WcStatus::LocQpOpErr, e)),
+                _ => Err((WcStatus::LocQpOpErr, LOCAL_FAILURE)),
+            };
+            if let Err((status, error)) = filled {
+                return Produced::Failed(status, error);
+            }
+            fpdu.hash_payload(payload);
+        }
+        let trailer = fpdu.trailer();
+        let trailer = trailer.as_bytes();
+        let end = payload_end.saturating_add(trailer.len());
+        match rest.get_mut(payload_end..end) {
+            Some(dst) if end == wire_len => dst.copy_from_slice(trailer),
+            _ => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
+        }
+        job.msg = probe;
+        *pos = pos.saturating_add(wire_len);
+        if fpdu.last {
+            return Produced::Done;
+        }
+    }
+}
