@@ -175,11 +175,11 @@ impl RawSockAddr {
         (self as *mut Self).cast()
     }
 
-    fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         Self { storage: [0; 128] }
     }
 
-    fn to_socket_addr(&self) -> Result<SocketAddr> {
+    pub(crate) fn to_socket_addr(&self) -> Result<SocketAddr> {
         // SAFETY: Every bit pattern is a valid `sockaddr_in`; the family field is at the same
         // place in all the variants.
         let family = u32::from(unsafe { self.v4.sin_family });

@@ -31,16 +31,27 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
+    completion_queue::{poll_cq_callback, req_notify_cq_callback, CqNotifier},
+    iw_provider::{
+        iw_accept_callback, iw_connect_callback, iw_create_listen_callback,
+        iw_destroy_listen_callback, iw_get_qp_callback, iw_reject_callback, IwCmId, IwConnParam,
+    },
+    memory_region::{
+        alloc_mr_callback, dereg_mr_callback, get_dma_mr_callback, map_mr_sg_callback,
+        reg_user_mr_callback, DmaMemory, NewMr,
+    },
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
-        destroy_cq_callback, destroy_qp_callback, modify_qp_callback, query_qp_callback,
-        CompletionQueue, CqAttributes, CqContainer, PdId, QpContainer, QpInitAttributes, QueuePair,
+        destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
+        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, PdId,
+        QpContainer, QpHandle, QpInitAttributes, QueuePair,
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
         UserData, UserVerb,
     },
     user_map::{mmap_callback, mmap_free_callback},
+    work_request::{post_recv_callback, post_send_callback},
 };
 use crate::{
     bindings,
@@ -259,26 +270,71 @@ pub trait Driver: Send + Sync {
     fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {}
 
     /// Creates a completion queue, for user space if `user` (whose context it may map memory
-    /// into). Returns the queue, which lives until the CQ is destroyed, and its actual number
-    /// of entries.
+    /// into); `notifier` runs the consumer's handler. Returns the queue, which lives until the
+    /// CQ is destroyed, and its actual number of entries.
     fn create_cq(
         &self,
         _dev: &Device,
         _attr: &CqAttributes,
         _user: Option<&mut UserVerb<'_>>,
+        _notifier: CqNotifier,
     ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
         Err(EOPNOTSUPP)
     }
 
     /// Creates a queue pair, for user space if `user`; may lower or raise the capacities in
-    /// `attr` to what it provides. Returns the queue pair and its number.
+    /// `attr` to what it provides. `handle` is the core's object for completions and iw_cm.
+    /// Returns the queue pair and its number.
     fn create_qp(
         &self,
         _dev: &Device,
         _attr: &mut QpInitAttributes,
         _user: Option<&mut UserVerb<'_>>,
+        _handle: QpHandle,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
         Err(EOPNOTSUPP)
+    }
+
+    /// Creates a DMA MR of `pd` with `IB_ACCESS_*` rights `access` (kernel consumers only).
+    fn get_dma_mr(&self, _dev: &Device, _pd: PdId, _access: u32, _mem: DmaMemory) -> Result<NewMr> {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Creates a fast-registration MR of `pd` for up to `max_pages` pages, invalid until a
+    /// REG_MR work request registers it.
+    fn alloc_mr(&self, _dev: &Device, _pd: PdId, _max_pages: u32) -> Result<NewMr> {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: connects the QP `param.qpn` to the peer of `id`; the answer comes as an
+    /// [`IwEvent::ConnectReply`](super::iw_provider::IwEvent::ConnectReply).
+    fn iw_connect(&self, _dev: &Device, _id: IwCmId, _param: &IwConnParam<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: accepts the connection request `id.provider_data()` on QP `param.qpn`.
+    fn iw_accept(&self, _dev: &Device, _id: IwCmId, _param: &IwConnParam<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: rejects the connection request `id.provider_data()` with `private_data`.
+    fn iw_reject(&self, _dev: &Device, _id: IwCmId, _private_data: &[u8]) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: listens on the local address of `id`.
+    fn iw_create_listen(&self, _dev: &Device, _id: IwCmId, _backlog: u32) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: stops the listener whose id has [`IwCmId::key`] `key`.
+    fn iw_destroy_listen(&self, _dev: &Device, _key: usize) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// iWARP: the QP numbered `qpn`, if it exists.
+    fn iw_get_qp(&self, _dev: &Device, _qpn: u32) -> Option<QpHandle> {
+        None
     }
 }
 
@@ -783,6 +839,23 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.modify_qp = Some(modify_qp_callback);
     ops.query_qp = Some(query_qp_callback);
     ops.size_ib_qp = core::mem::size_of::<QpContainer>();
+    ops.post_send = Some(post_send_callback);
+    ops.post_recv = Some(post_recv_callback);
+    ops.poll_cq = Some(poll_cq_callback);
+    ops.req_notify_cq = Some(req_notify_cq_callback);
+    ops.get_dma_mr = Some(get_dma_mr_callback);
+    ops.alloc_mr = Some(alloc_mr_callback);
+    ops.map_mr_sg = Some(map_mr_sg_callback);
+    ops.reg_user_mr = Some(reg_user_mr_callback);
+    ops.dereg_mr = Some(dereg_mr_callback);
+    ops.iw_connect = Some(iw_connect_callback);
+    ops.iw_accept = Some(iw_accept_callback);
+    ops.iw_reject = Some(iw_reject_callback);
+    ops.iw_create_listen = Some(iw_create_listen_callback);
+    ops.iw_destroy_listen = Some(iw_destroy_listen_callback);
+    ops.iw_add_ref = Some(iw_add_ref_callback);
+    ops.iw_rem_ref = Some(iw_rem_ref_callback);
+    ops.iw_get_qp = Some(iw_get_qp_callback);
     ops.mmap = Some(mmap_callback);
     ops.mmap_free = Some(mmap_free_callback);
     // The object-size model: the core allocates objects of these sizes. No driver data is

@@ -11,11 +11,16 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
+    completion_queue::{Arm, CqNotifier, Wc},
     device::{c_int_of, with_driver, Device, Driver},
     user::user_verb,
+    work_request::{RecvWr, SendWr},
 };
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
-use core::mem::ManuallyDrop;
+use core::{
+    mem::ManuallyDrop,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 /// A protection domain, as a provider sees it: an identity, stable while it exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +97,38 @@ pub trait QueuePair: Send + Sync {
     fn query(&self) -> Result<QpQuery> {
         Err(EOPNOTSUPP)
     }
+
+    /// Queues a send work request (`ib_post_send`); an error refuses it.
+    fn post_send(&self, _wr: &SendWr<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Queues a receive work request (`ib_post_recv`); an error refuses it.
+    fn post_recv(&self, _wr: &RecvWr<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+}
+
+/// The core's object of a queue pair, as an identity: what a completion names and what the
+/// iWARP connection manager looks up by number (`iw_get_qp`).
+///
+/// # Invariants
+///
+/// Points to an `ib_qp` that `create_qp_callback` set up. It is only handed back to the core,
+/// never dereferenced by Rust code; the provider hands it out only while the QP exists (it
+/// forgets it in its `QueuePair`'s destruction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpHandle(*mut bindings::ib_qp);
+
+// SAFETY: An identity, usable from any thread.
+unsafe impl Send for QpHandle {}
+// SAFETY: As above.
+unsafe impl Sync for QpHandle {}
+
+impl QpHandle {
+    pub(crate) fn as_raw(self) -> *mut bindings::ib_qp {
+        self.0
+    }
 }
 
 /// What a completion queue is asked to be (`struct ib_cq_init_attr`).
@@ -107,7 +144,18 @@ pub struct CqAttributes {
 
 /// A provider's completion queue; dropped when the CQ is destroyed (the RDMA core guarantees
 /// nothing uses it any more).
-pub trait CompletionQueue: Send + Sync {}
+pub trait CompletionQueue: Send + Sync {
+    /// Takes the oldest completion (`ib_poll_cq`).
+    fn poll(&self) -> Option<Wc> {
+        None
+    }
+
+    /// Arms the queue (`ib_req_notify_cq`): the next completion of the kind `arm` names runs
+    /// the consumer's handler once. Returns whether completions are waiting already.
+    fn arm(&self, _arm: Arm) -> bool {
+        false
+    }
+}
 
 /// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
 /// driver to accept it.
@@ -151,6 +199,17 @@ pub(crate) unsafe extern "C" fn dealloc_pd_callback(
 pub(crate) struct CqContainer {
     ibcq: bindings::ib_cq,
     queue: ManuallyDrop<Arc<dyn CompletionQueue>>,
+    notifier: ManuallyDrop<CqNotifier>,
+}
+
+/// The provider's completion queue of `cq`.
+///
+/// # Safety
+///
+/// `cq` must be a CQ that `create_cq_callback` created and that is not destroyed yet.
+pub(crate) unsafe fn completion_queue<'a>(cq: *mut bindings::ib_cq) -> &'a dyn CompletionQueue {
+    // SAFETY: Written by `create_cq_callback` (the caller's guarantee), alive until destroy.
+    unsafe { &**(*cq.cast::<CqContainer>()).queue }
 }
 
 /// `create_cq`.
@@ -184,14 +243,17 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
                 bindings::uverbs_attr_bundle_udata(attrs)
             })
         };
-        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut());
+        let notifier = CqNotifier::new(cq)?;
+        let given = notifier.clone();
+        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given);
         // SAFETY: A device of ours, alive while it has CQs.
         let (queue, entries) = unsafe { with_driver(ibdev, create) }?;
         let container = cq.cast::<CqContainer>();
-        // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` is written
-        // once here and taken once in `destroy_cq_callback`.
+        // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` and
+        // `notifier` are written once here and taken once in `destroy_cq_callback`.
         unsafe {
             core::ptr::addr_of_mut!((*container).queue).write(ManuallyDrop::new(queue));
+            core::ptr::addr_of_mut!((*container).notifier).write(ManuallyDrop::new(notifier));
             (*cq).cqe = c_int_of(entries);
         }
         Ok(0)
@@ -209,16 +271,30 @@ pub(crate) unsafe extern "C" fn destroy_cq_callback(
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
     let container = cq.cast::<CqContainer>();
-    // SAFETY: Written by `create_cq_callback`; nothing uses it after this.
-    drop(unsafe { ManuallyDrop::take(&mut (*container).queue) });
+    // SAFETY: Written by `create_cq_callback`; nothing uses them after this.
+    let (queue, notifier) = unsafe {
+        (
+            ManuallyDrop::take(&mut (*container).queue),
+            ManuallyDrop::take(&mut (*container).notifier),
+        )
+    };
+    notifier.shut();
+    drop(queue);
     0
 }
 
 /// A QP as the core allocates it (`size_ib_qp`): the core object, then the provider's queues.
 #[repr(C)]
+///
+/// # Invariants
+///
+/// `refs` counts the creation's reference and those the iWARP connection manager holds
+/// (`iw_add_ref`); `released` is completed when it drops to zero.
 pub(crate) struct QpContainer {
     ibqp: bindings::ib_qp,
     qp: ManuallyDrop<Arc<dyn QueuePair>>,
+    refs: AtomicUsize,
+    released: bindings::completion,
 }
 
 /// `create_qp`.
@@ -250,7 +326,10 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         };
         // SAFETY: A non-null udata is the user verb's, valid for the call.
         let mut user = unsafe { user_verb(udata) };
-        let create = |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut());
+        // INVARIANT: `qp` is the core's object being set up.
+        let handle = QpHandle(qp);
+        let create =
+            |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle);
         // SAFETY: A device of ours, alive while it has QPs.
         let (queue, qpn) = unsafe { with_driver(ibdev, create) }?;
         i.cap.max_send_wr = a.max_send_wr;
@@ -263,6 +342,8 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         // here and taken once in `destroy_qp_callback`.
         unsafe {
             core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
+            core::ptr::addr_of_mut!((*container).refs).write(AtomicUsize::new(1));
+            bindings::init_completion(core::ptr::addr_of_mut!((*container).released));
             (*qp).qp_num = qpn;
         }
         Ok(0)
@@ -274,7 +355,7 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
 /// # Safety
 ///
 /// `qp` must be a QP that `create_qp_callback` created and that is not destroyed yet.
-unsafe fn queue_pair<'a>(qp: *mut bindings::ib_qp) -> &'a dyn QueuePair {
+pub(crate) unsafe fn queue_pair<'a>(qp: *mut bindings::ib_qp) -> &'a dyn QueuePair {
     // SAFETY: Written by `create_qp_callback` (the caller's guarantee) and alive until destroy.
     unsafe { &**(*qp.cast::<QpContainer>()).qp }
 }
@@ -354,7 +435,40 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
     let container = qp.cast::<QpContainer>();
-    // SAFETY: Written by `create_qp_callback`; nothing uses it after this.
+    // SAFETY: Written by `create_qp_callback`; no verb uses it after this.
     drop(unsafe { ManuallyDrop::take(&mut (*container).qp) });
+    // The iWARP connection manager may still hold the QP: the core frees it on return, so
+    // wait until the last reference is gone, as the C siw does.
+    // SAFETY: `create_qp_callback` initialised both.
+    unsafe {
+        iw_rem_ref_callback(qp);
+        bindings::wait_for_completion(core::ptr::addr_of_mut!((*container).released));
+    }
     0
+}
+
+/// `iw_add_ref`: the iWARP connection manager holds the QP.
+///
+/// # Safety
+///
+/// Called with a QP that `create_qp_callback` set up and whose last reference is not gone.
+pub(crate) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
+    // SAFETY: Set up by `create_qp_callback`, alive (the caller's guarantee).
+    unsafe { (*qp.cast::<QpContainer>()).refs.fetch_add(1, Ordering::Relaxed) };
+}
+
+/// `iw_rem_ref`: a reference taken by creation or `iw_add_ref` is dropped.
+///
+/// # Safety
+///
+/// Called with a QP that `create_qp_callback` set up, by the holder of a reference.
+pub(crate) unsafe extern "C" fn iw_rem_ref_callback(qp: *mut bindings::ib_qp) {
+    let container = qp.cast::<QpContainer>();
+    // SAFETY: Alive while the caller holds its reference; after the last one only
+    // `destroy_qp_callback`, which waits for `released`, still uses it.
+    unsafe {
+        if (*container).refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+            bindings::complete(core::ptr::addr_of_mut!((*container).released));
+        }
+    }
 }

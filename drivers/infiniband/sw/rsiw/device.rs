@@ -17,8 +17,10 @@ use kernel::{
             PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
+        completion_queue::CqNotifier,
         objects::{
-            CompletionQueue, CqAttributes, PdId, QpInitAttributes, QpModify, QpQuery, QueuePair,
+            CompletionQueue, CqAttributes, PdId, QpHandle, QpInitAttributes, QpModify, QpQuery,
+            QueuePair,
         },
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
@@ -308,6 +310,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         _dev: &Device,
         attr: &CqAttributes,
         user: Option<&mut UserVerb<'_>>,
+        _notifier: CqNotifier,
     ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
@@ -341,6 +344,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         _dev: &Device,
         attr: &mut QpInitAttributes,
         user: Option<&mut UserVerb<'_>>,
+        _handle: QpHandle,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
         use limits::*;
         if attr.create_flags != 0 || !attr.reliable_connected {

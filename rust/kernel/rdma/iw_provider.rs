@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The iWARP connection manager's provider side: the `iw_*` verbs of an iWARP device and the
+//! events it delivers back (`include/rdma/iw_cm.h`).
+//!
+//! rdma_cm runs iWARP connections through iw_cm, which calls the provider to connect, listen,
+//! accept and reject, and expects events in return: a connection request on a listening id,
+//! the reply to a connect, established, disconnect and close. An [`IwCmId`] is the provider's
+//! reference to an `iw_cm_id`: it takes one of the id's references (`add_ref`) when made and
+//! drops it (`rem_ref`) when dropped, so the id stays alive for as long as the provider may
+//! deliver events to it — iw_cm's reference rule.
+//!
+//! iw_cm also holds the QP of a connection (`iw_add_ref`/`iw_rem_ref`, in
+//! [`super::objects`]): destroying a QP waits until iw_cm let go of it, which it does when the
+//! provider reports the connection closed. A provider must therefore deliver [`IwEvent::Close`]
+//! for every connection that reached [`IwEvent::Established`] or a successful
+//! [`IwEvent::ConnectReply`], and never before (iw_cm `BUG()`s on a close while it waits for
+//! the ULP to accept).
+//!
+//! C header: [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h)
+
+use super::{
+    device::{with_driver, Device, Driver},
+    objects::QpHandle,
+};
+use crate::{
+    bindings,
+    error::{from_result, Result},
+    ffi::{c_int, c_void},
+    net::tcp::RawSockAddr,
+    prelude::*,
+};
+use core::net::SocketAddr;
+
+/// A reference to an `iw_cm_id`.
+///
+/// # Invariants
+///
+/// `id` points to a live `iw_cm_id` of which this value holds one reference (taken with its
+/// `add_ref`, dropped with its `rem_ref`).
+pub struct IwCmId {
+    id: *mut bindings::iw_cm_id,
+}
+
+// SAFETY: iw_cm ids are used from any thread; iw_cm serialises its own state.
+unsafe impl Send for IwCmId {}
+// SAFETY: As above; the methods taking `&self` only read fields iw_cm set before handing the
+// id over, or call iw_cm's event handler, which may be called concurrently.
+unsafe impl Sync for IwCmId {}
+
+/// Connection parameters of `iw_connect` and `iw_accept` (`struct iw_cm_conn_param`).
+pub struct IwConnParam<'a> {
+    /// The ULP's private data.
+    pub private_data: &'a [u8],
+    /// Outbound RDMA Read queue depth.
+    pub ord: u32,
+    /// Inbound RDMA Read queue depth.
+    pub ird: u32,
+    /// The QP to connect.
+    pub qpn: u32,
+}
+
+/// An event for iw_cm.
+pub enum IwEvent<'a> {
+    /// A peer asks to connect, on a listening id. `provider_data` identifies the pending
+    /// connection in the later `iw_accept`/`iw_reject` (as [`IwCmId::provider_data`]).
+    ConnectRequest {
+        /// The provider's handle of the connection.
+        provider_data: usize,
+        /// Local address.
+        local: SocketAddr,
+        /// Peer address.
+        remote: SocketAddr,
+        /// The peer's private data.
+        private_data: &'a [u8],
+        /// The peer's IRD.
+        ird: u8,
+        /// The peer's ORD.
+        ord: u8,
+    },
+    /// The answer to `iw_connect`: `Ok` if the peer accepted.
+    ConnectReply {
+        /// Accepted, or why not (`ECONNREFUSED` for a reject, others for failures).
+        status: Result,
+        /// Local address.
+        local: SocketAddr,
+        /// Peer address.
+        remote: SocketAddr,
+        /// The peer's private data.
+        private_data: &'a [u8],
+        /// The negotiated IRD.
+        ird: u8,
+        /// The negotiated ORD.
+        ord: u8,
+    },
+    /// An accepted connection is up.
+    Established,
+    /// The peer or the ULP started to close.
+    Disconnect(Result),
+    /// The connection is closed; iw_cm lets go of the QP.
+    Close,
+}
+
+fn write_addr(to: &mut bindings::__kernel_sockaddr_storage, addr: &SocketAddr) {
+    let (raw, _) = RawSockAddr::new(addr);
+    // SAFETY: Both are 128-byte plain-data socket address buffers.
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            (&raw as *const RawSockAddr).cast::<u8>(),
+            (to as *mut bindings::__kernel_sockaddr_storage).cast::<u8>(),
+            core::mem::size_of::<bindings::__kernel_sockaddr_storage>()
+                .min(core::mem::size_of::<RawSockAddr>()),
+        )
+    };
+}
+
+fn read_addr(from: &bindings::__kernel_sockaddr_storage) -> Result<SocketAddr> {
+    let mut raw = RawSockAddr::empty();
+    // SAFETY: Both are 128-byte plain-data socket address buffers.
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            (from as *const bindings::__kernel_sockaddr_storage).cast::<u8>(),
+            (&mut raw as *mut RawSockAddr).cast::<u8>(),
+            core::mem::size_of::<bindings::__kernel_sockaddr_storage>()
+                .min(core::mem::size_of::<RawSockAddr>()),
+        )
+    };
+    raw.to_socket_addr()
+}
+
+impl IwCmId {
+    /// Takes a reference to `id`.
+    ///
+    /// # Safety
+    ///
+    /// `id` must be a live `iw_cm_id` handed to the provider by iw_cm.
+    unsafe fn get(id: *mut bindings::iw_cm_id) -> Self {
+        // SAFETY: iw_cm sets `add_ref` on every id before handing it over.
+        unsafe {
+            if let Some(add_ref) = (*id).add_ref {
+                add_ref(id);
+            }
+        }
+        // INVARIANT: We took a reference.
+        Self { id }
+    }
+
+    /// An identity of the id, to find it again in `iw_destroy_listen`.
+    pub fn key(&self) -> usize {
+        self.id as usize
+    }
+
+    /// The local address (as mapped by the port mapper, which is what the provider binds).
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        // SAFETY: The id is live (the invariant); iw_cm set the address before the call.
+        read_addr(unsafe { &(*self.id).m_local_addr })
+    }
+
+    /// The peer address (mapped, as above).
+    pub fn remote_addr(&self) -> Result<SocketAddr> {
+        // SAFETY: As above.
+        read_addr(unsafe { &(*self.id).m_remote_addr })
+    }
+
+    /// The provider data of a connection-request id: what the provider gave in
+    /// [`IwEvent::ConnectRequest`].
+    pub fn provider_data(&self) -> usize {
+        // SAFETY: The id is live; iw_cm copied the field from the request event.
+        unsafe { (*self.id).provider_data as usize }
+    }
+
+    /// Delivers `event` to iw_cm. An error means iw_cm could not take it (no memory).
+    pub fn deliver(&self, event: IwEvent<'_>) -> Result {
+        // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
+        let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
+        let set_data = |ev: &mut bindings::iw_cm_event, data: &[u8], ird: u8, ord: u8| {
+            ev.private_data = data.as_ptr() as *mut c_void;
+            ev.private_data_len = data.len().min(u8::MAX as usize) as u8;
+            ev.ird = ird;
+            ev.ord = ord;
+        };
+        match event {
+            IwEvent::ConnectRequest {
+                provider_data,
+                local,
+                remote,
+                private_data,
+                ird,
+                ord,
+            } => {
+                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REQUEST;
+                ev.provider_data = provider_data as *mut c_void;
+                write_addr(&mut ev.local_addr, &local);
+                write_addr(&mut ev.remote_addr, &remote);
+                set_data(&mut ev, private_data, ird, ord);
+            }
+            IwEvent::ConnectReply {
+                status,
+                local,
+                remote,
+                private_data,
+                ird,
+                ord,
+            } => {
+                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
+                ev.status = match status {
+                    Ok(()) => 0,
+                    Err(e) => e.to_errno(),
+                };
+                write_addr(&mut ev.local_addr, &local);
+                write_addr(&mut ev.remote_addr, &remote);
+                set_data(&mut ev, private_data, ird, ord);
+            }
+            IwEvent::Established => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_ESTABLISHED,
+            IwEvent::Disconnect(status) => {
+                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_DISCONNECT;
+                ev.status = match status {
+                    Ok(()) => 0,
+                    Err(e) => e.to_errno(),
+                };
+            }
+            IwEvent::Close => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CLOSE,
+        }
+        // SAFETY: The id is live (the invariant) and iw_cm set its handler; the handler copies
+        // the private data before it returns.
+        let ret = unsafe {
+            match (*self.id).event_handler {
+                Some(handler) => handler(self.id, &mut ev),
+                None => return Err(EINVAL),
+            }
+        };
+        if ret < 0 {
+            Err(Error::from_errno(ret))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for IwCmId {
+    fn drop(&mut self) {
+        // SAFETY: We hold a reference (the invariant) and give it back.
+        unsafe {
+            if let Some(rem_ref) = (*self.id).rem_ref {
+                rem_ref(self.id);
+            }
+        }
+    }
+}
+
+/// The connection parameters iw_cm passes.
+///
+/// # Safety
+///
+/// `p` must be valid, with private data of the given length, for `'a`.
+unsafe fn conn_param<'a>(p: *const bindings::iw_cm_conn_param) -> IwConnParam<'a> {
+    // SAFETY: Valid for `'a` (the caller's guarantee).
+    let p = unsafe { &*p };
+    let private_data = if p.private_data.is_null() || p.private_data_len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: `private_data_len` bytes at `private_data` (the caller's guarantee).
+        unsafe {
+            core::slice::from_raw_parts(p.private_data.cast::<u8>(), p.private_data_len.into())
+        }
+    };
+    IwConnParam {
+        private_data,
+        ord: p.ord,
+        ird: p.ird,
+        qpn: p.qpn,
+    }
+}
+
+/// `iw_connect`.
+///
+/// # Safety
+///
+/// Called by iw_cm with a live id of one of our devices and valid parameters.
+pub(crate) unsafe extern "C" fn iw_connect_callback(
+    id: *mut bindings::iw_cm_id,
+    param: *mut bindings::iw_cm_conn_param,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: Live for the call (the caller's guarantee).
+        let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
+        // SAFETY: A device of ours with connections.
+        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_connect(dev, id, &param)) }?;
+        Ok(0)
+    })
+}
+
+/// `iw_accept`.
+///
+/// # Safety
+///
+/// Called by iw_cm with a live connection-request id of one of our devices and valid
+/// parameters.
+pub(crate) unsafe extern "C" fn iw_accept_callback(
+    id: *mut bindings::iw_cm_id,
+    param: *mut bindings::iw_cm_conn_param,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: Live for the call (the caller's guarantee).
+        let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
+        // SAFETY: A device of ours with connections.
+        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_accept(dev, id, &param)) }?;
+        Ok(0)
+    })
+}
+
+/// `iw_reject`.
+///
+/// # Safety
+///
+/// Called by iw_cm with a live connection-request id of one of our devices and `len` bytes of
+/// private data (or null).
+pub(crate) unsafe extern "C" fn iw_reject_callback(
+    id: *mut bindings::iw_cm_id,
+    pdata: *const c_void,
+    len: u8,
+) -> c_int {
+    from_result(|| {
+        let data = if pdata.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: `len` bytes at `pdata` (the caller's guarantee).
+            unsafe { core::slice::from_raw_parts(pdata.cast::<u8>(), len.into()) }
+        };
+        // SAFETY: Live for the call (the caller's guarantee).
+        let (ibdev, id) = unsafe { ((*id).device, IwCmId::get(id)) };
+        // SAFETY: A device of ours with connections.
+        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_reject(dev, id, data)) }?;
+        Ok(0)
+    })
+}
+
+/// `iw_create_listen`.
+///
+/// # Safety
+///
+/// Called by iw_cm with a live id of one of our devices.
+pub(crate) unsafe extern "C" fn iw_create_listen_callback(
+    id: *mut bindings::iw_cm_id,
+    backlog: c_int,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: Live for the call (the caller's guarantee).
+        let (ibdev, id) = unsafe { ((*id).device, IwCmId::get(id)) };
+        let backlog = u32::try_from(backlog).unwrap_or(0);
+        let listen = |d: &dyn Driver, dev: &Device| d.iw_create_listen(dev, id, backlog);
+        // SAFETY: A device of ours.
+        unsafe { with_driver(ibdev, listen) }?;
+        Ok(0)
+    })
+}
+
+/// `iw_destroy_listen`.
+///
+/// # Safety
+///
+/// Called by iw_cm with an id that `iw_create_listen_callback` accepted.
+pub(crate) unsafe extern "C" fn iw_destroy_listen_callback(id: *mut bindings::iw_cm_id) -> c_int {
+    from_result(|| {
+        // SAFETY: Live for the call (the caller's guarantee).
+        let ibdev = unsafe { (*id).device };
+        let key = id as usize;
+        // SAFETY: A device of ours.
+        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_destroy_listen(dev, key)) }?;
+        Ok(0)
+    })
+}
+
+/// `iw_get_qp`.
+///
+/// # Safety
+///
+/// Called by iw_cm with one of our devices.
+pub(crate) unsafe extern "C" fn iw_get_qp_callback(
+    ibdev: *mut bindings::ib_device,
+    qpn: c_int,
+) -> *mut bindings::ib_qp {
+    let Ok(qpn) = u32::try_from(qpn) else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: A device of ours.
+    let found = unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_get_qp(dev, qpn)) };
+    found.map_or(core::ptr::null_mut(), QpHandle::as_raw)
+}

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A provider's memory regions, and access to the memory behind them.
+//!
+//! A software provider (siw, rxe, rsiw) has no DMA engine: the RDMA core gives its devices no
+//! `dma_device`, so `ib_uses_virt_dma()` holds and every "DMA address" a kernel consumer hands
+//! to it — in a scatter/gather entry, in an MR page list — is the kernel virtual address the
+//! consumer mapped with `ib_dma_map_*`. The consumer keeps that memory mapped until the work
+//! request completes, or until the MR is invalidated or deregistered: that is the verbs
+//! contract the provider relies on, in C as here.
+//!
+//! This module turns those addresses into [`DmaRange`]s the provider copies through, and only
+//! from the two places the core hands them over:
+//!
+//! - a DMA MR (`get_dma_mr`, the MR `ib_alloc_pd` makes for its `local_dma_lkey`) stands for
+//!   all of memory; its [`DmaMemory`] turns any address a consumer posts with its key into a
+//!   range;
+//! - a fast-registration MR (`alloc_mr`, filled by `map_mr_sg` and made valid by a REG_MR work
+//!   request) has a [`PageList`] of the pages the core's `ib_sg_to_pages` produced.
+//!
+//! User memory regions (`reg_user_mr`, which needs `ib_umem` pinning) are not wrapped yet: the
+//! verb answers `EOPNOTSUPP`.
+//!
+//! The core does not allocate MRs for providers (there is no `size_ib_mr`): the callbacks here
+//! allocate an [`MrContainer`] holding the `ib_mr` and the provider's object, and free it on
+//! `dereg_mr`.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    device::{with_driver, Device, Driver},
+    objects::PdId,
+};
+use crate::{
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    bindings,
+    error::{from_result, Result},
+    ffi::{c_int, c_uint},
+    prelude::*,
+    sync::Arc,
+};
+use core::mem::ManuallyDrop;
+
+/// `IB_ACCESS_LOCAL_WRITE`.
+pub const ACCESS_LOCAL_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+/// `IB_ACCESS_REMOTE_WRITE`.
+pub const ACCESS_REMOTE_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+/// `IB_ACCESS_REMOTE_READ`.
+pub const ACCESS_REMOTE_READ: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ;
+/// `IB_ACCESS_REMOTE_ATOMIC`.
+pub const ACCESS_REMOTE_ATOMIC: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+
+/// A byte range of kernel memory a consumer made available to a software device.
+///
+/// # Invariants
+///
+/// `addr..addr + len` is a kernel virtual address range that a kernel consumer handed to the
+/// device through the verbs (a posted scatter/gather entry under a DMA MR, or a page of a
+/// fast-registration MR), as described in the module documentation. The provider uses it only
+/// while the consumer's contract keeps it mapped.
+#[derive(Clone, Copy, Debug)]
+pub struct DmaRange {
+    addr: usize,
+    len: usize,
+}
+
+impl DmaRange {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The part `offset..offset + len` of the range, if it lies inside.
+    pub fn sub(&self, offset: usize, len: usize) -> Option<Self> {
+        let end = offset.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        // INVARIANT: A part of a range the consumer made available.
+        Some(Self {
+            addr: self.addr.checked_add(offset)?,
+            len,
+        })
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        let part = self.sub(offset, out.len()).ok_or(EINVAL)?;
+        // SAFETY: By the type invariant the consumer keeps `part` mapped; `out` is a distinct
+        // Rust buffer. The consumer may write the memory concurrently, as a DMA engine would
+        // see it: bytes are copied, never referenced.
+        unsafe {
+            core::ptr::copy_nonoverlapping(part.addr as *const u8, out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `data` into the range at `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result {
+        let part = self.sub(offset, data.len()).ok_or(EINVAL)?;
+        // SAFETY: As in `read`, with the consumer having granted write access (the provider
+        // checks the MR's rights before it writes).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), part.addr as *mut u8, data.len()) };
+        Ok(())
+    }
+}
+
+/// All of memory, as a DMA MR grants it to kernel consumers.
+///
+/// # Invariants
+///
+/// Only this module creates it, for a DMA MR the RDMA core asked for (`get_dma_mr` is not
+/// reachable from user space).
+pub struct DmaMemory(());
+
+impl DmaMemory {
+    /// The range a consumer posted as `addr`, `len` under the DMA MR's key.
+    pub fn range(&self, addr: u64, len: u32) -> Option<DmaRange> {
+        let addr = usize::try_from(addr).ok()?;
+        let len = len as usize;
+        addr.checked_add(len)?;
+        // INVARIANT: A DMA MR covers every address a consumer posts with its key.
+        Some(DmaRange { addr, len })
+    }
+}
+
+/// The pages of a fast-registration MR, as `map_mr_sg` set them.
+///
+/// # Invariants
+///
+/// The first `count` entries of `pages` are the addresses `ib_sg_to_pages` reported for pages
+/// of `page_size` bytes; `iova` and `length` are the MR's after the mapping.
+pub struct PageList {
+    pages: KVec<u64>,
+    count: usize,
+    iova: u64,
+    length: u64,
+    page_size: u64,
+}
+
+impl PageList {
+    /// An empty list with room for `max_pages` pages.
+    pub fn new(max_pages: u32) -> Result<Self> {
+        let mut pages = KVec::with_capacity(max_pages as usize, GFP_KERNEL)?;
+        for _ in 0..max_pages {
+            pages.push(0, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            pages,
+            count: 0,
+            iova: 0,
+            length: 0,
+            page_size: 4096,
+        })
+    }
+
+    /// The I/O virtual address of the first byte.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// The length of the mapping in bytes.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// Calls `f` with the memory of `len` bytes starting `offset` bytes after the start of the
+    /// mapping, in page-contiguous pieces and in order. Fails if the range is not mapped.
+    pub fn for_each_range(
+        &self,
+        offset: u64,
+        len: u64,
+        f: &mut dyn FnMut(DmaRange) -> Result,
+    ) -> Result {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > self.length {
+            return Err(EINVAL);
+        }
+        // The first page starts at `iova` rounded down to the page size.
+        let first_page_offset = self.iova % self.page_size;
+        let mut at = offset.checked_add(first_page_offset).ok_or(EINVAL)?;
+        let mut left = len;
+        while left > 0 {
+            let index = usize::try_from(at / self.page_size).map_err(|_| EINVAL)?;
+            let in_page = at % self.page_size;
+            if index >= self.count {
+                return Err(EINVAL);
+            }
+            let page = *self.pages.get(index).ok_or(EINVAL)?;
+            let piece = core::cmp::min(left, self.page_size - in_page);
+            let addr = usize::try_from(page.checked_add(in_page).ok_or(EINVAL)?)
+                .map_err(|_| EINVAL)?;
+            let piece_len = usize::try_from(piece).map_err(|_| EINVAL)?;
+            addr.checked_add(piece_len).ok_or(EINVAL)?;
+            // INVARIANT: A piece of a page the core mapped for the consumer.
+            f(DmaRange {
+                addr,
+                len: piece_len,
+            })?;
+            at += piece;
+            left -= piece;
+        }
+        Ok(())
+    }
+}
+
+/// A provider's memory region; dropped when the MR is deregistered.
+pub trait MemoryRegion: Send + Sync {
+    /// `map_mr_sg`: the consumer maps a scatterlist onto a fast-registration MR. Call `fill`
+    /// with the MR's page list (locked as the provider sees fit); it replaces the pages and
+    /// returns the number of scatterlist entries mapped.
+    fn map_pages(&self, _fill: &mut dyn FnMut(&mut PageList) -> Result<u32>) -> Result<u32> {
+        Err(EOPNOTSUPP)
+    }
+
+    /// The consumer deregisters the MR (`dereg_mr`): no new access may start. The object
+    /// itself is dropped once the provider lets go of it.
+    fn deregister(&self) {}
+}
+
+/// What a provider answers when it creates an MR: its object and its key (lkey and rkey).
+pub struct NewMr {
+    /// The provider's object.
+    pub mr: Arc<dyn MemoryRegion>,
+    /// The local and remote key.
+    pub key: u32,
+}
+
+/// An MR as this module allocates it: the core's `ib_mr`, then the provider's object.
+///
+/// # Invariants
+///
+/// `filling` is null, or points to the page list a `map_mr_sg_callback` is filling right now.
+#[repr(C)]
+struct MrContainer {
+    ibmr: bindings::ib_mr,
+    mr: ManuallyDrop<Arc<dyn MemoryRegion>>,
+    filling: *mut PageList,
+}
+
+/// Allocates the container of a new MR and returns the `ib_mr`, or an `ERR_PTR`.
+fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
+    let created = match created {
+        Ok(c) => c,
+        Err(e) => return e.to_ptr(),
+    };
+    // SAFETY: `ib_mr` is plain data for which all zeroes is valid (the core fills it in).
+    let ibmr: bindings::ib_mr = unsafe { core::mem::zeroed() };
+    let container = MrContainer {
+        ibmr,
+        mr: ManuallyDrop::new(created.mr),
+        filling: core::ptr::null_mut(),
+    };
+    match KBox::new(container, GFP_KERNEL) {
+        Ok(b) => {
+            let raw = KBox::into_raw(b);
+            // SAFETY: `raw` is the container just leaked; `ibmr` is its first field.
+            unsafe {
+                (*raw).ibmr.lkey = created.key;
+                (*raw).ibmr.rkey = created.key;
+                core::ptr::addr_of_mut!((*raw).ibmr)
+            }
+        }
+        Err(e) => {
+            // The container (and with it the provider's object) was dropped by `KBox::new`.
+            Error::from(e).to_ptr()
+        }
+    }
+}
+
+/// `get_dma_mr`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live PD of one of our devices.
+pub(crate) unsafe extern "C" fn get_dma_mr_callback(
+    pd: *mut bindings::ib_pd,
+    access: c_int,
+) -> *mut bindings::ib_mr {
+    // SAFETY: `pd` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*pd).device };
+    let id = PdId(pd as usize);
+    let create = |d: &dyn Driver, dev: &Device| d.get_dma_mr(dev, id, access as u32, DmaMemory(()));
+    // SAFETY: A device of ours, alive while it has PDs.
+    new_mr(unsafe { with_driver(ibdev, create) })
+}
+
+/// `alloc_mr`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live PD of one of our devices.
+pub(crate) unsafe extern "C" fn alloc_mr_callback(
+    pd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
+    if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // SAFETY: `pd` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*pd).device };
+    let id = PdId(pd as usize);
+    let create = |d: &dyn Driver, dev: &Device| d.alloc_mr(dev, id, max_num_sg);
+    // SAFETY: A device of ours, alive while it has PDs.
+    new_mr(unsafe { with_driver(ibdev, create) })
+}
+
+/// `reg_user_mr`: not wrapped yet (needs `ib_umem`).
+///
+/// # Safety
+///
+/// Called by the RDMA core; no argument is used.
+pub(crate) unsafe extern "C" fn reg_user_mr_callback(
+    _pd: *mut bindings::ib_pd,
+    _start: u64,
+    _length: u64,
+    _virt_addr: u64,
+    _access: c_int,
+    _udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    EOPNOTSUPP.to_ptr()
+}
+
+/// The `set_page` callback of `ib_sg_to_pages`: appends a page to the list being filled.
+///
+/// # Safety
+///
+/// Called by `ib_sg_to_pages` from `map_mr_sg_callback` with that call's MR.
+unsafe extern "C" fn set_page_callback(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    let container = mr.cast::<MrContainer>();
+    // SAFETY: `map_mr_sg_callback` set `filling` to the list it holds exclusively for the call.
+    let list = unsafe { &mut *(*container).filling };
+    match list.pages.get_mut(list.count) {
+        Some(slot) => {
+            *slot = addr;
+            list.count += 1;
+            0
+        }
+        None => ENOMEM.to_errno(),
+    }
+}
+
+/// `map_mr_sg`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with an MR that `alloc_mr_callback` created and a valid scatterlist
+/// of `sg_nents` entries.
+pub(crate) unsafe extern "C" fn map_mr_sg_callback(
+    mr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut c_uint,
+) -> c_int {
+    let container = mr.cast::<MrContainer>();
+    let mut fill = |list: &mut PageList| -> Result<u32> {
+        list.count = 0;
+        // SAFETY: `container` is live (the caller's guarantee); `filling` is reset before the
+        // list's borrow ends, and the consumer serialises map calls on one MR.
+        let mapped = unsafe {
+            (*container).filling = list;
+            let n = bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(set_page_callback));
+            (*container).filling = core::ptr::null_mut();
+            n
+        };
+        if mapped < 0 {
+            return Err(Error::from_errno(mapped));
+        }
+        // SAFETY: `ib_sg_to_pages` set the MR's iova, length and page size.
+        unsafe {
+            list.iova = (*mr).iova;
+            list.length = (*mr).length;
+            list.page_size = u64::from((*mr).page_size).max(1);
+        }
+        // INVARIANT: The pages and geometry are those `ib_sg_to_pages` reported.
+        Ok(mapped as u32)
+    };
+    // SAFETY: Written by `new_mr`, alive until `dereg_mr`.
+    let provider = unsafe { &**(*container).mr };
+    match provider.map_pages(&mut fill) {
+        Ok(n) => n as c_int,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `dereg_mr`.
+///
+/// # Safety
+///
+/// Called by the RDMA core, once, with an MR that `new_mr` allocated and nothing uses.
+pub(crate) unsafe extern "C" fn dereg_mr_callback(
+    mr: *mut bindings::ib_mr,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `mr` is the first field of a container `new_mr` leaked from a `KBox`; taking
+        // it back frees it once.
+        let mut container = unsafe { KBox::from_raw(mr.cast::<MrContainer>()) };
+        container.mr.deregister();
+        // SAFETY: Written by `new_mr` and taken only here.
+        drop(unsafe { ManuallyDrop::take(&mut container.mr) });
+        Ok(0)
+    })
+}
