@@ -1244,7 +1244,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
                 self.local_op_done(ctx, &wr, r)
             }
             _ if is_request => self.start_request(ctx, &wr),
-            _ => self.start_sq_message(&wr),
+            _ => self.start_sq_message(ctx, &wr),
         };
         match result {
             Ok(started) => {
@@ -1277,7 +1277,11 @@ impl<C: Crc32c + Copy> QpEngine<C> {
     }
 
     /// Starts a Send or Write work request.
-    fn start_sq_message(&mut self, wr: &SendRequest) -> Result<Started, WcStatus> {
+    fn start_sq_message<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+    ) -> Result<Started, WcStatus> {
         let len = wr
             .sges
             .total_len()
@@ -1334,6 +1338,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
         });
         // The engine holds the request now; its SGEs stay the driver's to
         // keep valid until it completes.
+        ctx.pop_send();
         Ok(Started::Message)
     }
 

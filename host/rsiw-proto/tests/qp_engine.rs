@@ -1,0 +1,1450 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The QP engine: two engines wired back to back through byte pipes that
+//! deliver in random pieces, each over an in-memory RNIC (memory regions,
+//! SQ, RQ, CQ), for every work request kind, the credit and fence waits, the
+//! local and remote errors and the flush.
+
+use std::collections::VecDeque;
+
+use proptest::prelude::*;
+use rsiw_proto::proto::crc32c::SoftCrc32c;
+use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::qp_engine::*;
+use rsiw_proto::proto::terminate::TermError;
+
+const PD: u32 = 3;
+
+const LOCAL_WRITE: u32 = 1;
+const REMOTE_WRITE: u32 = 2;
+const REMOTE_READ: u32 = 4;
+const REMOTE_ATOMIC: u32 = 8;
+const ALL: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
+
+/// A memory region of the mock RNIC; STag index = its position in the table.
+#[derive(Debug, Clone)]
+struct Mr {
+    stag: u32,
+    pd: u32,
+    access: u32,
+    base: u64,
+    valid: bool,
+    data: Vec<u8>,
+}
+
+/// One side's RNIC state behind [`QpContext`].
+#[derive(Debug, Default)]
+struct Node {
+    mrs: Vec<Mr>,
+    sq: VecDeque<SendRequest>,
+    rq: VecDeque<RecvRequest>,
+    cq: Vec<Completion>,
+    /// Log of local operations, to check SQ order.
+    log: Vec<String>,
+}
+
+impl Node {
+    /// Adds a region of `len` bytes at virtual address `base` and returns
+    /// its STag (index << 8 | key).
+    fn mr(&mut self, len: usize, base: u64, access: u32) -> u32 {
+        let index = u32::try_from(self.mrs.len()).unwrap() + 1;
+        let stag = index << 8 | 0x5a;
+        while self.mrs.len() < index as usize {
+            self.mrs.push(Mr {
+                stag: 0,
+                pd: 0,
+                access: 0,
+                base: 0,
+                valid: false,
+                data: Vec::new(),
+            });
+        }
+        self.mrs.push(Mr {
+            stag,
+            pd: PD,
+            access,
+            base,
+            valid: true,
+            data: vec![0; len],
+        });
+        stag
+    }
+
+    fn region(&self, stag: u32) -> &Mr {
+        &self.mrs[(stag >> 8) as usize]
+    }
+
+    fn region_mut(&mut self, stag: u32) -> &mut Mr {
+        &mut self.mrs[(stag >> 8) as usize]
+    }
+
+    fn fill(&mut self, stag: u32, seed: u8) {
+        for (i, b) in self.region_mut(stag).data.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(13) ^ seed;
+        }
+    }
+
+    /// The local region `sge` may use, and the index of its first byte.
+    fn local(
+        &mut self,
+        sge: &Sge,
+        offset: u32,
+        len: usize,
+        write: bool,
+    ) -> Result<(&mut Mr, usize), WcStatus> {
+        let mr = self
+            .mrs
+            .get_mut((sge.lkey >> 8) as usize)
+            .filter(|mr| mr.stag == sge.lkey && mr.valid && mr.pd == PD)
+            .ok_or(WcStatus::LocProtErr)?;
+        if write && mr.access & LOCAL_WRITE == 0 {
+            return Err(WcStatus::LocProtErr);
+        }
+        if u64::from(offset) + len as u64 > u64::from(sge.length) {
+            return Err(WcStatus::LocLenErr);
+        }
+        let start = sge.addr.checked_sub(mr.base).ok_or(WcStatus::LocProtErr)? + u64::from(offset);
+        if start + len as u64 > mr.data.len() as u64 {
+            return Err(WcStatus::LocProtErr);
+        }
+        Ok((mr, start as usize))
+    }
+
+    fn tagged(&mut self, stag: u32, offset: u64, len: usize) -> Result<&mut [u8], TermError> {
+        let mr = self
+            .mrs
+            .get_mut((stag >> 8) as usize)
+            .ok_or(TermError::DdpInvalidStag)?;
+        let start = usize::try_from(offset).map_err(|_| TermError::DdpBaseBounds)?;
+        mr.data
+            .get_mut(start..start + len)
+            .ok_or(TermError::DdpBaseBounds)
+    }
+
+    fn recv_completions(&self) -> Vec<Completion> {
+        self.cq
+            .iter()
+            .filter(|c| matches!(c.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm))
+            .copied()
+            .collect()
+    }
+}
+
+impl QpContext for Node {
+    fn peek_send(&mut self) -> Option<SendRequest> {
+        self.sq.front().copied()
+    }
+
+    fn pop_send(&mut self) {
+        self.sq.pop_front();
+    }
+
+    fn pop_recv(&mut self) -> Option<RecvRequest> {
+        self.rq.pop_front()
+    }
+
+    fn complete(&mut self, c: Completion) {
+        self.cq.push(c);
+    }
+
+    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus> {
+        let (mr, start) = self.local(sge, offset, out.len(), false)?;
+        out.copy_from_slice(&mr.data[start..start + out.len()]);
+        Ok(())
+    }
+
+    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus> {
+        let (mr, start) = self.local(sge, offset, data.len(), true)?;
+        mr.data[start..start + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
+        let mr = self.mrs.get((stag >> 8) as usize)?;
+        Some(MemoryRegion {
+            stag: mr.stag,
+            state: if mr.valid {
+                StagState::Valid
+            } else {
+                StagState::Invalid
+            },
+            pd: mr.pd,
+            access: AccessFlags::from_ib(mr.access),
+            base: mr.base,
+            len: mr.data.len() as u64,
+            zero_based: false,
+        })
+    }
+
+    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
+        let len = out.len();
+        out.copy_from_slice(self.tagged(stag, offset, len)?);
+        Ok(())
+    }
+
+    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+        self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError> {
+        let word = self.tagged(stag, offset, 8)?;
+        let old = u64::from_ne_bytes(word.try_into().unwrap());
+        word.copy_from_slice(&op.apply(old).to_ne_bytes());
+        Ok(old)
+    }
+
+    fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError> {
+        match self.mrs.get_mut((stag >> 8) as usize) {
+            Some(mr) if mr.stag == stag && mr.pd == PD && mr.valid => {
+                mr.valid = false;
+                self.log.push(format!("remote-inv {stag:#x}"));
+                Ok(())
+            }
+            _ => Err(TermError::RdmapProtectionCannotInvalidate),
+        }
+    }
+
+    fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus> {
+        match self.mrs.get_mut((stag >> 8) as usize) {
+            Some(mr) if mr.stag == stag && mr.valid => {
+                mr.valid = false;
+                self.log.push(format!("local-inv {stag:#x}"));
+                Ok(())
+            }
+            _ => Err(WcStatus::LocProtErr),
+        }
+    }
+
+    fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus> {
+        match self.mrs.get_mut((stag >> 8) as usize) {
+            Some(mr) if mr.pd == PD => {
+                mr.stag = stag;
+                mr.access = access;
+                mr.valid = true;
+                self.log.push(format!("reg {stag:#x}"));
+                Ok(())
+            }
+            _ => Err(WcStatus::LocProtErr),
+        }
+    }
+}
+
+type Engine = QpEngine<SoftCrc32c>;
+
+/// Two QPs connected by two byte pipes.
+struct Pair {
+    a: Engine,
+    b: Engine,
+    na: Node,
+    nb: Node,
+    /// Bytes in flight from a to b and from b to a.
+    ab: Vec<u8>,
+    ba: Vec<u8>,
+    rng: u64,
+    /// Size of the transmit buffer.
+    out_len: usize,
+    /// Bytes each side transmitted in total.
+    sent: [usize; 2],
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    crc: bool,
+    fpdu_size: usize,
+    ord: u16,
+    ird: u16,
+    seed: u64,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            crc: true,
+            fpdu_size: 1024,
+            ord: 8,
+            ird: 8,
+            seed: 1,
+        }
+    }
+}
+
+impl Pair {
+    fn new(setup: Setup) -> Self {
+        let config = EngineConfig {
+            crc: setup.crc,
+            fpdu_size: setup.fpdu_size,
+            pd: PD,
+            ird: setup.ird,
+            ord: setup.ord,
+        };
+        Self {
+            a: Engine::new(config, SoftCrc32c),
+            b: Engine::new(config, SoftCrc32c),
+            na: Node::default(),
+            nb: Node::default(),
+            ab: Vec::new(),
+            ba: Vec::new(),
+            rng: setup.seed | 1,
+            out_len: 4096,
+            sent: [0; 2],
+        }
+    }
+
+    fn rand(&mut self) -> u64 {
+        // xorshift64
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    /// One transmit call of a side (true: a).
+    fn tx(&mut self, from_a: bool) -> usize {
+        let mut out = vec![0u8; self.out_len];
+        let n = if from_a {
+            self.a.transmit(&mut self.na, &mut out)
+        } else {
+            self.b.transmit(&mut self.nb, &mut out)
+        };
+        assert!(n <= out.len());
+        if from_a {
+            self.ab.extend_from_slice(&out[..n]);
+            self.sent[0] += n;
+        } else {
+            self.ba.extend_from_slice(&out[..n]);
+            self.sent[1] += n;
+        }
+        n
+    }
+
+    /// Delivers everything in flight towards one side, in random pieces.
+    fn rx(&mut self, to_b: bool) {
+        let mut pending = if to_b {
+            std::mem::take(&mut self.ab)
+        } else {
+            std::mem::take(&mut self.ba)
+        };
+        let mut pos = 0;
+        while pos < pending.len() {
+            let r = self.rand();
+            let piece = match r % 4 {
+                0 => 1,
+                1 => (r >> 8) as usize % 7 + 1,
+                2 => (r >> 8) as usize % 300 + 1,
+                _ => pending.len() - pos,
+            };
+            let end = (pos + piece).min(pending.len());
+            let result = if to_b {
+                self.b.receive(&pending[pos..end], &mut self.nb)
+            } else {
+                self.a.receive(&pending[pos..end], &mut self.na)
+            };
+            match result {
+                Ok(n) => assert_eq!(n, end - pos),
+                // The stream is dead: the rest is dropped.
+                Err(_) => break,
+            }
+            pos = end;
+        }
+        pending.clear();
+    }
+
+    /// Runs both sides until neither has anything to send.
+    fn pump(&mut self) {
+        for _ in 0..100_000 {
+            let n = self.tx(true) + self.tx(false);
+            let moved = !self.ab.is_empty() || !self.ba.is_empty();
+            self.rx(true);
+            self.rx(false);
+            if n == 0 && !moved {
+                return;
+            }
+        }
+        panic!("no quiescence");
+    }
+}
+
+fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
+    Sge { addr, length, lkey }
+}
+
+fn sges(list: &[Sge]) -> SgeList {
+    SgeList::new(list).unwrap()
+}
+
+fn wr(wr_id: u64, op: SendOp, list: &[Sge]) -> SendRequest {
+    SendRequest {
+        wr_id,
+        op,
+        sges: sges(list),
+        signaled: true,
+        fence: false,
+    }
+}
+
+fn send_op() -> SendOp {
+    SendOp::Send {
+        solicited: false,
+        invalidate: None,
+    }
+}
+
+fn ok(wr_id: u64, opcode: WcOpcode, byte_len: u32) -> Completion {
+    Completion {
+        wr_id,
+        status: WcStatus::Success,
+        opcode,
+        byte_len,
+        imm: None,
+        invalidated: None,
+        solicited: false,
+    }
+}
+
+fn err(wr_id: u64, opcode: WcOpcode, status: WcStatus) -> Completion {
+    Completion {
+        wr_id,
+        status,
+        opcode,
+        byte_len: 0,
+        imm: None,
+        invalidated: None,
+        solicited: false,
+    }
+}
+
+/// The setups every data-moving test runs under: CRC on and off, FPDUs
+/// small enough to segment, and several delivery splits.
+fn setups() -> Vec<Setup> {
+    let mut v = Vec::new();
+    for crc in [true, false] {
+        for fpdu_size in [128, 1000, 4096, 65536] {
+            for seed in [1, 0x9e37_79b9_7f4a_7c15] {
+                v.push(Setup {
+                    crc,
+                    fpdu_size,
+                    seed,
+                    ..Setup::default()
+                });
+            }
+        }
+    }
+    v
+}
+
+const VA: u64 = 0x7f00_0000_1000;
+
+#[test]
+fn sge_list_limits() {
+    let one = sge(1, 2, 3);
+    assert!(SgeList::new(&[one; MAX_SGE]).is_some());
+    assert!(SgeList::new(&[one; MAX_SGE + 1]).is_none());
+    let full = SgeList::new(&[sge(0, u32::MAX, 0); MAX_SGE]).unwrap();
+    assert_eq!(full.total_len(), Some(u64::from(u32::MAX) * MAX_SGE as u64));
+    assert_eq!(SgeList::new(&[]).unwrap().as_slice(), &[]);
+    assert_eq!(SgeList::single(one).as_slice(), &[one]);
+}
+
+#[test]
+fn send_recv_multi_sge() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(3000, VA, LOCAL_WRITE);
+        p.na.fill(src, 7);
+        let dst = p.nb.mr(4000, VA, LOCAL_WRITE);
+        // 1000 + 0 + 1500 bytes from two places of the source.
+        p.na.sq.push_back(wr(
+            1,
+            send_op(),
+            &[
+                sge(VA + 100, 1000, src),
+                sge(VA, 0, src),
+                sge(VA + 1500, 1500, src),
+            ],
+        ));
+        // Into three receive SGEs, the last one larger than needed.
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 10,
+            sges: sges(&[
+                sge(VA + 3000, 700, dst),
+                sge(VA, 1300, dst),
+                sge(VA + 2000, 1000, dst),
+            ]),
+        });
+        p.pump();
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::Send, 2500)], "{setup:?}");
+        assert_eq!(p.nb.cq, vec![ok(10, WcOpcode::Recv, 2500)], "{setup:?}");
+        let s = &p.na.region(src).data;
+        let message: Vec<u8> = [&s[100..1100], &s[1500..3000]].concat();
+        let d = &p.nb.region(dst).data;
+        let placed: Vec<u8> = [&d[3000..3700], &d[0..1300], &d[2000..2500]].concat();
+        assert_eq!(placed, message, "{setup:?}");
+        assert!(d[2500..3000].iter().all(|&b| b == 0));
+        assert!(!p.a.is_terminated() && !p.b.is_terminated());
+    }
+}
+
+#[test]
+fn send_with_se_and_unsignaled() {
+    let mut p = Pair::new(Setup::default());
+    let src = p.na.mr(64, VA, LOCAL_WRITE);
+    let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+    let mut w = wr(
+        1,
+        SendOp::Send {
+            solicited: true,
+            invalidate: None,
+        },
+        &[sge(VA, 10, src)],
+    );
+    w.signaled = false;
+    p.na.sq.push_back(w);
+    p.na.sq.push_back(wr(2, send_op(), &[]));
+    for id in [20, 21] {
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: id,
+            sges: sges(&[sge(VA, 64, dst)]),
+        });
+    }
+    p.pump();
+    // The unsignaled Send completes nothing at the sender.
+    assert_eq!(p.na.cq, vec![ok(2, WcOpcode::Send, 0)]);
+    let mut first = ok(20, WcOpcode::Recv, 10);
+    first.solicited = true;
+    assert_eq!(p.nb.cq, vec![first, ok(21, WcOpcode::Recv, 0)]);
+}
+
+#[test]
+fn send_with_invalidate() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+        let target = p.nb.mr(64, VA, REMOTE_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::Send {
+                solicited: true,
+                invalidate: Some(target),
+            },
+            &[],
+        ));
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 5,
+            sges: sges(&[sge(VA, 64, dst)]),
+        });
+        p.pump();
+        let mut c = ok(5, WcOpcode::Recv, 0);
+        c.invalidated = Some(target);
+        c.solicited = true;
+        assert_eq!(p.nb.cq, vec![c]);
+        assert!(!p.nb.region(target).valid);
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::Send, 0)]);
+    }
+}
+
+#[test]
+fn send_with_bad_invalidate_terminates() {
+    let mut p = Pair::new(Setup::default());
+    let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Send {
+            solicited: false,
+            invalidate: Some(0x7700),
+        },
+        &[],
+    ));
+    p.nb.rq.push_back(RecvRequest {
+        wr_id: 5,
+        sges: sges(&[sge(VA, 64, dst)]),
+    });
+    p.pump();
+    let c = p.nb.cq[0];
+    assert_eq!(
+        (c.wr_id, c.status, c.invalidated),
+        (5, WcStatus::RemInvReqErr, None)
+    );
+    assert_eq!(
+        p.b.termination(),
+        Some(TermError::RdmapProtectionCannotInvalidate)
+    );
+    assert!(p.a.peer_terminated());
+    assert_eq!(
+        p.a.termination(),
+        Some(TermError::RdmapProtectionCannotInvalidate)
+    );
+}
+
+#[test]
+fn rdma_write() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(5000, VA, 0);
+        p.na.fill(src, 3);
+        let dst = p.nb.mr(8192, 0x1000, REMOTE_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::Write {
+                remote_addr: 0x1000 + 100,
+                rkey: dst,
+            },
+            &[sge(VA, 3000, src), sge(VA + 4000, 1000, src)],
+        ));
+        let mut quiet = wr(
+            2,
+            SendOp::Write {
+                remote_addr: 0x1000 + 6000,
+                rkey: dst,
+            },
+            &[sge(VA, 10, src)],
+        );
+        quiet.signaled = false;
+        p.na.sq.push_back(quiet);
+        p.pump();
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaWrite, 4000)]);
+        assert!(p.nb.cq.is_empty());
+        let s = &p.na.region(src).data;
+        let d = &p.nb.region(dst).data;
+        assert_eq!(&d[100..3100], &s[..3000]);
+        assert_eq!(&d[3100..4100], &s[4000..5000]);
+        assert_eq!(&d[6000..6010], &s[..10]);
+        assert!(d[..100].iter().all(|&b| b == 0));
+    }
+}
+
+#[test]
+fn rdma_write_with_immediate() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(2000, VA, 0);
+        p.na.fill(src, 9);
+        let dst = p.nb.mr(2000, 0, REMOTE_WRITE);
+        let rbuf = p.nb.mr(16, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::WriteImm {
+                remote_addr: 0,
+                rkey: dst,
+                imm: 0xdead_beef,
+            },
+            &[sge(VA, 2000, src)],
+        ));
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 8,
+            sges: sges(&[sge(VA, 16, rbuf)]),
+        });
+        p.pump();
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaWrite, 2000)]);
+        let mut c = ok(8, WcOpcode::RecvRdmaWithImm, 0);
+        c.imm = Some(0xdead_beef);
+        assert_eq!(p.nb.cq, vec![c]);
+        assert_eq!(p.nb.region(dst).data, p.na.region(src).data);
+    }
+}
+
+#[test]
+fn send_with_immediate_takes_two_receives() {
+    for setup in setups() {
+        for len in [0u32, 300] {
+            let mut p = Pair::new(setup);
+            let src = p.na.mr(300, VA, 0);
+            p.na.fill(src, 1);
+            let dst = p.nb.mr(1000, VA, LOCAL_WRITE);
+            p.na.sq.push_back(wr(
+                1,
+                SendOp::SendImm {
+                    imm: 42,
+                    solicited: true,
+                },
+                &[sge(VA, len, src)],
+            ));
+            // A Write in between and a Write with Immediate after it: each
+            // Immediate Data message is classified by what preceded it.
+            let wdst = p.nb.mr(16, 0, REMOTE_WRITE);
+            p.na.sq.push_back(wr(
+                2,
+                SendOp::Write {
+                    remote_addr: 0,
+                    rkey: wdst,
+                },
+                &[sge(VA, 4, src)],
+            ));
+            p.na.sq.push_back(wr(
+                3,
+                SendOp::SendImm {
+                    imm: 43,
+                    solicited: false,
+                },
+                &[],
+            ));
+            for id in 0..4 {
+                p.nb.rq.push_back(RecvRequest {
+                    wr_id: 100 + id,
+                    sges: sges(&[sge(VA + 500 * (id % 2), 500, dst)]),
+                });
+            }
+            p.pump();
+            assert_eq!(
+                p.na.cq,
+                vec![
+                    ok(1, WcOpcode::Send, len),
+                    ok(2, WcOpcode::RdmaWrite, 4),
+                    ok(3, WcOpcode::Send, 0)
+                ]
+            );
+            let mut imm = ok(101, WcOpcode::Recv, len);
+            imm.imm = Some(42);
+            imm.solicited = true;
+            let mut imm2 = ok(103, WcOpcode::Recv, 0);
+            imm2.imm = Some(43);
+            assert_eq!(
+                p.nb.cq,
+                vec![
+                    ok(100, WcOpcode::Recv, len),
+                    imm,
+                    ok(102, WcOpcode::Recv, 0),
+                    imm2
+                ],
+                "{setup:?}"
+            );
+            let n = len as usize;
+            assert_eq!(&p.nb.region(dst).data[..n], &p.na.region(src).data[..n]);
+        }
+    }
+}
+
+#[test]
+fn rdma_read() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let source = p.nb.mr(6000, 0x10_0000, REMOTE_READ);
+        p.nb.fill(source, 5);
+        let sink = p.na.mr(6000, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::Read {
+                remote_addr: 0x10_0000 + 500,
+                rkey: source,
+            },
+            &[sge(VA + 10, 5000, sink)],
+        ));
+        // A zero-length Read (the RTR form) needs no SGE.
+        p.na.sq.push_back(wr(
+            2,
+            SendOp::Read {
+                remote_addr: 0,
+                rkey: 0,
+            },
+            &[],
+        ));
+        p.pump();
+        assert_eq!(
+            p.na.cq,
+            vec![
+                ok(1, WcOpcode::RdmaRead, 5000),
+                ok(2, WcOpcode::RdmaRead, 0)
+            ],
+            "{setup:?}"
+        );
+        assert_eq!(
+            &p.na.region(sink).data[10..5010],
+            &p.nb.region(source).data[500..5500]
+        );
+        assert_eq!(p.a.requester().outstanding(), 0);
+        assert_eq!(p.b.responder().pending(), 0);
+        assert!(!p.a.wants_transmit() && !p.b.wants_transmit());
+    }
+}
+
+#[test]
+fn read_waits_for_ord_credits() {
+    let mut p = Pair::new(Setup {
+        ord: 2,
+        ird: 2,
+        ..Setup::default()
+    });
+    let source = p.nb.mr(1000, 0, REMOTE_READ);
+    p.nb.fill(source, 2);
+    let sink = p.na.mr(1000, VA, LOCAL_WRITE);
+    for i in 0..5u64 {
+        p.na.sq.push_back(wr(
+            i,
+            SendOp::Read {
+                remote_addr: 100 * i,
+                rkey: source,
+            },
+            &[sge(VA + 100 * i, 100, sink)],
+        ));
+    }
+    p.tx(true);
+    // Two requests out, the third waits on the SQ.
+    assert_eq!(p.a.requester().outstanding(), 2);
+    assert_eq!(p.na.sq.len(), 3);
+    assert_eq!(p.tx(true), 0);
+    assert!(!p.a.wants_transmit());
+    p.rx(true);
+    assert!(p.b.wants_transmit());
+    p.tx(false);
+    p.rx(false);
+    // The responses freed the credits: the SQ may go on.
+    assert!(p.a.wants_transmit());
+    assert_eq!(p.na.cq.len(), 2);
+    p.pump();
+    let ids: Vec<u64> = p.na.cq.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+    assert!(p.na.cq.iter().all(|c| c.status == WcStatus::Success));
+    assert_eq!(
+        &p.na.region(sink).data[..500],
+        &p.nb.region(source).data[..500]
+    );
+}
+
+#[test]
+fn fence_waits_for_reads() {
+    let mut p = Pair::new(Setup::default());
+    let source = p.nb.mr(100, 0, REMOTE_READ);
+    let sink = p.na.mr(100, VA, LOCAL_WRITE);
+    let dst = p.nb.mr(100, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: source,
+        },
+        &[sge(VA, 100, sink)],
+    ));
+    let mut fenced = wr(2, send_op(), &[]);
+    fenced.fence = true;
+    p.na.sq.push_back(fenced);
+    p.nb.rq.push_back(RecvRequest {
+        wr_id: 9,
+        sges: sges(&[sge(VA, 100, dst)]),
+    });
+    p.tx(true);
+    assert_eq!(p.na.sq.len(), 1);
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![ok(1, WcOpcode::RdmaRead, 100), ok(2, WcOpcode::Send, 0)]
+    );
+}
+
+#[test]
+fn atomics() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let target = p.nb.mr(64, 0x8000, REMOTE_ATOMIC);
+        p.nb.region_mut(target).data[8..16].copy_from_slice(&100u64.to_ne_bytes());
+        p.nb.region_mut(target).data[16..24]
+            .copy_from_slice(&0x00ff_00ff_00ff_00ffu64.to_ne_bytes());
+        let result = p.na.mr(64, VA, LOCAL_WRITE);
+        let ops = [
+            SendOp::FetchAdd {
+                remote_addr: 0x8008,
+                rkey: target,
+                add: 5,
+                add_mask: 0,
+            },
+            SendOp::CmpSwap {
+                remote_addr: 0x8008,
+                rkey: target,
+                compare: 105,
+                compare_mask: u64::MAX,
+                swap: 7,
+                swap_mask: u64::MAX,
+            },
+            // A failing compare.
+            SendOp::CmpSwap {
+                remote_addr: 0x8008,
+                rkey: target,
+                compare: 105,
+                compare_mask: u64::MAX,
+                swap: 9,
+                swap_mask: u64::MAX,
+            },
+            // Two 32-bit fields: the low field's carry is dropped.
+            SendOp::FetchAdd {
+                remote_addr: 0x8010,
+                rkey: target,
+                add: 0x0000_0001_ff01_0000,
+                add_mask: 0x8000_0000_8000_0000,
+            },
+            // Masked compare on the low byte, swap of the high byte only.
+            SendOp::CmpSwap {
+                remote_addr: 0x8010,
+                rkey: target,
+                compare: 0xff,
+                compare_mask: 0xff,
+                swap: 0xab00_0000_0000_0000,
+                swap_mask: 0xff00_0000_0000_0000,
+            },
+        ];
+        for (i, op) in ops.iter().enumerate() {
+            p.na.sq
+                .push_back(wr(i as u64, *op, &[sge(VA + 8 * i as u64, 8, result)]));
+        }
+        p.pump();
+        let opcodes: Vec<_> =
+            p.na.cq
+                .iter()
+                .map(|c| (c.wr_id, c.status, c.byte_len))
+                .collect();
+        assert_eq!(
+            opcodes,
+            (0..5)
+                .map(|i| (i, WcStatus::Success, 8))
+                .collect::<Vec<_>>(),
+            "{setup:?}"
+        );
+        assert_eq!(p.na.cq[1].opcode, WcOpcode::CompSwap);
+        assert_eq!(p.na.cq[3].opcode, WcOpcode::FetchAdd);
+        let word = |d: &[u8], i: usize| u64::from_ne_bytes(d[8 * i..8 * i + 8].try_into().unwrap());
+        let r = &p.na.region(result).data;
+        let originals: Vec<u64> = (0..5).map(|i| word(r, i)).collect();
+        let second = 0x00ff_00ff_00ff_00ffu64;
+        let added = AtomicOp::FetchAdd {
+            add: 0x0000_0001_ff01_0000,
+            mask: 0x8000_0000_8000_0000,
+        }
+        .apply(second);
+        assert_eq!(originals, vec![100, 105, 7, second, added]);
+        let t = &p.nb.region(target).data;
+        assert_eq!(word(t, 1), 7);
+        assert_eq!(
+            word(t, 2),
+            (added & !0xff00_0000_0000_0000) | 0xab00_0000_0000_0000
+        );
+    }
+}
+
+/// The reference semantics of RFC 7306 section 5.1, bit by bit.
+fn reference(op: &AtomicOp, old: u64) -> u64 {
+    match *op {
+        AtomicOp::FetchAdd { add, mask } => {
+            // Ripple-carry addition whose carry stops at every mask bit.
+            let mut result = 0u64;
+            let mut carry = 0u64;
+            for bit in 0..64 {
+                let a = old >> bit & 1;
+                let b = add >> bit & 1;
+                let sum = a + b + carry;
+                result |= (sum & 1) << bit;
+                carry = if mask >> bit & 1 == 1 { 0 } else { sum >> 1 };
+            }
+            result
+        }
+        AtomicOp::CmpSwap {
+            compare,
+            compare_mask,
+            swap,
+            swap_mask,
+        } => {
+            let matches = (0..64).all(|bit| {
+                compare_mask >> bit & 1 == 0 || (old >> bit & 1) == (compare >> bit & 1)
+            });
+            if !matches {
+                return old;
+            }
+            (0..64).fold(0u64, |acc, bit| {
+                let from = if swap_mask >> bit & 1 == 1 { swap } else { old };
+                acc | (from >> bit & 1) << bit
+            })
+        }
+    }
+}
+
+fn boundary_masks() -> Vec<u64> {
+    let mut v = vec![0, u64::MAX, 0x8000_0000_8000_0000, 0x8080_8080_8080_8080];
+    v.extend((0..64).map(|b| 1u64 << b));
+    v.extend((0..64).map(|b| !(1u64 << b)));
+    v
+}
+
+#[test]
+fn atomic_op_boundary_masks() {
+    let values = [
+        0,
+        1,
+        u64::MAX,
+        0x8000_0000_0000_0000,
+        0x7fff_ffff_ffff_ffff,
+        0x0123_4567_89ab_cdef,
+    ];
+    for mask in boundary_masks() {
+        for &old in &values {
+            for &x in &values {
+                let add = AtomicOp::FetchAdd { add: x, mask };
+                assert_eq!(add.apply(old), reference(&add, old), "{add:?} on {old:#x}");
+                for &y in &values {
+                    for other in [0, u64::MAX] {
+                        for (cm, sm) in [(mask, other), (other, mask)] {
+                            let cas = AtomicOp::CmpSwap {
+                                compare: x,
+                                compare_mask: cm,
+                                swap: y,
+                                swap_mask: sm,
+                            };
+                            assert_eq!(cas.apply(old), reference(&cas, old), "{cas:?} on {old:#x}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The unmasked forms.
+    assert_eq!(AtomicOp::FetchAdd { add: 1, mask: 0 }.apply(u64::MAX), 0);
+    let cas = AtomicOp::CmpSwap {
+        compare: 3,
+        compare_mask: u64::MAX,
+        swap: 4,
+        swap_mask: u64::MAX,
+    };
+    assert_eq!((cas.apply(3), cas.apply(5)), (4, 5));
+}
+
+proptest! {
+    #[test]
+    fn atomic_op_matches_reference(old: u64, a: u64, b: u64, m1: u64, m2: u64, fetch: bool) {
+        let op = if fetch {
+            AtomicOp::FetchAdd { add: a, mask: m1 }
+        } else {
+            AtomicOp::CmpSwap { compare: a, compare_mask: m1, swap: b, swap_mask: m2 }
+        };
+        prop_assert_eq!(op.apply(old), reference(&op, old));
+    }
+
+    #[test]
+    fn send_survives_any_split(seed: u64, len in 0u32..6000, fpdu in 64usize..4096, crc: bool) {
+        let mut p = Pair::new(Setup { crc, fpdu_size: fpdu, seed, ..Setup::default() });
+        let src = p.na.mr(6000, VA, 0);
+        p.na.fill(src, seed as u8);
+        let dst = p.nb.mr(6000, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(1, send_op(), &[sge(VA, len, src)]));
+        p.nb.rq.push_back(RecvRequest { wr_id: 2, sges: sges(&[sge(VA, 6000, dst)]) });
+        p.pump();
+        prop_assert_eq!(&p.nb.cq, &vec![ok(2, WcOpcode::Recv, len)]);
+        let n = len as usize;
+        prop_assert_eq!(&p.nb.region(dst).data[..n], &p.na.region(src).data[..n]);
+    }
+}
+
+#[test]
+fn local_ops_run_in_sq_order() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let local = p.na.mr(64, VA, LOCAL_WRITE);
+        let dst = p.nb.mr(256, VA, LOCAL_WRITE);
+        p.na.fill(local, 4);
+        let fresh = local & !0xff | 0x77;
+        p.na.sq.push_back(wr(1, send_op(), &[sge(VA, 8, local)]));
+        p.na.sq
+            .push_back(wr(2, SendOp::LocalInv { stag: local }, &[]));
+        p.na.sq.push_back(wr(
+            3,
+            SendOp::RegMr {
+                stag: fresh,
+                access: LOCAL_WRITE,
+            },
+            &[],
+        ));
+        p.na.sq.push_back(wr(4, send_op(), &[sge(VA, 16, fresh)]));
+        for id in 0..2 {
+            p.nb.rq.push_back(RecvRequest {
+                wr_id: 10 + id,
+                sges: sges(&[sge(VA + 128 * id, 128, dst)]),
+            });
+        }
+        p.pump();
+        assert_eq!(
+            p.na.cq,
+            vec![
+                ok(1, WcOpcode::Send, 8),
+                ok(2, WcOpcode::LocalInv, 0),
+                ok(3, WcOpcode::RegMr, 0),
+                ok(4, WcOpcode::Send, 16)
+            ]
+        );
+        assert_eq!(
+            p.na.log,
+            vec![format!("local-inv {local:#x}"), format!("reg {fresh:#x}")]
+        );
+        assert_eq!(p.nb.recv_completions().len(), 2);
+
+        // Invalidated and then used: the Send fails locally.
+        p.na.sq
+            .push_back(wr(5, SendOp::LocalInv { stag: fresh }, &[]));
+        p.na.sq.push_back(wr(6, send_op(), &[sge(VA, 16, fresh)]));
+        p.pump();
+        assert_eq!(p.na.cq[4], ok(5, WcOpcode::LocalInv, 0));
+        assert_eq!(p.na.cq[5], err(6, WcOpcode::Send, WcStatus::LocProtErr));
+        assert!(p.a.is_terminated());
+        assert!(p.b.peer_terminated());
+    }
+}
+
+#[test]
+fn bad_lkey_completes_in_error_and_terminates_peer() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 3,
+            sges: sges(&[sge(VA, 64, dst)]),
+        });
+        // Not even signaled: errors always complete.
+        let mut w = wr(1, send_op(), &[sge(VA, 16, 0x4242)]);
+        w.signaled = false;
+        p.na.sq.push_back(w);
+        p.na.sq.push_back(wr(2, send_op(), &[]));
+        p.pump();
+        assert_eq!(p.na.cq, vec![err(1, WcOpcode::Send, WcStatus::LocProtErr)]);
+        assert_eq!(p.a.termination(), Some(TermError::RdmapLocalCatastrophic));
+        assert!(p.b.peer_terminated());
+        assert_eq!(p.b.termination(), Some(TermError::RdmapLocalCatastrophic));
+        // The rest flushes.
+        p.a.flush(&mut p.na);
+        p.b.flush(&mut p.nb);
+        assert_eq!(p.na.cq[1], err(2, WcOpcode::Send, WcStatus::WrFlushErr));
+        assert_eq!(p.nb.cq, vec![err(3, WcOpcode::Recv, WcStatus::WrFlushErr)]);
+    }
+}
+
+#[test]
+fn bad_post_parameters() {
+    let mut p = Pair::new(Setup::default());
+    let m = p.na.mr(64, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0x100,
+        },
+        &[sge(VA, 8, m), sge(VA + 8, 8, m)],
+    ));
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![err(1, WcOpcode::RdmaRead, WcStatus::LocQpOpErr)]
+    );
+
+    let mut p = Pair::new(Setup::default());
+    let m = p.na.mr(64, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::FetchAdd {
+            remote_addr: 0,
+            rkey: 0x100,
+            add: 1,
+            add_mask: 0,
+        },
+        &[sge(VA, 4, m)],
+    ));
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![err(1, WcOpcode::FetchAdd, WcStatus::LocLenErr)]
+    );
+
+    // A Read sink without local write access is a local protection error.
+    let mut p = Pair::new(Setup::default());
+    let m = p.na.mr(64, VA, 0);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0x100,
+        },
+        &[sge(VA, 8, m)],
+    ));
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![err(1, WcOpcode::RdmaRead, WcStatus::LocProtErr)]
+    );
+    assert!(p.b.peer_terminated());
+
+    // ORD 0: a Read can never be sent.
+    let mut p = Pair::new(Setup {
+        ord: 0,
+        ..Setup::default()
+    });
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0,
+        },
+        &[],
+    ));
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![err(1, WcOpcode::RdmaRead, WcStatus::LocQpOpErr)]
+    );
+}
+
+#[test]
+fn bad_remote_stag_fails_the_request() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let source = p.nb.mr(64, 0, REMOTE_WRITE); // no remote read
+        let sink = p.na.mr(64, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::Read {
+                remote_addr: 0,
+                rkey: 0x1234_5600,
+            },
+            &[sge(VA, 8, sink)],
+        ));
+        p.pump();
+        assert_eq!(p.b.termination(), Some(TermError::RdmapInvalidStag));
+        assert_eq!(
+            p.na.cq,
+            vec![err(1, WcOpcode::RdmaRead, WcStatus::RemAccessErr)]
+        );
+        assert!(p.a.peer_terminated());
+
+        // Access rights: the second of two Reads fails, the first completes.
+        let mut p = Pair::new(setup);
+        let good = p.nb.mr(64, 0, REMOTE_READ);
+        let _ = source;
+        let bad = p.nb.mr(64, 0, REMOTE_WRITE);
+        let sink = p.na.mr(64, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::Read {
+                remote_addr: 0,
+                rkey: good,
+            },
+            &[sge(VA, 8, sink)],
+        ));
+        p.na.sq.push_back(wr(
+            2,
+            SendOp::FetchAdd {
+                remote_addr: 0,
+                rkey: bad,
+                add: 1,
+                add_mask: 0,
+            },
+            &[sge(VA + 8, 8, sink)],
+        ));
+        p.na.sq.push_back(wr(3, send_op(), &[]));
+        p.pump();
+        assert_eq!(p.b.termination(), Some(TermError::RdmapAccessRights));
+        // The Send was out before the TERMINATE came back; the Read Response
+        // was never sent: the TERMINATE goes first.
+        assert_eq!(
+            p.na.cq,
+            vec![
+                ok(3, WcOpcode::Send, 0),
+                err(2, WcOpcode::FetchAdd, WcStatus::RemAccessErr)
+            ]
+        );
+        p.a.flush(&mut p.na);
+        let rest: Vec<_> = p.na.cq[2..].iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(rest, vec![(1, WcStatus::WrFlushErr)]);
+    }
+}
+
+#[test]
+fn bad_write_terminates_the_peer() {
+    let mut p = Pair::new(Setup::default());
+    let src = p.na.mr(64, VA, 0);
+    let dst = p.nb.mr(64, 0, REMOTE_READ);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Write {
+            remote_addr: 0,
+            rkey: dst,
+        },
+        &[sge(VA, 64, src)],
+    ));
+    p.pump();
+    // The Write completed when it was sent; the TERMINATE says what happened.
+    assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaWrite, 64)]);
+    assert_eq!(p.a.termination(), Some(TermError::RdmapAccessRights));
+    assert!(p.a.peer_terminated());
+}
+
+#[test]
+fn no_receive_posted_terminates() {
+    for crc in [true, false] {
+        let mut p = Pair::new(Setup {
+            crc,
+            ..Setup::default()
+        });
+        p.na.sq.push_back(wr(1, send_op(), &[]));
+        p.pump();
+        assert_eq!(p.b.termination(), Some(TermError::DdpMsnNoBuffer));
+        assert!(p.a.peer_terminated());
+        assert_eq!(p.a.termination(), Some(TermError::DdpMsnNoBuffer));
+        // The Send was out before the peer objected.
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::Send, 0)]);
+        assert!(!p.a.wants_transmit() && !p.b.wants_transmit());
+    }
+}
+
+#[test]
+fn message_too_long_terminates() {
+    let mut p = Pair::new(Setup::default());
+    let src = p.na.mr(64, VA, 0);
+    let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(1, send_op(), &[sge(VA, 64, src)]));
+    p.nb.rq.push_back(RecvRequest {
+        wr_id: 2,
+        sges: sges(&[sge(VA, 32, dst)]),
+    });
+    p.pump();
+    assert_eq!(p.b.termination(), Some(TermError::DdpMessageTooLong));
+    p.b.flush(&mut p.nb);
+    assert_eq!(p.nb.cq, vec![err(2, WcOpcode::Recv, WcStatus::WrFlushErr)]);
+}
+
+#[test]
+fn flush_completes_everything() {
+    let mut p = Pair::new(Setup {
+        ord: 1,
+        ..Setup::default()
+    });
+    let src = p.na.mr(100_000, VA, LOCAL_WRITE);
+    let remote = p.nb.mr(100_000, 0, ALL);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: remote,
+        },
+        &[sge(VA, 8, src)],
+    ));
+    // A big Write, partly sent when the QP goes to error.
+    let mut w = wr(
+        2,
+        SendOp::Write {
+            remote_addr: 0,
+            rkey: remote,
+        },
+        &[sge(VA, 100_000, src)],
+    );
+    w.signaled = false;
+    p.na.sq.push_back(w);
+    p.na.sq.push_back(wr(
+        3,
+        SendOp::FetchAdd {
+            remote_addr: 0,
+            rkey: remote,
+            add: 1,
+            add_mask: 0,
+        },
+        &[sge(VA, 8, src)],
+    ));
+    let mut quiet = wr(4, SendOp::LocalInv { stag: src }, &[]);
+    quiet.signaled = false;
+    p.na.sq.push_back(quiet);
+    p.na.rq.push_back(RecvRequest {
+        wr_id: 5,
+        sges: sges(&[]),
+    });
+    assert!(p.tx(true) > 3000);
+    assert!(p.a.wants_transmit());
+    assert_eq!(p.a.requester().outstanding(), 1);
+    p.a.flush(&mut p.na);
+    assert!(p.a.is_terminated());
+    assert!(!p.a.wants_transmit());
+    let got: Vec<_> =
+        p.na.cq
+            .iter()
+            .map(|c| (c.wr_id, c.status, c.opcode))
+            .collect();
+    use WcOpcode::*;
+    use WcStatus::WrFlushErr as F;
+    assert_eq!(
+        got,
+        vec![
+            (2, F, RdmaWrite),
+            (1, F, RdmaRead),
+            (3, F, FetchAdd),
+            (4, F, LocalInv),
+            (5, F, Recv)
+        ]
+    );
+    assert_eq!(p.tx(true), 0);
+    // Flushing again finds nothing.
+    p.a.flush(&mut p.na);
+    assert_eq!(p.na.cq.len(), 5);
+}
+
+#[test]
+fn flush_after_peer_terminate_keeps_nothing_pending() {
+    let mut p = Pair::new(Setup::default());
+    let sink = p.na.mr(64, VA, LOCAL_WRITE);
+    for i in 0..3 {
+        p.na.sq.push_back(wr(
+            i,
+            SendOp::Read {
+                remote_addr: 0,
+                rkey: 0x0009_9900,
+            },
+            &[sge(VA, 8, sink)],
+        ));
+    }
+    p.pump();
+    p.a.flush(&mut p.na);
+    let got: Vec<_> = p.na.cq.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, WcStatus::RemAccessErr),
+            (1, WcStatus::WrFlushErr),
+            (2, WcStatus::WrFlushErr)
+        ]
+    );
+}
+
+#[test]
+fn both_directions_at_once() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let a_mem = p.na.mr(20_000, VA, ALL);
+        let b_mem = p.nb.mr(20_000, VA, ALL);
+        p.na.fill(a_mem, 1);
+        p.nb.fill(b_mem, 2);
+        for i in 0..4u64 {
+            p.na.sq.push_back(wr(
+                i,
+                SendOp::Read {
+                    remote_addr: VA + 4000 * i,
+                    rkey: b_mem,
+                },
+                &[sge(VA + 10_000 + 2000 * i, 2000, a_mem)],
+            ));
+            p.nb.sq.push_back(wr(
+                i,
+                SendOp::Write {
+                    remote_addr: VA + 2000 * i,
+                    rkey: a_mem,
+                },
+                &[sge(VA + 12_000 + 2000 * i, 2000, b_mem)],
+            ));
+        }
+        p.pump();
+        assert_eq!(p.na.cq.len(), 4);
+        assert_eq!(p.nb.cq.len(), 4);
+        assert!(p
+            .na
+            .cq
+            .iter()
+            .chain(&p.nb.cq)
+            .all(|c| c.status == WcStatus::Success));
+        let a = &p.na.region(a_mem).data;
+        let b = &p.nb.region(b_mem).data;
+        for i in 0..4 {
+            assert_eq!(
+                &a[10_000 + 2000 * i..12_000 + 2000 * i],
+                &b[4000 * i..4000 * i + 2000]
+            );
+        }
+        assert_eq!(&a[..8000], &b[12_000..20_000]);
+    }
+}
