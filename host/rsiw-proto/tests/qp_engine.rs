@@ -1449,6 +1449,29 @@ fn both_directions_at_once() {
     }
 }
 
+#[test]
+fn corrupted_fpdu_terminates_with_crc_error() {
+    let mut p = Pair::new(Setup::default());
+    let src = p.na.mr(500, VA, 0);
+    p.na.fill(src, 6);
+    let dst = p.nb.mr(500, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(1, send_op(), &[sge(VA, 500, src)]));
+    p.nb.rq.push_back(RecvRequest {
+        wr_id: 2,
+        sges: sges(&[sge(VA, 500, dst)]),
+    });
+    p.tx(true);
+    // A payload byte of the first FPDU.
+    p.ab[40] ^= 0x10;
+    p.pump();
+    assert_eq!(p.b.termination(), Some(TermError::MpaCrc));
+    assert!(p.a.peer_terminated());
+    // Nothing was completed on the damaged message.
+    assert!(p.nb.cq.is_empty());
+    p.b.flush(&mut p.nb);
+    assert_eq!(p.nb.cq, vec![err(2, WcOpcode::Recv, WcStatus::WrFlushErr)]);
+}
+
 /// Writes the seed corpus of the `qp_engine` fuzz target
 /// (`fuzz/seeds/qp_engine/`): streams a peer sends to the fuzzed engine,
 /// addressed to the regions of its mock RNIC (STag index i, key 0; region 0

@@ -138,6 +138,8 @@ impl SgeList {
     /// The list of one entry.
     pub const fn single(sge: Sge) -> Self {
         let mut list = Self::EMPTY;
+        // A constant index into an array of MAX_SGE >= 1 entries: checked at
+        // compile time, it cannot panic.
         list.sges[0] = sge;
         list.count = 1;
         list
