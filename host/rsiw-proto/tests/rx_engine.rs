@@ -607,6 +607,9 @@ fn zero_length_messages() {
 fn deliver_error_terminates() {
     struct Refuse(Mem);
     impl rsiw_proto::proto::rx_engine::RxContext for Refuse {
+        fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool {
+            self.0.read_sink_allows(slot, stag, to, len)
+        }
         fn lookup_stag(&mut self, s: u32) -> Option<rsiw_proto::proto::placement::MemoryRegion> {
             self.0.lookup_stag(s)
         }

@@ -72,6 +72,11 @@ impl Mem {
 }
 
 impl RxContext for Mem {
+    fn read_sink_allows(&mut self, _slot: usize, _stag: u32, _to: u64, _len: usize) -> bool {
+        // No per-request sinks here; qp_engine's adapter checks them.
+        true
+    }
+
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
         self.regions.get((stag >> 8) as usize).map(|(r, _)| *r)
     }

@@ -537,7 +537,7 @@ pub struct EngineConfig {
 
 /// A Read or Atomic request of ours in an ORD slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Outstanding {
+pub struct Outstanding {
     wr_id: u64,
     signaled: bool,
     opcode: WcOpcode,
@@ -569,14 +569,80 @@ const NO_OUTSTANDING: Outstanding = Outstanding {
 
 /// A request of the peer in an IRD slot, ready to be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pending {
+pub enum Pending {
     /// Not (yet) ready: its header may have arrived, its FPDU not.
     Empty,
+    /// An RDMA Read Request to answer with a Read Response.
     Read {
+        /// The request.
         header: ReadRequestHeader,
+        /// Offset of the source in its region (checked).
         source_offset: u64,
     },
+    /// An executed Atomic Request, to answer with this response.
     Atomic(AtomicResponseHeader),
+}
+
+/// Where an engine keeps its per-slot state: an ORD entry and an IRD entry for each of the
+/// [`MAX_DEPTH`] slots, about 12 KiB in all. A kernel stack cannot hold that, so the driver
+/// provides heap storage of its own ([`SlotStorage`]); [`InlineSlots`] keeps it inside the
+/// engine. Slots beyond the storage's length are treated as missing.
+pub trait SlotStorage {
+    /// The ORD entries.
+    fn outstanding(&self) -> &[Outstanding];
+    /// The ORD entries, to change.
+    fn outstanding_mut(&mut self) -> &mut [Outstanding];
+    /// The IRD entries.
+    fn pending(&self) -> &[Pending];
+    /// The IRD entries, to change.
+    fn pending_mut(&mut self) -> &mut [Pending];
+}
+
+/// Slot storage inside the engine.
+pub struct InlineSlots {
+    outstanding: [Outstanding; DEPTH],
+    pending: [Pending; DEPTH],
+}
+
+impl InlineSlots {
+    /// Empty slots.
+    pub const fn new() -> Self {
+        Self {
+            outstanding: [NO_OUTSTANDING; DEPTH],
+            pending: [Pending::Empty; DEPTH],
+        }
+    }
+}
+
+impl Default for InlineSlots {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SlotStorage for InlineSlots {
+    fn outstanding(&self) -> &[Outstanding] {
+        &self.outstanding
+    }
+    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
+        &mut self.outstanding
+    }
+    fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut [Pending] {
+        &mut self.pending
+    }
+}
+
+impl Outstanding {
+    /// An empty ORD entry, to fill slot storage with.
+    pub const EMPTY: Self = NO_OUTSTANDING;
+}
+
+impl Pending {
+    /// An empty IRD entry, to fill slot storage with.
+    pub const EMPTY: Self = Pending::Empty;
 }
 
 /// What the message in flight is, and what to do when it is done.
@@ -631,12 +697,11 @@ enum Stage {
 
 /// Everything but the stream engines, so that borrows stay disjoint.
 #[derive(Debug, Clone)]
-struct State {
+struct State<S: SlotStorage> {
     pd: u32,
     requester: Requester,
     responder: Responder,
-    outstanding: [Outstanding; DEPTH],
-    pending: [Pending; DEPTH],
+    slots: S,
     /// The receive request bound to the Send in progress.
     recv: Option<RecvRequest>,
     /// Why placing into it failed, if it did.
@@ -652,12 +717,12 @@ struct State {
 
 /// The data path of one RC queue pair. No allocation; about 14 KiB, so the
 /// kernel keeps it in a box.
-pub struct QpEngine<C: Crc32c + Copy> {
+pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
     rx: RxEngine<C>,
     tx: TxEngine<C>,
     fpdu_size: usize,
     inflight: Option<InFlight<C>>,
-    st: State,
+    st: State<S>,
 }
 
 /// The error reported for a local failure of a work request: an RDMAP local
@@ -769,12 +834,12 @@ fn sg_write<X: QpContext>(
 }
 
 /// The receive engine's view of the QP.
-struct RxAdapter<'a, X: QpContext> {
-    st: &'a mut State,
+struct RxAdapter<'a, X: QpContext, S: SlotStorage> {
+    st: &'a mut State<S>,
     ctx: &'a mut X,
 }
 
-impl<X: QpContext> RxContext for RxAdapter<'_, X> {
+impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
         self.ctx.lookup_stag(stag)
     }
@@ -870,7 +935,8 @@ impl<X: QpContext> RxContext for RxAdapter<'_, X> {
             } => {
                 let entry = self
                     .st
-                    .pending
+                    .slots
+                    .pending_mut()
                     .get_mut(slot)
                     .ok_or(TermError::RdmapCatastrophicStream)?;
                 *entry = Pending::Read {
@@ -890,7 +956,8 @@ impl<X: QpContext> RxContext for RxAdapter<'_, X> {
                     .tagged_atomic(header.remote_stag, target_offset, op)?;
                 let entry = self
                     .st
-                    .pending
+                    .slots
+                    .pending_mut()
                     .get_mut(slot)
                     .ok_or(TermError::RdmapCatastrophicStream)?;
                 *entry = Pending::Atomic(AtomicResponseHeader {
@@ -951,9 +1018,22 @@ impl<X: QpContext> RxContext for RxAdapter<'_, X> {
     fn rdma_write_done(&mut self) {
         self.st.last_rx = LastRx::Write;
     }
+
+    fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool {
+        let Some(o) = self.st.slots.outstanding().get(slot) else {
+            return false;
+        };
+        let (Some(end), Some(sink_end)) = (
+            to.checked_add(len as u64),
+            o.sge.addr.checked_add(u64::from(o.sge.length)),
+        ) else {
+            return false;
+        };
+        o.live && o.sge.lkey == stag && to >= o.sge.addr && end <= sink_end
+    }
 }
 
-impl<X: QpContext> RxAdapter<'_, X> {
+impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
     fn unblock_sq(&mut self) {
         if self.st.sq_stalled {
             self.st.sq_unblocked = true;
@@ -964,7 +1044,8 @@ impl<X: QpContext> RxAdapter<'_, X> {
     fn take_outstanding(&mut self, slot: usize) -> Result<Outstanding, TermError> {
         let o = self
             .st
-            .outstanding
+            .slots
+            .outstanding_mut()
             .get_mut(slot)
             .filter(|o| o.live)
             .ok_or(TermError::RdmapUnexpectedOpcode)?;
@@ -983,7 +1064,8 @@ impl<X: QpContext> RxAdapter<'_, X> {
         }
         if let Some(o) = self
             .st
-            .outstanding
+            .slots
+            .outstanding_mut()
             .iter_mut()
             .find(|o| o.live && o.msn == h.msn)
         {
@@ -1016,8 +1098,17 @@ enum Started {
 }
 
 impl<C: Crc32c + Copy> QpEngine<C> {
-    /// The data path of a connection whose MPA negotiation gave `config`.
+    /// The data path of a connection whose MPA negotiation gave `config`, with its slots
+    /// inside.
     pub fn new(config: EngineConfig, crc: C) -> Self {
+        Self::with_slots(config, crc, InlineSlots::new())
+    }
+}
+
+impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+    /// The data path of a connection whose MPA negotiation gave `config`, keeping its
+    /// per-slot state in `slots` (which should be empty).
+    pub fn with_slots(config: EngineConfig, crc: C, slots: S) -> Self {
         Self {
             rx: RxEngine::new(crc, config.crc, config.pd),
             tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
@@ -1027,8 +1118,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
                 pd: config.pd,
                 requester: Requester::new(config.ord),
                 responder: Responder::new(config.ird),
-                outstanding: [NO_OUTSTANDING; DEPTH],
-                pending: [Pending::Empty; DEPTH],
+                slots,
                 recv: None,
                 recv_status: None,
                 last_rx: LastRx::Other,
@@ -1214,7 +1304,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
     /// The IRD slot whose response can be sent next.
     fn responder_ready(&self) -> Option<usize> {
         let (slot, _) = self.st.responder.front()?;
-        match self.st.pending.get(slot) {
+        match self.st.slots.pending().get(slot) {
             Some(Pending::Read { .. } | Pending::Atomic(_)) => Some(slot),
             _ => None,
         }
@@ -1444,7 +1534,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
         if kind == RequestKind::Atomic {
             self.st.next_request_id = self.st.next_request_id.wrapping_add(1);
         }
-        if let Some(o) = self.st.outstanding.get_mut(slot) {
+        if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
             *o = Outstanding {
                 wr_id: wr.wr_id,
                 signaled: wr.signaled,
@@ -1466,7 +1556,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
 
     /// Starts the response to the request in IRD `slot`.
     fn start_response(&mut self, slot: usize) -> Started {
-        let (request, job) = match self.st.pending.get(slot).copied() {
+        let (request, job) = match self.st.slots.pending().get(slot).copied() {
             Some(Pending::Read {
                 header,
                 source_offset,
@@ -1535,7 +1625,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
             Job::Request => {}
             Job::ReadResponse { slot, .. } | Job::AtomicResponse { slot } => {
                 self.st.responder.finish();
-                if let Some(p) = self.st.pending.get_mut(slot) {
+                if let Some(p) = self.st.slots.pending_mut().get_mut(slot) {
                     *p = Pending::Empty;
                 }
             }
@@ -1561,18 +1651,20 @@ impl<C: Crc32c + Copy> QpEngine<C> {
             if self.st.requester.complete(kind).is_err() {
                 break;
             }
-            if let Some(o) = self.st.outstanding.get_mut(slot) {
+            if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
                 if o.live {
                     o.live = false;
                     ctx.complete(Completion::recv(o.wr_id, WcStatus::WrFlushErr, o.opcode, 0));
                 }
             }
         }
-        for o in self.st.outstanding.iter_mut() {
+        for o in self.st.slots.outstanding_mut().iter_mut() {
             o.live = false;
         }
         while self.st.responder.finish().is_some() {}
-        self.st.pending = [Pending::Empty; DEPTH];
+        for p in self.st.slots.pending_mut().iter_mut() {
+            *p = Pending::Empty;
+        }
         let mut budget = FLUSH_LIMIT;
         while let Some(wr) = ctx.peek_send() {
             ctx.pop_send();

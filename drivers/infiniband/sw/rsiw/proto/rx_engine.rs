@@ -100,6 +100,13 @@ pub trait RxContext {
     /// Immediate Data message completing an RDMA Write with Immediate
     /// (RFC 7306 section 6). The default ignores it.
     fn rdma_write_done(&mut self) {}
+
+    /// Whether a Read Response segment answering the request in ORD slot
+    /// `slot` may place `len` bytes at tagged offset `to` of `stag`: only
+    /// inside the sink that request named. Without this a peer could aim a
+    /// Read Response at any locally writable region (RFC 5040 section 4.4:
+    /// the sink STag of a Read Response is the one the requester advertised).
+    fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool;
 }
 
 /// A message the engine received in full, its CRC verified.
@@ -446,7 +453,11 @@ impl State {
                 let usage = if opcode == Opcode::ReadResponse {
                     // A response nobody asked for.
                     match ctx.requester().front() {
-                        Some((_, RequestKind::Read)) => {}
+                        Some((slot, RequestKind::Read)) => {
+                            if !ctx.read_sink_allows(slot, h.stag, h.tagged_offset, payload_len) {
+                                return Err(TermError::DdpBaseBounds);
+                            }
+                        }
                         _ => return Err(TermError::RdmapUnexpectedOpcode),
                     }
                     TaggedUse::ReadResponse
