@@ -54,6 +54,8 @@ impl MsgFlags {
     pub const WAITALL: Self = Self(bindings::MSG_WAITALL);
     /// `MSG_NOSIGNAL`: no `SIGPIPE` on a closed connection.
     pub const NOSIGNAL: Self = Self(bindings::MSG_NOSIGNAL);
+    /// `MSG_PEEK`: a receive leaves the bytes queued.
+    pub const PEEK: Self = Self(bindings::MSG_PEEK);
 }
 
 impl core::ops::BitOr for MsgFlags {
@@ -406,6 +408,32 @@ impl TcpSocket {
     pub fn set_reuseaddr(&self) {
         // SAFETY: `sk` is valid.
         unsafe { bindings::sock_set_reuseaddr(self.sk()) }
+    }
+
+    /// Makes blocking receives give up with `EAGAIN` after `timeout` (`SO_RCVTIMEO`).
+    pub fn set_receive_timeout(&self, timeout: crate::time::Jiffies) {
+        let timeout = crate::ffi::c_long::try_from(timeout).unwrap_or(crate::ffi::c_long::MAX);
+        // SAFETY: `sk` is valid; the socket lock serialises the write with the socket's own
+        // users, as `sock_setsockopt` does.
+        unsafe {
+            bindings::lock_sock_nested(self.sk(), 0);
+            (*self.sk()).sk_rcvtimeo = timeout;
+            bindings::release_sock(self.sk());
+        }
+    }
+
+    /// Runs the socket's `sk_data_ready` once, from process context, under the socket lock:
+    /// installed callbacks then see bytes that were queued before they were installed.
+    pub fn poke_data_ready(&self) {
+        // SAFETY: `sk` is valid; its `sk_data_ready` is always set and may be called with the
+        // socket locked, which is what `tcp_read_sock` inside it needs.
+        unsafe {
+            bindings::lock_sock_nested(self.sk(), 0);
+            if let Some(ready) = (*self.sk()).sk_data_ready {
+                ready(self.sk());
+            }
+            bindings::release_sock(self.sk());
+        }
     }
 
     /// Turns on TCP keepalive probes (`SO_KEEPALIVE`).

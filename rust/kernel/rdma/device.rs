@@ -43,7 +43,7 @@ use super::{
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
         destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
-        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, PdId,
+        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId, PdId,
         QpContainer, QpHandle, QpInitAttributes, QueuePair,
     },
     user::{
@@ -270,7 +270,7 @@ pub trait Driver: Send + Sync {
     fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {}
 
     /// Creates a completion queue, for user space if `user` (whose context it may map memory
-    /// into); `notifier` runs the consumer's handler. Returns the queue, which lives until the
+    /// into); `notifier` runs the consumer's handler, `id` is how QPs name it. Returns the queue, which lives until the
     /// CQ is destroyed, and its actual number of entries.
     fn create_cq(
         &self,
@@ -278,6 +278,7 @@ pub trait Driver: Send + Sync {
         _attr: &CqAttributes,
         _user: Option<&mut UserVerb<'_>>,
         _notifier: CqNotifier,
+        _id: CqId,
     ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
         Err(EOPNOTSUPP)
     }

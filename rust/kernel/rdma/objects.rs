@@ -26,6 +26,11 @@ use core::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PdId(pub(crate) usize);
 
+/// A completion queue's identity, stable while it exists: what a provider finds the CQs of a
+/// new queue pair by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqId(pub(crate) usize);
+
 /// What a queue pair is asked to be (`struct ib_qp_init_attr`). The provider updates the
 /// capacities to what it provides.
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +53,12 @@ pub struct QpInitAttributes {
     pub has_send_cq: bool,
     /// A receive CQ was given.
     pub has_recv_cq: bool,
+    /// The protection domain.
+    pub pd: PdId,
+    /// The send CQ.
+    pub send_cq: Option<CqId>,
+    /// The receive CQ.
+    pub recv_cq: Option<CqId>,
     /// A shared receive queue was given.
     pub has_srq: bool,
     /// `IB_QP_CREATE_*` flags.
@@ -107,6 +118,10 @@ pub trait QueuePair: Send + Sync {
     fn post_recv(&self, _wr: &RecvWr<'_>) -> Result {
         Err(EOPNOTSUPP)
     }
+
+    /// The QP is being destroyed (`destroy_qp`): stop using it; the object is dropped once
+    /// the provider lets go of it.
+    fn destroy(&self) {}
 }
 
 /// The core's object of a queue pair, as an identity: what a completion names and what the
@@ -155,6 +170,10 @@ pub trait CompletionQueue: Send + Sync {
     fn arm(&self, _arm: Arm) -> bool {
         false
     }
+
+    /// The CQ is being destroyed (`destroy_cq`); the object is dropped once the provider lets
+    /// go of it.
+    fn destroy(&self) {}
 }
 
 /// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
@@ -245,7 +264,9 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
         };
         let notifier = CqNotifier::new(cq)?;
         let given = notifier.clone();
-        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given);
+        let id = CqId(cq as usize);
+        let create =
+            |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given, id);
         // SAFETY: A device of ours, alive while it has CQs.
         let (queue, entries) = unsafe { with_driver(ibdev, create) }?;
         let container = cq.cast::<CqContainer>();
@@ -279,6 +300,7 @@ pub(crate) unsafe extern "C" fn destroy_cq_callback(
         )
     };
     notifier.shut();
+    queue.destroy();
     drop(queue);
     0
 }
@@ -309,8 +331,8 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
     udata: *mut bindings::ib_udata,
 ) -> c_int {
     from_result(|| {
-        // SAFETY: `qp` and `init` are valid; the core set `device`.
-        let (ibdev, i) = unsafe { ((*qp).device, &mut *init) };
+        // SAFETY: `qp` and `init` are valid; the core set `device` and `pd`.
+        let (ibdev, pd, i) = unsafe { ((*qp).device, (*qp).pd, &mut *init) };
         let mut a = QpInitAttributes {
             reliable_connected: i.qp_type == bindings::ib_qp_type_IB_QPT_RC,
             max_send_wr: i.cap.max_send_wr,
@@ -321,6 +343,9 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
             signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             has_send_cq: !i.send_cq.is_null(),
             has_recv_cq: !i.recv_cq.is_null(),
+            pd: PdId(pd as usize),
+            send_cq: (!i.send_cq.is_null()).then_some(CqId(i.send_cq as usize)),
+            recv_cq: (!i.recv_cq.is_null()).then_some(CqId(i.recv_cq as usize)),
             has_srq: !i.srq.is_null(),
             create_flags: i.create_flags,
         };
@@ -436,7 +461,9 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
 ) -> c_int {
     let container = qp.cast::<QpContainer>();
     // SAFETY: Written by `create_qp_callback`; no verb uses it after this.
-    drop(unsafe { ManuallyDrop::take(&mut (*container).qp) });
+    let queue = unsafe { ManuallyDrop::take(&mut (*container).qp) };
+    queue.destroy();
+    drop(queue);
     // The iWARP connection manager may still hold the QP: the core frees it on return, so
     // wait until the last reference is gone, as the C siw does.
     // SAFETY: `create_qp_callback` initialised both.

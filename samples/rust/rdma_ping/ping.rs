@@ -239,8 +239,13 @@ pub(crate) fn listen(addr: SocketAddr) -> Result<CmId> {
 
 /// A client end with its QP, connecting to `addr` (an iWARP connect needs the QP).
 pub(crate) fn start_client(addr: SocketAddr) -> Result<End> {
+    start_client_from(None, addr)
+}
+
+/// A client end on the device of `src` (if given), connecting to `addr`.
+pub(crate) fn start_client_from(src: Option<SocketAddr>, addr: SocketAddr) -> Result<End> {
     let client = CmId::new()?;
-    client.resolve_addr(None, &addr, 2000)?;
+    client.resolve_addr(src.as_ref(), &addr, 2000)?;
     expect_event(&client, "ADDR_RESOLVED")?;
     client.resolve_route(2000)?;
     expect_event(&client, "ROUTE_RESOLVED")?;
@@ -271,8 +276,13 @@ pub(crate) struct Pair {
 impl Pair {
     /// Connects a client to a listener on `addr`, both here.
     pub(crate) fn connect(addr: SocketAddr) -> Result<Self> {
+        Self::connect_from(None, addr)
+    }
+
+    /// Connects a client on the device of `src` (if given) to a listener on `addr`.
+    pub(crate) fn connect_from(src: Option<SocketAddr>, addr: SocketAddr) -> Result<Self> {
         let listener = listen(addr)?;
-        let client = start_client(addr)?;
+        let client = start_client_from(src, addr)?;
         let CmEvent::ConnectRequest(server, param) = expect_event(&listener, "CONNECT_REQUEST")?
         else {
             return Err(EPROTO);

@@ -8,8 +8,9 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
+    alloc::flags::GFP_ATOMIC,
     net::device::NetDevice,
-    new_spinlock,
+    new_mutex, new_spinlock,
     prelude::*,
     rdma::{
         device::{
@@ -18,18 +19,25 @@ use kernel::{
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
         completion_queue::CqNotifier,
+        iw_provider::{IwCmId, IwConnParam},
+        memory_region::{DmaMemory, NewMr},
         objects::{
-            CompletionQueue, CqAttributes, PdId, QpHandle, QpInitAttributes, QpModify, QpQuery,
-            QueuePair,
+            CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QpModify,
+            QpQuery, QueuePair,
         },
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
     },
-    sync::{Arc, SpinLock},
+    sync::{Arc, Mutex, SpinLock},
 };
 
 use crate::{
     abi,
+    cm::{self, Cm},
+    cq::Cq,
+    mr::MrTable,
+    qp::Qp,
+    slots::Slots,
     proto::qp_state::{self, Errno, IbQpState, Input, QpState, SendWork},
 };
 
@@ -76,6 +84,79 @@ struct RsiwDevice {
     qps: Arc<AtomicU32>,
     /// The number of the next queue pair.
     next_qpn: AtomicU32,
+    /// The STag table.
+    mrs: Arc<MrTable>,
+    /// Listeners and pending connections.
+    cm: Arc<Cm>,
+    /// Kernel CQs and QPs.
+    tables: Arc<Tables>,
+}
+
+/// The device's kernel CQs (by the core's id) and QPs, for iw_cm and QP creation.
+#[pin_data]
+struct Tables {
+    #[pin]
+    cqs: Mutex<Slots<(CqId, Arc<Cq>)>>,
+    /// A spinlock: iw_cm looks QPs up (`iw_get_qp`) with interrupts disabled.
+    #[pin]
+    qps: SpinLock<Slots<Arc<Qp>>>,
+}
+
+impl Drop for RsiwDevice {
+    fn drop(&mut self) {
+        self.cm.shut_down();
+    }
+}
+
+impl RsiwDevice {
+    fn kernel_qp(&self, qpn: u32) -> Result<Arc<Qp>> {
+        self.tables
+            .qps
+            .lock()
+            .iter()
+            .find(|q| q.qpn == qpn && !q.is_destroyed())
+            .cloned()
+            .ok_or(EINVAL)
+    }
+
+    fn create_kernel_qp(
+        &self,
+        attr: &mut QpInitAttributes,
+        handle: QpHandle,
+    ) -> Result<(Arc<dyn QueuePair>, u32)> {
+        let scq = self.kernel_cq(attr.send_cq)?;
+        let rcq = self.kernel_cq(attr.recv_cq)?;
+        take_one(&self.qps, limits::MAX_QP)?;
+        let place = CountedPlace(self.qps.clone());
+        attr.max_send_wr = attr.max_send_wr.max(1);
+        attr.max_inline_data = 0;
+        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        let qp = Qp::new(
+            qpn,
+            handle,
+            attr.pd,
+            self.mrs.clone(),
+            scq,
+            rcq,
+            *attr,
+            place,
+        )?;
+        let mut table = self.tables.qps.lock();
+        table.remove_where(|q| q.is_destroyed());
+        table.insert(qp.clone(), GFP_ATOMIC)?;
+        Ok((qp, qpn))
+    }
+
+    fn kernel_cq(&self, id: Option<CqId>) -> Result<Arc<Cq>> {
+        let id = id.ok_or(EINVAL)?;
+        self.tables
+            .cqs
+            .lock()
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, c)| c.clone())
+            .ok_or(EINVAL)
+    }
 }
 
 /// A queue pair. It follows the iWARP state machine (`proto::qp_state`) on verbs requests;
@@ -134,7 +215,7 @@ impl QueuePair for RsiwQp {
 }
 
 /// A place taken in one of the device's object counts, given back on drop.
-struct CountedPlace(Arc<AtomicU32>);
+pub(crate) struct CountedPlace(Arc<AtomicU32>);
 
 impl Drop for CountedPlace {
     fn drop(&mut self) {
@@ -194,6 +275,15 @@ pub(crate) fn create(
             next_cq_id: AtomicU32::new(1),
             qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_qpn: AtomicU32::new(1),
+            mrs: MrTable::new()?,
+            cm: Cm::new()?,
+            tables: Arc::pin_init(
+                pin_init!(Tables {
+                    cqs <- new_mutex!(Slots::new(), "rsiw::Tables::cqs"),
+                    qps <- new_spinlock!(Slots::new(), "rsiw::Tables::qps"),
+                }),
+                GFP_KERNEL,
+            )?,
         },
         GFP_KERNEL,
     )?;
@@ -239,9 +329,10 @@ impl kernel::rdma::device::Driver for RsiwDevice {
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_SGE_PBL,
-            // RFC 7306 atomics are not implemented yet: report none.
-            atomic_cap: AtomicCap::None,
-            masked_atomic_cap: AtomicCap::None,
+            // RFC 7306 atomics, serialised per device (kernel consumers; the siw user ABI
+            // has no atomics).
+            atomic_cap: AtomicCap::Hca,
+            masked_atomic_cap: AtomicCap::Hca,
         })
     }
 
@@ -310,7 +401,8 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         _dev: &Device,
         attr: &CqAttributes,
         user: Option<&mut UserVerb<'_>>,
-        _notifier: CqNotifier,
+        notifier: CqNotifier,
+        id: CqId,
     ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
@@ -318,10 +410,15 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         if attr.entries < 1 || attr.entries > limits::MAX_CQE {
             return Err(EINVAL);
         }
-        // Kernel CQs need the kernel poll path, which is not there yet.
-        let user = user.ok_or(EOPNOTSUPP)?;
         let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
         take_one(&self.cqs, limits::MAX_CQ)?;
+        let Some(user) = user else {
+            let cq = Cq::new(entries, notifier, CountedPlace(self.cqs.clone()))?;
+            let mut table = self.tables.cqs.lock();
+            table.remove_where(|(_, c)| c.is_destroyed());
+            table.insert((id, cq.clone()), GFP_KERNEL)?;
+            return Ok((cq, entries));
+        };
         // From here our place is given back when `cq` (or this error path) drops it.
         let mut cq = RsiwCq {
             _ring: None,
@@ -339,12 +436,51 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         Ok((Arc::new(cq, GFP_KERNEL)?, entries))
     }
 
+    fn get_dma_mr(&self, _dev: &Device, pd: PdId, access: u32, mem: DmaMemory) -> Result<NewMr> {
+        let (mr, key) = self.mrs.add_dma(pd, access, mem)?;
+        Ok(NewMr { mr, key })
+    }
+
+    fn alloc_mr(&self, _dev: &Device, pd: PdId, max_pages: u32) -> Result<NewMr> {
+        if max_pages == 0 || max_pages > limits::MAX_SGE_PBL {
+            return Err(EINVAL);
+        }
+        let (mr, key) = self.mrs.add_fast_reg(pd, max_pages)?;
+        Ok(NewMr { mr, key })
+    }
+
+    fn iw_connect(&self, _dev: &Device, id: IwCmId, param: &IwConnParam<'_>) -> Result {
+        let qp = self.kernel_qp(param.qpn)?;
+        cm::connect(&self.cm, qp, id, param)
+    }
+
+    fn iw_accept(&self, _dev: &Device, id: IwCmId, param: &IwConnParam<'_>) -> Result {
+        let qp = self.kernel_qp(param.qpn)?;
+        cm::accept(&self.cm, qp, id, param)
+    }
+
+    fn iw_reject(&self, _dev: &Device, id: IwCmId, private_data: &[u8]) -> Result {
+        cm::reject(&self.cm, id, private_data)
+    }
+
+    fn iw_create_listen(&self, _dev: &Device, id: IwCmId, backlog: u32) -> Result {
+        cm::listen(&self.cm, id, backlog)
+    }
+
+    fn iw_destroy_listen(&self, _dev: &Device, key: usize) -> Result {
+        cm::unlisten(&self.cm, key)
+    }
+
+    fn iw_get_qp(&self, _dev: &Device, qpn: u32) -> Option<QpHandle> {
+        self.kernel_qp(qpn).ok().map(|q| q.handle)
+    }
+
     fn create_qp(
         &self,
         _dev: &Device,
         attr: &mut QpInitAttributes,
         user: Option<&mut UserVerb<'_>>,
-        _handle: QpHandle,
+        handle: QpHandle,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
         use limits::*;
         if attr.create_flags != 0 || !attr.reliable_connected {
@@ -365,8 +501,9 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         {
             return Err(EINVAL);
         }
-        // Kernel QPs need the kernel data path, which is not there yet.
-        let user = user.ok_or(EOPNOTSUPP)?;
+        let Some(user) = user else {
+            return self.create_kernel_qp(attr, handle);
+        };
         let num_sqe = attr.max_send_wr.checked_next_power_of_two().ok_or(EINVAL)?;
         let num_rqe = match attr.max_recv_wr {
             0 => 0,

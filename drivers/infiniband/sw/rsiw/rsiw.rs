@@ -26,7 +26,13 @@ use kernel::{
 };
 
 mod abi;
+mod cm;
+mod cq;
 mod device;
+mod kernel_crc32c;
+mod mr;
+mod qp;
+mod slots;
 pub mod proto;
 
 module! {

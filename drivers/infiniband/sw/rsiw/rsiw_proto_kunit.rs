@@ -201,6 +201,11 @@ struct Memory {
 const STAG: u32 = 0x100;
 
 impl RxContext for Memory {
+    fn read_sink_allows(&mut self, _slot: usize, _stag: u32, _to: u64, _len: usize) -> bool {
+        // No per-request sinks here; qp_engine's adapter checks them.
+        true
+    }
+
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
         (stag >> 8 == STAG >> 8).then(|| MemoryRegion {
             stag: STAG,

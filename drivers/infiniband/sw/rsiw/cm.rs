@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connection management: the iw_cm provider verbs over kernel TCP sockets.
+//!
+//! - `iw_connect` connects TCP (blocking, in the caller's context, as the C siw does), sends
+//!   the MPA Request and leaves the reply to a [`Connecting`] work item, which reports it to
+//!   iw_cm as CONNECT_REPLY and attaches the connection to the QP.
+//! - `iw_create_listen` binds and listens; the listener's `sk_data_ready` queues its work,
+//!   which accepts sockets and starts a [`Pending`] connection for each: its work reads the
+//!   MPA Request and reports it as CONNECT_REQUEST. `iw_accept` and `iw_reject` find the
+//!   pending connection by the number given as provider data and answer it.
+//!
+//! The MPA exchange runs the pure state machines of `proto/mpa_handshake.rs`, reading with
+//! `MSG_PEEK` and then consuming exactly what the machine used, so no byte of the stream after
+//! the MPA frame is ever taken from the socket here: the QP's receive path sees all of them.
+//! Every blocking receive has the MPA timeout. Peer-to-peer mode (RTR) is neither requested nor
+//! accepted yet: a request for it is refused by the negotiation (see the admin guide).
+
+use core::{
+    net::SocketAddr,
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+use kernel::{
+    net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket},
+    new_mutex,
+    prelude::*,
+    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent},
+    sync::{Arc, Mutex},
+    time::msecs_to_jiffies,
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+};
+
+use crate::{
+    kernel_crc32c::KernelCrc32c,
+    proto::{
+        mpa::RtrKinds,
+        mpa_handshake::{
+            Accepted, InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
+            MAX_FRAME_LEN,
+        },
+        mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig},
+        ord_ird::MAX_DEPTH,
+    },
+    qp::{Established, Qp},
+    slots::Slots,
+};
+
+/// How long a peer has for its MPA frame.
+const MPA_TIMEOUT_MS: u32 = 10_000;
+
+/// The connection-management state of a device.
+#[pin_data]
+pub(crate) struct Cm {
+    #[pin]
+    listeners: Mutex<Slots<Arc<Listener>>>,
+    #[pin]
+    pending: Mutex<Slots<Arc<Pending>>>,
+    next_pending: AtomicUsize,
+    /// The CRC policy of new connections.
+    pub(crate) crc: CrcPolicy,
+}
+
+impl Cm {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                listeners <- new_mutex!(Slots::new(), "Cm::listeners"),
+                pending <- new_mutex!(Slots::new(), "Cm::pending"),
+                next_pending: AtomicUsize::new(1),
+                crc: CrcPolicy::Optional,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Closes every listener and pending connection (the device goes away).
+    pub(crate) fn shut_down(&self) {
+        let listeners = self.listeners.lock().take_all();
+        for l in listeners.iter() {
+            l.close();
+        }
+        let pending = self.pending.lock().take_all();
+        for p in pending.iter() {
+            let _ = p.socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn take_pending(&self, key: usize) -> Option<Arc<Pending>> {
+        self.pending.lock().take_where(|p| p.key == key)
+    }
+}
+
+fn clamp_u8(v: u16) -> u8 {
+    v.min(u16::from(u8::MAX)) as u8
+}
+
+fn depth(d: QueueDepth, current: u32) -> u16 {
+    match d {
+        QueueDepth::Set(v) => v,
+        QueueDepth::Unchanged => current.min(u32::from(MAX_DEPTH)) as u16,
+    }
+}
+
+/// Receives one MPA frame's worth of bytes for `feed`, which returns how many it used and
+/// whether it is done: peeks, feeds, consumes what was used.
+fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) -> Result {
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    loop {
+        let n = socket.recv(&mut buf, MsgFlags::PEEK)?;
+        if n == 0 {
+            return Err(ECONNRESET);
+        }
+        let (used, done) = feed(buf.get(..n).ok_or(EINVAL)?);
+        if used > 0 {
+            let mut left = used;
+            while left > 0 {
+                let got = socket.recv(buf.get_mut(..left).ok_or(EINVAL)?, MsgFlags::NONE)?;
+                if got == 0 {
+                    return Err(ECONNRESET);
+                }
+                left -= got;
+            }
+        }
+        if done {
+            return Ok(());
+        }
+        if used == 0 {
+            // The machine needs more than what is queued: wait for more than `n` bytes.
+            let mut more = [0u8; MAX_FRAME_LEN];
+            let want = (n + 1).min(more.len());
+            socket.recv(more.get_mut(..want).ok_or(EINVAL)?, MsgFlags::PEEK | MsgFlags::WAITALL)?;
+        }
+    }
+}
+
+// ---- Active side ----
+
+/// An `iw_connect` waiting for the MPA Reply.
+#[pin_data]
+struct Connecting {
+    #[pin]
+    state: Mutex<Option<(IwCmId, Arc<TcpSocket>, InitiatorHandshake, Arc<Qp>, u32, u32)>>,
+    #[pin]
+    work: Work<Connecting>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Connecting { self.work }
+}
+
+impl WorkItem for Connecting {
+    type Pointer = Arc<Connecting>;
+
+    fn run(this: Arc<Connecting>) {
+        let Some((id, socket, mut hs, qp, ird, ord)) = this.state.lock().take() else {
+            return;
+        };
+        let mut event = None;
+        let result = exchange(&socket, &mut |bytes| match hs.on_bytes(bytes) {
+            Ok((used, ev)) => {
+                let done = ev.is_some();
+                event = ev;
+                (used, done)
+            }
+            Err(_) => (0, true),
+        });
+        let local = socket.local_addr();
+        let remote = socket.peer_addr();
+        let (Ok(local), Ok(remote)) = (local, remote) else {
+            let _ = socket.shutdown(Shutdown::Both);
+            return;
+        };
+        fn reply<'a>(
+            (local, remote): (SocketAddr, SocketAddr),
+            status: Result,
+            private_data: &'a [u8],
+            ird: u8,
+            ord: u8,
+        ) -> IwEvent<'a> {
+            IwEvent::ConnectReply {
+                status,
+                local,
+                remote,
+                private_data,
+                ird,
+                ord,
+            }
+        }
+        let addrs = (local, remote);
+        match (result, event) {
+            (Ok(()), Some(InitiatorEvent::Connected(decision))) => {
+                let ird = depth(decision.local_ird, ird);
+                let ord = depth(decision.local_ord, ord);
+                let data = hs.peer_private_data();
+                if id
+                    .deliver(reply(addrs, Ok(()), data, clamp_u8(ird), clamp_u8(ord)))
+                    .is_err()
+                {
+                    let _ = socket.shutdown(Shutdown::Both);
+                    return;
+                }
+                let _ = qp.attach(Established {
+                    socket,
+                    cm_id: id,
+                    crc: decision.use_crc,
+                    ird,
+                    ord,
+                });
+            }
+            (Ok(()), Some(InitiatorEvent::Rejected { .. })) => {
+                let _ = id.deliver(reply(addrs, Err(ECONNREFUSED), hs.peer_private_data(), 0, 0));
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            (Err(e), _) => {
+                let e = if e == EAGAIN { ETIMEDOUT } else { e };
+                let _ = id.deliver(reply(addrs, Err(e), &[], 0, 0));
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            _ => {
+                let _ = id.deliver(reply(addrs, Err(ECONNRESET), &[], 0, 0));
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// `iw_connect`.
+pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) -> Result {
+    let remote = id.remote_addr()?;
+    let local = id.local_addr()?;
+    let socket = TcpSocket::new(&remote)?;
+    socket.set_reuseaddr();
+    if !local.ip().is_unspecified() || local.port() != 0 {
+        socket.bind(&local)?;
+    }
+    socket.connect(&remote, false)?;
+    socket.set_receive_timeout(msecs_to_jiffies(MPA_TIMEOUT_MS));
+    let ird = param.ird.min(u32::from(MAX_DEPTH));
+    let ord = param.ord.min(u32::from(MAX_DEPTH));
+    let mut hs = InitiatorHandshake::new(InitiatorConfig {
+        crc: cm.crc,
+        enhanced: true,
+        ird: ird as u16,
+        ord: ord as u16,
+        max_ird: MAX_DEPTH,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    });
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = hs
+        .request(param.private_data, &mut frame)
+        .map_err(|_| EINVAL)?;
+    socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
+    let socket = Arc::new(socket, GFP_KERNEL)?;
+    let connecting = Arc::pin_init(
+        pin_init!(Connecting {
+            state <- new_mutex!(Some((id, socket, hs, qp, ird, ord)), "Connecting::state"),
+            work <- new_work!("rsiw::Connecting::work"),
+        }),
+        GFP_KERNEL,
+    )?;
+    let _ = workqueue::system_long().enqueue(connecting);
+    Ok(())
+}
+
+// ---- Passive side ----
+
+/// A listening socket of an iw_cm id.
+#[pin_data]
+pub(crate) struct Listener {
+    id: IwCmId,
+    socket: TcpSocket,
+    cm: Arc<Cm>,
+    closed: AtomicBool,
+    #[pin]
+    work: Work<Listener>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Listener { self.work }
+}
+
+impl Listener {
+    fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.socket.remove_callbacks();
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+}
+
+/// The listener's work queues itself from `sk_data_ready`; it needs an `Arc` of itself there,
+/// which the callbacks object holds.
+struct ListenerCallbacks(Arc<Listener>);
+
+impl TcpCallbacks for ListenerCallbacks {
+    fn data_ready(&self, _rx: &mut RxQueue<'_>) {
+        if !self.0.closed.load(Ordering::Relaxed) {
+            let _ = workqueue::system_long().enqueue(self.0.clone());
+        }
+    }
+}
+
+impl WorkItem for Listener {
+    type Pointer = Arc<Listener>;
+
+    fn run(this: Arc<Listener>) {
+        let this = &this;
+        while !this.closed.load(Ordering::Relaxed) {
+            let Ok(socket) = this.socket.accept(true) else {
+                return;
+            };
+            let Ok(socket) = Arc::new(socket, GFP_KERNEL) else {
+                continue;
+            };
+            let key = this.cm.next_pending.fetch_add(1, Ordering::Relaxed);
+            let pending = Arc::pin_init(
+                pin_init!(Pending {
+                    key,
+                    listener: this.clone(),
+                    socket,
+                    hs <- new_mutex!(None, "Pending::hs"),
+                    work <- new_work!("rsiw::Pending::work"),
+                }),
+                GFP_KERNEL,
+            );
+            if let Ok(p) = pending {
+                let _ = workqueue::system_long().enqueue(p);
+            }
+        }
+    }
+}
+
+/// `iw_create_listen`.
+pub(crate) fn listen(cm: &Arc<Cm>, id: IwCmId, backlog: u32) -> Result {
+    let local = id.local_addr()?;
+    let socket = TcpSocket::new(&local)?;
+    socket.set_reuseaddr();
+    socket.bind(&local)?;
+    socket.listen(backlog.clamp(1, 1024))?;
+    let listener = Arc::pin_init(
+        pin_init!(Listener {
+            id,
+            socket,
+            cm: cm.clone(),
+            closed: AtomicBool::new(false),
+            work <- new_work!("rsiw::Listener::work"),
+        }),
+        GFP_KERNEL,
+    )?;
+    cm.listeners.lock().insert(listener.clone(), GFP_KERNEL)?;
+    listener
+        .socket
+        .install_callbacks(Arc::new(ListenerCallbacks(listener.clone()), GFP_KERNEL)?)?;
+    // Connections that came in before the callbacks were there.
+    let _ = workqueue::system_long().enqueue(listener);
+    Ok(())
+}
+
+/// `iw_destroy_listen`.
+pub(crate) fn unlisten(cm: &Cm, key: usize) -> Result {
+    let listener = cm
+        .listeners
+        .lock()
+        .take_where(|l| l.id.key() == key)
+        .ok_or(EINVAL)?;
+    listener.close();
+    // Its pending connections go with it.
+    let mut list = cm.pending.lock();
+    while let Some(p) = list.take_where(|p| Arc::ptr_eq(&p.listener, &listener)) {
+        let _ = p.socket.shutdown(Shutdown::Both);
+    }
+    Ok(())
+}
+
+/// An accepted TCP connection before the ULP's accept or reject.
+#[pin_data]
+pub(crate) struct Pending {
+    key: usize,
+    listener: Arc<Listener>,
+    socket: Arc<TcpSocket>,
+    #[pin]
+    hs: Mutex<Option<ResponderHandshake<KernelCrc32c>>>,
+    #[pin]
+    work: Work<Pending>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Pending { self.work }
+}
+
+fn responder_config(cm: &Cm) -> ResponderConfig {
+    ResponderConfig {
+        crc: cm.crc,
+        enhanced: true,
+        max_ird: MAX_DEPTH,
+        ord: MAX_DEPTH,
+        min_ord: 0,
+        rtr: RtrKinds::NONE,
+    }
+}
+
+impl WorkItem for Pending {
+    type Pointer = Arc<Pending>;
+
+    fn run(this: Arc<Pending>) {
+        let cm = this.listener.cm.clone();
+        this.socket
+            .set_receive_timeout(msecs_to_jiffies(MPA_TIMEOUT_MS));
+        let mut hs = ResponderHandshake::new(responder_config(&cm), KernelCrc32c);
+        let mut event = None;
+        let result = exchange(&this.socket, &mut |bytes| {
+            let (used, ev) = hs.on_bytes(bytes);
+            let done = ev.is_some();
+            event = ev;
+            (used, done)
+        });
+        let request = match (result, event) {
+            (Ok(()), Some(ResponderEvent::ConnectRequest(r))) => r,
+            (Ok(()), Some(ResponderEvent::Failed(_))) => {
+                // A request we cannot serve (markers, P2P, CRC policy): MPA Reject.
+                let mut frame = [0u8; MAX_FRAME_LEN];
+                if let Ok(len) = hs.reject(&[], &mut frame) {
+                    let _ = this.socket.send(&frame[..len.min(MAX_FRAME_LEN)], MsgFlags::NOSIGNAL);
+                }
+                let _ = this.socket.shutdown(Shutdown::Both);
+                return;
+            }
+            _ => {
+                let _ = this.socket.shutdown(Shutdown::Both);
+                return;
+            }
+        };
+        let (Ok(local), Ok(remote)) = (this.socket.local_addr(), this.socket.peer_addr()) else {
+            return;
+        };
+        let (ird, ord) = request.peer.map_or((0, 0), |p| (p.ird, p.ord));
+        let data = hs.peer_private_data();
+        let mut copy = [0u8; MAX_FRAME_LEN];
+        let n = data.len().min(copy.len());
+        copy[..n].copy_from_slice(&data[..n]);
+        *this.hs.lock() = Some(hs);
+        if cm.pending.lock().insert(this.clone(), GFP_KERNEL).is_err() {
+            let _ = this.socket.shutdown(Shutdown::Both);
+            return;
+        }
+        let delivered = this.listener.id.deliver(IwEvent::ConnectRequest {
+            provider_data: this.key,
+            local,
+            remote,
+            private_data: &copy[..n],
+            ird: clamp_u8(ird),
+            ord: clamp_u8(ord),
+        });
+        if delivered.is_err() {
+            if let Some(p) = cm.take_pending(this.key) {
+                let _ = p.socket.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// `iw_accept`.
+pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) -> Result {
+    let pending = cm.take_pending(id.provider_data()).ok_or(EINVAL)?;
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let ird = param.ird.min(u32::from(MAX_DEPTH)) as u16;
+    let ord = param.ord.min(u32::from(MAX_DEPTH)) as u16;
+    let accepted = {
+        let mut hs = pending.hs.lock();
+        let hs = hs.as_mut().ok_or(EINVAL)?;
+        hs.accept(param.private_data, ird, ord, &mut frame)
+    };
+    let Ok(Accepted {
+        len,
+        decision,
+        established,
+    }) = accepted
+    else {
+        let _ = pending.socket.shutdown(Shutdown::Both);
+        return Err(EINVAL);
+    };
+    if !established {
+        // Peer-to-peer was not offered, so the handshake never asks for an RTR.
+        let _ = pending.socket.shutdown(Shutdown::Both);
+        return Err(EOPNOTSUPP);
+    }
+    let ird = depth(decision.local_ird, u32::from(ird));
+    let ord = depth(decision.local_ord, u32::from(ord));
+    let socket = pending.socket.clone();
+    socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
+    id.deliver(IwEvent::Established)?;
+    qp.attach(Established {
+        socket,
+        cm_id: id,
+        crc: decision.use_crc,
+        ird,
+        ord,
+    })
+}
+
+/// `iw_reject`.
+pub(crate) fn reject(cm: &Cm, id: IwCmId, private_data: &[u8]) -> Result {
+    let pending = cm.take_pending(id.provider_data()).ok_or(EINVAL)?;
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = {
+        let mut hs = pending.hs.lock();
+        let hs = hs.as_mut().ok_or(EINVAL)?;
+        hs.reject(private_data, &mut frame).map_err(|_| EINVAL)?
+    };
+    let _ = pending
+        .socket
+        .send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL);
+    let _ = pending.socket.shutdown(Shutdown::Both);
+    Ok(())
+}

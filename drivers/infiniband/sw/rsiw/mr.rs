@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions and the STag table.
+//!
+//! An STag (RFC 5040) is 32 bits: a 24-bit index naming the region and an 8-bit key the
+//! consumer may change on each fast registration (`ib_update_fast_reg_key`), so that a peer
+//! holding an old STag is refused. The table maps the index to the region; every access, local
+//! (an SGE's lkey) or remote (a tagged DDP segment's STag), looks the region up, compares the
+//! whole STag, and then checks state, protection domain, rights and bounds.
+//!
+//! Two kinds of region exist so far: the DMA MR of kernel consumers (all of memory; local
+//! access only, as the 6.12 core never asks for more) and fast-registration MRs (a page list
+//! from `map_mr_sg`, made valid by a REG_MR work request and invalid by LOCAL_INV or a
+//! received Send with Invalidate).
+
+use kernel::{
+    alloc::flags::GFP_ATOMIC,
+    new_spinlock_bh,
+    prelude::*,
+    rdma::{
+        memory_region::{
+            DmaMemory, DmaRange, MemoryRegion, PageList, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC,
+            ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+        },
+        objects::PdId,
+    },
+    sync::{Arc, SpinLockBh},
+};
+
+use crate::proto::placement::{self, AccessFlags, StagState};
+
+/// What memory a region stands for.
+enum Backing {
+    /// All of memory (a DMA MR).
+    Dma(DmaMemory),
+    /// The pages `map_mr_sg` set.
+    Pages(PageList),
+}
+
+/// The mutable part of a region.
+struct MrState {
+    /// The full STag (index and current key).
+    stag: u32,
+    /// Valid for access.
+    valid: bool,
+    /// `IB_ACCESS_*` rights.
+    access: u32,
+    backing: Backing,
+}
+
+/// One memory region.
+#[pin_data]
+pub(crate) struct Mr {
+    /// The protection domain.
+    pd: PdId,
+    /// The table it is in, to leave on deregistration.
+    table: Arc<MrTable>,
+    #[pin]
+    state: SpinLockBh<MrState>,
+}
+
+impl Mr {
+    /// Whether it belongs to `pd`.
+    fn in_pd(&self, pd: PdId) -> bool {
+        self.pd == pd
+    }
+
+    /// What the placement checks need to know about the region.
+    fn describe(&self, pd_number: u32) -> placement::MemoryRegion {
+        let s = self.state.lock();
+        let (base, len, zero_based) = match &s.backing {
+            Backing::Dma(_) => (0, u64::MAX, false),
+            Backing::Pages(p) => (p.iova(), p.length(), false),
+        };
+        let access = AccessFlags::from_ib(s.access);
+        placement::MemoryRegion {
+            stag: s.stag,
+            state: if s.valid {
+                StagState::Valid
+            } else {
+                StagState::Invalid
+            },
+            pd: pd_number,
+            access,
+            base,
+            len,
+            zero_based,
+        }
+    }
+
+    /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
+    /// The caller has checked the region's key, state, rights and bounds.
+    fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
+        let s = self.state.lock();
+        match &s.backing {
+            Backing::Dma(mem) => {
+                let len = u32::try_from(len).map_err(|_| EINVAL)?;
+                f(mem.range(addr, len).ok_or(EINVAL)?)
+            }
+            Backing::Pages(pages) => {
+                let offset = addr.checked_sub(pages.iova()).ok_or(EINVAL)?;
+                pages.for_each_range(offset, len, f)
+            }
+        }
+    }
+}
+
+impl MemoryRegion for Mr {
+    fn map_pages(&self, fill: &mut dyn FnMut(&mut PageList) -> Result<u32>) -> Result<u32> {
+        let mut s = self.state.lock();
+        if s.valid {
+            // The consumer must invalidate before mapping anew.
+            return Err(EINVAL);
+        }
+        match &mut s.backing {
+            Backing::Pages(pages) => fill(pages),
+            Backing::Dma(_) => Err(EINVAL),
+        }
+    }
+
+    fn deregister(&self) {
+        let index = self.state.lock().stag >> 8;
+        self.table.remove(index);
+    }
+}
+
+/// Why a local access is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LocalError {
+    /// No such key, a stale key, an invalid region or another PD.
+    Protection,
+    /// Outside the region or not allowed.
+    Access,
+}
+
+/// The STag table of a device.
+#[pin_data]
+pub(crate) struct MrTable {
+    #[pin]
+    slots: SpinLockBh<KVec<Option<Arc<Mr>>>>,
+    /// Held by every atomic operation executed for a peer: they are atomic with respect to
+    /// each other on this device (`IB_ATOMIC_HCA`).
+    #[pin]
+    atomics: SpinLockBh<()>,
+}
+
+impl MrTable {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                slots <- new_spinlock_bh!(KVec::new(), "MrTable::slots"),
+                atomics <- new_spinlock_bh!((), "MrTable::atomics"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Creates a region of `pd` and enters it; its key is 0.
+    fn add(self: &Arc<Self>, pd: PdId, access: u32, backing: Backing) -> Result<(Arc<Mr>, u32)> {
+        // Index 0 is never used, so that STag 0 names nothing.
+        let mr = Arc::pin_init(
+            pin_init!(Mr {
+                pd,
+                table: self.clone(),
+                state <- new_spinlock_bh!(
+                    MrState { stag: 0, valid: false, access, backing },
+                    "Mr::state"
+                ),
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut slots = self.slots.lock();
+        let free = slots.iter().skip(1).position(|s| s.is_none()).map(|i| i + 1);
+        let index = match free {
+            Some(i) => i,
+            None => {
+                if slots.is_empty() {
+                    slots.push(None, GFP_ATOMIC)?;
+                }
+                slots.push(None, GFP_ATOMIC)?;
+                slots.len() - 1
+            }
+        };
+        if index >= 1 << 24 {
+            return Err(ENOMEM);
+        }
+        let stag = (index as u32) << 8;
+        mr.state.lock().stag = stag;
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Some(mr.clone());
+        }
+        Ok((mr, stag))
+    }
+
+    /// A DMA MR of `pd`.
+    pub(crate) fn add_dma(self: &Arc<Self>, pd: PdId, access: u32, mem: DmaMemory) -> Result<(Arc<Mr>, u32)> {
+        // Remote access to all of memory is never granted.
+        if access & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC) != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let (mr, stag) = self.add(pd, access | ACCESS_LOCAL_WRITE, Backing::Dma(mem))?;
+        mr.state.lock().valid = true;
+        Ok((mr, stag))
+    }
+
+    /// A fast-registration MR of `pd` for up to `max_pages` pages, invalid until registered.
+    pub(crate) fn add_fast_reg(self: &Arc<Self>, pd: PdId, max_pages: u32) -> Result<(Arc<Mr>, u32)> {
+        self.add(pd, 0, Backing::Pages(PageList::new(max_pages)?))
+    }
+
+    /// Runs `f` with the device's atomic operations serialised.
+    pub(crate) fn with_atomics_serialised<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = self.atomics.lock();
+        f()
+    }
+
+    fn remove(&self, index: u32) {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.get_mut(index as usize) {
+            *slot = None;
+        }
+    }
+
+    fn get(&self, stag: u32) -> Option<Arc<Mr>> {
+        self.slots.lock().get((stag >> 8) as usize)?.clone()
+    }
+
+    /// The region of `stag` as placement checks see it (`pd_number` stands for `pd`; a region
+    /// of another PD is reported with another number so that the check fails).
+    pub(crate) fn describe(&self, stag: u32, pd: PdId, pd_number: u32) -> Option<placement::MemoryRegion> {
+        let mr = self.get(stag)?;
+        let number = if mr.in_pd(pd) { pd_number } else { pd_number.wrapping_add(1) };
+        Some(mr.describe(number))
+    }
+
+    /// Copies between memory and a buffer for a tagged access the placement checks allowed.
+    pub(crate) fn tagged(&self, stag: u32, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
+        self.get(stag).ok_or(EINVAL)?.with_memory(addr, len, f)
+    }
+
+    /// Runs `f` over the memory of a local SGE after checking the key, PD, state, bounds and,
+    /// for `write`, local write access.
+    pub(crate) fn local(
+        &self,
+        pd: PdId,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        write: bool,
+        f: &mut dyn FnMut(DmaRange) -> Result,
+    ) -> core::result::Result<(), LocalError> {
+        let mr = self.get(lkey).ok_or(LocalError::Protection)?;
+        if !mr.in_pd(pd) {
+            return Err(LocalError::Protection);
+        }
+        {
+            let s = mr.state.lock();
+            if s.stag != lkey || !s.valid {
+                return Err(LocalError::Protection);
+            }
+            if write && s.access & ACCESS_LOCAL_WRITE == 0 {
+                return Err(LocalError::Access);
+            }
+            if let Backing::Pages(p) = &s.backing {
+                let end = addr.checked_add(len).ok_or(LocalError::Access)?;
+                if addr < p.iova() || end > p.iova().saturating_add(p.length()) {
+                    return Err(LocalError::Access);
+                }
+            }
+        }
+        mr.with_memory(addr, len, f).map_err(|_| LocalError::Access)
+    }
+
+    /// REG_MR: makes the region `stag` names valid under that full STag with `access`.
+    pub(crate) fn register(&self, pd: PdId, stag: u32, access: u32) -> core::result::Result<(), LocalError> {
+        let mr = self.get(stag).ok_or(LocalError::Protection)?;
+        if !mr.in_pd(pd) {
+            return Err(LocalError::Protection);
+        }
+        let mut s = mr.state.lock();
+        if s.valid || !matches!(s.backing, Backing::Pages(_)) {
+            return Err(LocalError::Access);
+        }
+        s.stag = stag;
+        s.access = access;
+        s.valid = true;
+        Ok(())
+    }
+
+    /// LOCAL_INV or a received Send with Invalidate: makes the region invalid. `remote`
+    /// requires the region to be a fast-registration one of `pd` (RFC 5040 section 6.10.4).
+    pub(crate) fn invalidate(&self, pd: PdId, stag: u32) -> core::result::Result<(), LocalError> {
+        let mr = self.get(stag).ok_or(LocalError::Protection)?;
+        if !mr.in_pd(pd) {
+            return Err(LocalError::Protection);
+        }
+        let mut s = mr.state.lock();
+        if s.stag != stag || !matches!(s.backing, Backing::Pages(_)) {
+            return Err(LocalError::Protection);
+        }
+        s.valid = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,922 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs of kernel consumers, with their data path.
+//!
+//! The protocol work is [`QpEngine`]'s (`proto/qp_engine.rs`); this file gives it a home:
+//!
+//! - the send and receive queues are rings here, filled by `post_send`/`post_recv`;
+//! - received bytes reach the engine in the socket's `sk_data_ready` (softirq), under the QP's
+//!   bottom-half lock, and are placed straight into the consumer's memory;
+//! - FPDUs leave from a work item (process context, may block in `sendmsg`): it asks the
+//!   engine for a buffer of FPDUs, drops the lock and writes them to the socket. The same work
+//!   item runs the connection's end (flush, close, iw_cm events), so that never runs in
+//!   softirq context;
+//! - completions go to the send or receive [`Cq`].
+//!
+//! # States
+//!
+//! A QP is idle (RESET/INIT/RTR, work requests only queue) until the connection manager
+//! ([`crate::cm`]) attaches an established connection: then RTS. A graceful close (the ULP's
+//! `rdma_disconnect`, which iw_cm turns into a move to SQD) half-closes TCP and waits for the
+//! peer's close; an abrupt one (ERROR), a TERMINATE either way, or the peer closing, ends the
+//! connection at once: ERROR, every outstanding work request flushed, iw_cm told (DISCONNECT
+//! if the peer started it, then CLOSE). In ERROR, new work requests complete at once as
+//! flushed, which is what `ib_drain_qp` relies on.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{
+    net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
+    new_mutex, new_spinlock_bh,
+    prelude::*,
+    rdma::{
+        completion_queue::{self as wc, Wc},
+        iw_provider::{IwCmId, IwEvent},
+        memory_region::DmaRange,
+        objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
+        work_request::{RecvWr, SendOp as IbSendOp, SendWr},
+    },
+    sync::{Arc, Mutex, SpinLockBh},
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+};
+
+use crate::{
+    cq::Cq,
+    device::CountedPlace,
+    kernel_crc32c::KernelCrc32c,
+    mr::{LocalError, MrTable},
+    proto::{
+        placement,
+        qp_engine::{
+            AtomicOp, Completion, EngineConfig, Outstanding, Pending, QpContext, QpEngine,
+            RecvRequest, SendOp, SendRequest, Sge, SgeList, SlotStorage, WcOpcode, WcStatus,
+        },
+        terminate::TermError,
+    },
+};
+
+/// `IB_QPS_*` values the verbs use.
+mod ib_state {
+    pub(super) const RESET: u32 = 0;
+    pub(super) const INIT: u32 = 1;
+    pub(super) const RTR: u32 = 2;
+    pub(super) const RTS: u32 = 3;
+    pub(super) const SQD: u32 = 4;
+    pub(super) const ERR: u32 = 6;
+}
+
+/// Bytes of FPDUs the transmit work builds per `sendmsg`.
+const TX_BUFFER: usize = 64 * 1024;
+/// Bytes copied out of a socket buffer per engine call in the receive path.
+const RX_CHUNK: usize = 2048;
+
+/// The iWARP state of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Not connected yet (RESET, INIT or RTR to the verbs).
+    Idle(u32),
+    /// Connected.
+    Rts,
+    /// Closing gracefully: TCP half-closed, waiting for the peer.
+    Closing,
+    /// Failed or closed: work requests are flushed.
+    Error,
+}
+
+/// A fixed-size ring of work requests.
+struct Ring<T: Copy> {
+    slots: KVec<Option<T>>,
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy> Ring<T> {
+    fn new(n: u32) -> Result<Self> {
+        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for _ in 0..n {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
+    }
+
+    fn push(&mut self, v: T) -> Result {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return Err(ENOMEM);
+        }
+        let at = (self.head + self.len) % cap;
+        if let Some(slot) = self.slots.get_mut(at) {
+            *slot = Some(v);
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    fn peek(&self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        *self.slots.get(self.head)?
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        let v = self.peek()?;
+        if let Some(slot) = self.slots.get_mut(self.head) {
+            *slot = None;
+        }
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some(v)
+    }
+}
+
+/// What the engine's context borrows besides the engine.
+struct Queues {
+    state: State,
+    sq: Ring<SendRequest>,
+    rq: Ring<RecvRequest>,
+}
+
+/// The engine's per-slot state, on the heap (too big for a kernel stack).
+struct HeapSlots {
+    outstanding: KVec<Outstanding>,
+    pending: KVec<Pending>,
+}
+
+impl HeapSlots {
+    fn new() -> Result<Self> {
+        let depth = usize::from(crate::proto::ord_ird::MAX_DEPTH);
+        Ok(Self {
+            outstanding: KVec::from_elem(Outstanding::EMPTY, depth, GFP_KERNEL)?,
+            pending: KVec::from_elem(Pending::EMPTY, depth, GFP_KERNEL)?,
+        })
+    }
+}
+
+impl SlotStorage for HeapSlots {
+    fn outstanding(&self) -> &[Outstanding] {
+        &self.outstanding
+    }
+    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
+        &mut self.outstanding
+    }
+    fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut [Pending] {
+        &mut self.pending
+    }
+}
+
+/// The data path of one connection.
+type Engine = QpEngine<KernelCrc32c, HeapSlots>;
+
+/// The part of a QP under its bottom-half lock.
+struct Inner {
+    engine: Option<KBox<Engine>>,
+    queues: Queues,
+    rx_chunk: KVec<u8>,
+}
+
+/// The connection of a QP, used from process context.
+struct Connection {
+    socket: Arc<TcpSocket>,
+    /// iw_cm's id while iw_cm thinks the connection up; taken when CLOSE is delivered.
+    cm_id: Option<IwCmId>,
+}
+
+/// Flags of [`Qp::flags`].
+mod flag {
+    /// The peer closed its side of TCP.
+    pub(super) const PEER_CLOSED: u32 = 1;
+    /// The engine terminated the stream.
+    pub(super) const TERMINATED: u32 = 2;
+    /// The QP is being destroyed.
+    pub(super) const DEAD: u32 = 4;
+    /// The ULP asked for an abrupt close.
+    pub(super) const ABORT: u32 = 8;
+}
+
+/// A kernel QP.
+#[pin_data]
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) handle: QpHandle,
+    pd: PdId,
+    mrs: Arc<MrTable>,
+    scq: Arc<Cq>,
+    rcq: Arc<Cq>,
+    signal_all: bool,
+    caps: QpInitAttributes,
+    flags: AtomicU32,
+    #[pin]
+    inner: SpinLockBh<Inner>,
+    #[pin]
+    connection: Mutex<Option<Connection>>,
+    #[pin]
+    tx_buffer: Mutex<KVec<u8>>,
+    kicker: Arc<Kicker>,
+    _place: CountedPlace,
+}
+
+/// The work item of a QP. It is its own object so that code holding only `&Qp` (the verbs,
+/// the socket callbacks) can queue it; it holds the QP until the QP is destroyed.
+#[pin_data]
+struct Kicker {
+    #[pin]
+    qp: SpinLockBh<Option<Arc<Qp>>>,
+    #[pin]
+    work: Work<Kicker>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Kicker { self.work }
+}
+
+impl WorkItem for Kicker {
+    type Pointer = Arc<Kicker>;
+
+    fn run(this: Arc<Kicker>) {
+        let qp = this.qp.lock().clone();
+        if let Some(qp) = qp {
+            qp.transmit();
+            qp.check_end();
+        }
+    }
+}
+
+/// The terms of an established connection.
+pub(crate) struct Established {
+    pub(crate) socket: Arc<TcpSocket>,
+    pub(crate) cm_id: IwCmId,
+    pub(crate) crc: bool,
+    pub(crate) ird: u16,
+    pub(crate) ord: u16,
+}
+
+/// The number the engine's placement checks know the QP's PD by.
+const PD_NUMBER: u32 = 1;
+
+impl Qp {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        qpn: u32,
+        handle: QpHandle,
+        pd: PdId,
+        mrs: Arc<MrTable>,
+        scq: Arc<Cq>,
+        rcq: Arc<Cq>,
+        caps: QpInitAttributes,
+        place: CountedPlace,
+    ) -> Result<Arc<Self>> {
+        let mut rx_chunk = KVec::with_capacity(RX_CHUNK, GFP_KERNEL)?;
+        for _ in 0..RX_CHUNK {
+            rx_chunk.push(0, GFP_KERNEL)?;
+        }
+        let mut tx = KVec::with_capacity(TX_BUFFER, GFP_KERNEL)?;
+        for _ in 0..TX_BUFFER {
+            tx.push(0, GFP_KERNEL)?;
+        }
+        let kicker = Arc::pin_init(
+            pin_init!(Kicker {
+                qp <- new_spinlock_bh!(None, "Kicker::qp"),
+                work <- new_work!("rsiw::Qp::work"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let queues = Queues {
+            state: State::Idle(ib_state::RESET),
+            sq: Ring::new(caps.max_send_wr)?,
+            rq: Ring::new(caps.max_recv_wr.max(1))?,
+        };
+        let own_kicker = kicker.clone();
+        let qp = Arc::pin_init(
+            pin_init!(Self {
+                qpn,
+                handle,
+                pd,
+                mrs,
+                scq,
+                rcq,
+                signal_all: caps.signal_all,
+                caps,
+                flags: AtomicU32::new(0),
+                inner <- new_spinlock_bh!(
+                    Inner { engine: None, queues, rx_chunk },
+                    "Qp::inner"
+                ),
+                connection <- new_mutex!(None, "Qp::connection"),
+                tx_buffer <- new_mutex!(tx, "Qp::tx_buffer"),
+                kicker: own_kicker,
+                _place: place,
+            }),
+            GFP_KERNEL,
+        )?;
+        *kicker.qp.lock() = Some(qp.clone());
+        Ok(qp)
+    }
+
+    /// Queues the QP's work.
+    fn kick(&self) {
+        if self.flags.load(Ordering::Relaxed) & flag::DEAD == 0 {
+            // Already queued is fine: the queued run sees the new work.
+            let _ = workqueue::system().enqueue(self.kicker.clone());
+        }
+    }
+
+    /// The connection manager attaches an established connection: the QP goes to RTS and
+    /// data flows. `leftover` is stream data that arrived with the last MPA frame.
+    pub(crate) fn attach(self: &Arc<Self>, est: Established) -> Result {
+        let fpdu_size = crate::proto::segmenter::fpdu_size(1448, 1);
+        let config = EngineConfig {
+            crc: est.crc,
+            fpdu_size,
+            pd: PD_NUMBER,
+            ird: est.ird,
+            ord: est.ord,
+        };
+        let engine = KBox::new(
+            QpEngine::with_slots(config, KernelCrc32c, HeapSlots::new()?),
+            GFP_KERNEL,
+        )?;
+        {
+            let mut inner = self.inner.lock();
+            if inner.queues.state == State::Error {
+                return Err(ECONNABORTED);
+            }
+            inner.engine = Some(engine);
+            inner.queues.state = State::Rts;
+        }
+        est.socket.set_nodelay();
+        let socket = est.socket.clone();
+        *self.connection.lock() = Some(Connection {
+            socket: est.socket,
+            cm_id: Some(est.cm_id),
+        });
+        socket.install_callbacks(self.clone())?;
+        socket.poke_data_ready();
+        self.kick();
+        Ok(())
+    }
+
+    /// Runs the engine with its context.
+    fn with_engine<R>(
+        &self,
+        f: impl FnOnce(&mut Engine, &mut Ctx<'_>, &mut [u8]) -> R,
+    ) -> Option<R> {
+        let mut guard = self.inner.lock();
+        let Inner {
+            engine,
+            queues,
+            rx_chunk,
+        } = &mut *guard;
+        let engine = engine.as_mut()?;
+        let mut ctx = Ctx {
+            queues,
+            qp: self,
+        };
+        Some(f(engine, &mut ctx, rx_chunk))
+    }
+
+    /// Builds FPDUs and writes them to the socket until the engine has nothing more.
+    fn transmit(&self) {
+        let Some(socket) = self.connection.lock().as_ref().map(|c| c.socket.clone()) else {
+            return;
+        };
+        let mut buf = self.tx_buffer.lock();
+        loop {
+            if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
+                return;
+            }
+            let n = self
+                .with_engine(|engine, ctx, _| {
+                    if ctx.queues.state != State::Rts && !engine.wants_transmit() {
+                        return 0;
+                    }
+                    let n = engine.transmit(ctx, &mut buf);
+                    if engine.is_terminated() {
+                        self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
+                    }
+                    n
+                })
+                .unwrap_or(0);
+            if n == 0 {
+                return;
+            }
+            let mut sent = 0;
+            while sent < n {
+                match socket.send(&buf[sent..n], MsgFlags::NOSIGNAL) {
+                    Ok(k) if k > 0 => sent += k,
+                    _ => {
+                        self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the connection if something asked for it.
+    fn check_end(&self) {
+        let flags = self.flags.load(Ordering::Relaxed);
+        if flags & (flag::PEER_CLOSED | flag::TERMINATED | flag::ABORT | flag::DEAD) != 0 {
+            self.end(flags & flag::PEER_CLOSED != 0);
+        }
+    }
+
+    /// Ends the connection: the QP to ERROR, everything flushed, TCP closed, iw_cm told.
+    fn end(&self, peer_started: bool) {
+        {
+            let mut guard = self.inner.lock();
+            let Inner { engine, queues, .. } = &mut *guard;
+            queues.state = State::Error;
+            let mut ctx = Ctx { queues, qp: self };
+            match engine.as_mut() {
+                Some(e) => e.flush(&mut ctx),
+                None => ctx.flush_queues(),
+            }
+            *engine = None;
+        }
+        let connection = self.connection.lock().take();
+        if let Some(mut c) = connection {
+            c.socket.remove_callbacks();
+            let _ = c.socket.shutdown(Shutdown::Both);
+            if let Some(id) = c.cm_id.take() {
+                if peer_started {
+                    let _ = id.deliver(IwEvent::Disconnect(Ok(())));
+                }
+                let _ = id.deliver(IwEvent::Close);
+            }
+        }
+    }
+
+    /// Whether the consumer destroyed it.
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & flag::DEAD != 0
+    }
+
+    /// The QP is destroyed: the connection ends now and nothing runs for it any more.
+    fn shut(&self) {
+        self.flags.fetch_or(flag::DEAD, Ordering::Relaxed);
+        self.end(false);
+        // The work item lets go of the QP (a run in progress keeps its own reference).
+        *self.kicker.qp.lock() = None;
+    }
+
+    fn completion(&self, c: Completion) -> (Wc, bool, bool) {
+        let status = match c.status {
+            WcStatus::Success => wc::WcStatus::Success,
+            WcStatus::LocLenErr => wc::WcStatus::LocalLength,
+            WcStatus::LocQpOpErr => wc::WcStatus::LocalQpOperation,
+            WcStatus::LocProtErr => wc::WcStatus::LocalProtection,
+            WcStatus::WrFlushErr => wc::WcStatus::Flushed,
+            WcStatus::MwBindErr => wc::WcStatus::MwBind,
+            WcStatus::BadRespErr => wc::WcStatus::BadResponse,
+            WcStatus::LocAccessErr => wc::WcStatus::LocalAccess,
+            WcStatus::RemInvReqErr => wc::WcStatus::RemoteInvalidRequest,
+            WcStatus::RemAccessErr => wc::WcStatus::RemoteAccess,
+            WcStatus::RemOpErr => wc::WcStatus::RemoteOperation,
+            WcStatus::FatalErr => wc::WcStatus::Fatal,
+            WcStatus::GeneralErr => wc::WcStatus::General,
+        };
+        let (opcode, recv) = match c.opcode {
+            WcOpcode::Send => (wc::WcOpcode::Send, false),
+            WcOpcode::RdmaWrite => (wc::WcOpcode::RdmaWrite, false),
+            WcOpcode::RdmaRead => (wc::WcOpcode::RdmaRead, false),
+            WcOpcode::CompSwap => (wc::WcOpcode::CompareSwap, false),
+            WcOpcode::FetchAdd => (wc::WcOpcode::FetchAdd, false),
+            WcOpcode::LocalInv => (wc::WcOpcode::LocalInvalidate, false),
+            WcOpcode::RegMr => (wc::WcOpcode::RegisterMr, false),
+            WcOpcode::Recv => (wc::WcOpcode::Recv, true),
+            WcOpcode::RecvRdmaWithImm => (wc::WcOpcode::RecvRdmaWithImmediate, true),
+        };
+        let entry = Wc {
+            wr_id: c.wr_id,
+            status,
+            opcode,
+            byte_len: c.byte_len,
+            qp: self.handle,
+            // The consumer's 32 bits travel as the big-endian value they are.
+            imm: c.imm.map(u32::to_be),
+            invalidated: c.invalidated,
+        };
+        (entry, recv, c.solicited)
+    }
+
+    /// A flushed completion for a work request posted in ERROR.
+    fn flushed(&self, wr_id: u64, opcode: wc::WcOpcode, recv: bool) {
+        let entry = Wc {
+            wr_id,
+            status: wc::WcStatus::Flushed,
+            opcode,
+            byte_len: 0,
+            qp: self.handle,
+            imm: None,
+            invalidated: None,
+        };
+        if recv {
+            self.rcq.push(entry, false);
+        } else {
+            self.scq.push(entry, false);
+        }
+    }
+}
+
+/// The engine's view of the QP's queues, memory and CQs.
+struct Ctx<'a> {
+    queues: &'a mut Queues,
+    qp: &'a Qp,
+}
+
+impl Ctx<'_> {
+    /// Flushes the queues without an engine (never connected).
+    fn flush_queues(&mut self) {
+        while let Some(wr) = self.queues.sq.pop() {
+            self.complete(Completion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: wr.op.wc_opcode(),
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            });
+        }
+        while let Some(wr) = self.queues.rq.pop() {
+            self.complete(Completion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: WcOpcode::Recv,
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            });
+        }
+    }
+
+    fn local(&self, sge: &Sge, offset: u32, len: usize, write: bool, f: &mut dyn FnMut(DmaRange, usize) -> Result) -> core::result::Result<(), WcStatus> {
+        let addr = sge.addr.checked_add(u64::from(offset)).ok_or(WcStatus::LocLenErr)?;
+        let mut at = 0;
+        let mut piece = |r: DmaRange| {
+            f(r, at)?;
+            at += r.len();
+            Ok(())
+        };
+        self.qp
+            .mrs
+            .local(self.qp.pd, sge.lkey, addr, len as u64, write, &mut piece)
+            .map_err(|e| match e {
+                LocalError::Protection => WcStatus::LocProtErr,
+                LocalError::Access => WcStatus::LocAccessErr,
+            })
+    }
+
+    fn region(&self, stag: u32) -> Option<placement::MemoryRegion> {
+        self.qp.mrs.describe(stag, self.qp.pd, PD_NUMBER)
+    }
+
+    /// Runs `f` over a tagged range the placement checks allowed (`offset` from the region's
+    /// start).
+    fn tagged(&self, stag: u32, offset: u64, len: usize, f: &mut dyn FnMut(DmaRange, usize) -> Result) -> core::result::Result<(), TermError> {
+        let region = self.region(stag).ok_or(TermError::DdpInvalidStag)?;
+        let addr = region.base.checked_add(offset).ok_or(TermError::DdpBaseBounds)?;
+        let mut at = 0;
+        let mut piece = |r: DmaRange| {
+            f(r, at)?;
+            at += r.len();
+            Ok(())
+        };
+        self.qp
+            .mrs
+            .tagged(stag, addr, len as u64, &mut piece)
+            .map_err(|_| TermError::DdpBaseBounds)
+    }
+}
+
+impl QpContext for Ctx<'_> {
+    fn peek_send(&mut self) -> Option<SendRequest> {
+        self.queues.sq.peek()
+    }
+
+    fn pop_send(&mut self) {
+        self.queues.sq.pop();
+    }
+
+    fn pop_recv(&mut self) -> Option<RecvRequest> {
+        self.queues.rq.pop()
+    }
+
+    fn complete(&mut self, c: Completion) {
+        let (entry, recv, solicited) = self.qp.completion(c);
+        if recv {
+            self.qp.rcq.push(entry, solicited);
+        } else {
+            self.qp.scq.push(entry, solicited);
+        }
+    }
+
+    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> core::result::Result<(), WcStatus> {
+        let len = out.len();
+        self.local(sge, offset, len, false, &mut |r, at| {
+            let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
+            r.read(0, dst)
+        })
+    }
+
+    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> core::result::Result<(), WcStatus> {
+        self.local(sge, offset, data.len(), true, &mut |r, at| {
+            r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
+        })
+    }
+
+    fn lookup_stag(&mut self, stag: u32) -> Option<placement::MemoryRegion> {
+        self.region(stag)
+    }
+
+    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> core::result::Result<(), TermError> {
+        let len = out.len();
+        self.tagged(stag, offset, len, &mut |r, at| {
+            r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
+        })
+    }
+
+    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> core::result::Result<(), TermError> {
+        self.tagged(stag, offset, data.len(), &mut |r, at| {
+            r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
+        })
+    }
+
+    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> core::result::Result<u64, TermError> {
+        // Atomic with respect to every other atomic of the device (IB_ATOMIC_HCA).
+        let qp = self.qp;
+        qp.mrs.with_atomics_serialised(|| {
+            let mut word = [0u8; 8];
+            self.tagged_read(stag, offset, &mut word)?;
+            let old = u64::from_ne_bytes(word);
+            self.tagged_write(stag, offset, &op.apply(old).to_ne_bytes())?;
+            Ok(old)
+        })
+    }
+
+    fn invalidate_remote(&mut self, stag: u32) -> core::result::Result<(), TermError> {
+        self.qp
+            .mrs
+            .invalidate(self.qp.pd, stag)
+            .map_err(|_| TermError::RdmapOperationCannotInvalidate)
+    }
+
+    fn invalidate_local(&mut self, stag: u32) -> core::result::Result<(), WcStatus> {
+        self.qp
+            .mrs
+            .invalidate(self.qp.pd, stag)
+            .map_err(|_| WcStatus::LocProtErr)
+    }
+
+    fn register(&mut self, stag: u32, access: u32) -> core::result::Result<(), WcStatus> {
+        self.qp
+            .mrs
+            .register(self.qp.pd, stag, access)
+            .map_err(|_| WcStatus::LocProtErr)
+    }
+}
+
+/// The engine's form of a verbs scatter/gather list.
+fn sge_list(sges: &[kernel::rdma::work_request::Sge]) -> Result<SgeList> {
+    let mut v = [Sge::default(); crate::proto::qp_engine::MAX_SGE];
+    if sges.len() > v.len() {
+        return Err(EINVAL);
+    }
+    for (d, s) in v.iter_mut().zip(sges) {
+        *d = Sge {
+            addr: s.addr(),
+            length: s.length(),
+            lkey: s.lkey(),
+        };
+    }
+    SgeList::new(v.get(..sges.len()).ok_or(EINVAL)?).ok_or(EINVAL)
+}
+
+impl QueuePair for Qp {
+    fn modify(&self, req: &QpModify) -> Result {
+        let Some(target) = req.state else {
+            return Ok(());
+        };
+        let mut inner = self.inner.lock();
+        match (inner.queues.state, target) {
+            (State::Idle(_), ib_state::RESET | ib_state::INIT | ib_state::RTR) => {
+                inner.queues.state = State::Idle(target);
+                Ok(())
+            }
+            // iw_cm moves the QP to RTS itself once the connection is up; the verbs may
+            // confirm it.
+            (State::Rts, ib_state::RTS) => Ok(()),
+            (State::Rts, ib_state::SQD) => {
+                inner.queues.state = State::Closing;
+                drop(inner);
+                let socket = self.connection.lock().as_ref().map(|c| c.socket.clone());
+                if let Some(s) = socket {
+                    // FIN after what is queued; the peer's close ends the connection.
+                    let _ = s.shutdown(Shutdown::Write);
+                }
+                Ok(())
+            }
+            (State::Closing, ib_state::SQD) => Ok(()),
+            (_, ib_state::ERR) => {
+                drop(inner);
+                self.flags.fetch_or(flag::ABORT, Ordering::Relaxed);
+                self.end(false);
+                Ok(())
+            }
+            (State::Error, ib_state::RESET) => {
+                inner.queues.state = State::Idle(ib_state::RESET);
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    fn query(&self) -> Result<QpQuery> {
+        let state = match self.inner.lock().queues.state {
+            State::Idle(s) => s,
+            State::Rts => ib_state::RTS,
+            State::Closing => ib_state::SQD,
+            State::Error => ib_state::ERR,
+        };
+        Ok(QpQuery {
+            state,
+            access_flags: 0,
+            max_send_wr: self.caps.max_send_wr,
+            max_recv_wr: self.caps.max_recv_wr,
+            max_send_sge: self.caps.max_send_sge,
+            max_recv_sge: self.caps.max_recv_sge,
+            max_inline_data: 0,
+        })
+    }
+
+    fn post_send(&self, wr: &SendWr<'_>) -> Result {
+        let op = match wr.op {
+            IbSendOp::Send => SendOp::Send {
+                solicited: wr.solicited,
+                invalidate: None,
+            },
+            IbSendOp::SendWithInvalidate(key) => SendOp::Send {
+                solicited: wr.solicited,
+                invalidate: Some(key),
+            },
+            IbSendOp::SendWithImmediate(imm) => SendOp::SendImm {
+                imm: u32::from_be(imm),
+                solicited: wr.solicited,
+            },
+            IbSendOp::Write { remote_addr, rkey } => SendOp::Write { remote_addr, rkey },
+            IbSendOp::WriteWithImmediate {
+                remote_addr,
+                rkey,
+                imm,
+            } => SendOp::WriteImm {
+                remote_addr,
+                rkey,
+                imm: u32::from_be(imm),
+            },
+            IbSendOp::Read { remote_addr, rkey } => SendOp::Read { remote_addr, rkey },
+            IbSendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => SendOp::CmpSwap {
+                remote_addr,
+                rkey,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            },
+            IbSendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+                field_boundaries,
+            } => SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+                add_mask: field_boundaries,
+            },
+            IbSendOp::RegisterMr { key, access } => SendOp::RegMr { stag: key, access },
+            IbSendOp::LocalInvalidate(stag) => SendOp::LocalInv { stag },
+            IbSendOp::Other(_) => return Err(EOPNOTSUPP),
+        };
+        if wr.inline {
+            // Inline data is copied at post time by siw; not supported yet.
+            return Err(EOPNOTSUPP);
+        }
+        let request = SendRequest {
+            wr_id: wr.wr_id,
+            op,
+            sges: sge_list(wr.sges)?,
+            signaled: wr.signaled || self.signal_all,
+            fence: wr.fence,
+        };
+        let state = {
+            let mut inner = self.inner.lock();
+            let state = inner.queues.state;
+            if state != State::Error {
+                inner.queues.sq.push(request)?;
+            }
+            state
+        };
+        match state {
+            State::Error => {
+                let op = request.op.wc_opcode();
+                let (entry, _, _) = self.completion(Completion {
+                    wr_id: request.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: op,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                });
+                self.flushed(entry.wr_id, entry.opcode, false);
+            }
+            State::Rts => {
+                // `post_send` has no `Arc` of the QP: the device's table has one.
+                self.kick();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn destroy(&self) {
+        self.shut();
+    }
+
+    fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+        let request = RecvRequest {
+            wr_id: wr.wr_id,
+            sges: sge_list(wr.sges)?,
+        };
+        let flushed = {
+            let mut inner = self.inner.lock();
+            if inner.queues.state == State::Error {
+                true
+            } else {
+                inner.queues.rq.push(request)?;
+                false
+            }
+        };
+        if flushed {
+            self.flushed(request.wr_id, wc::WcOpcode::Recv, true);
+        }
+        Ok(())
+    }
+}
+
+impl TcpCallbacks for Qp {
+    fn data_ready(&self, rx: &mut RxQueue<'_>) {
+        let mut wants_tx = false;
+        let mut failed = false;
+        let _ = self.with_engine(|engine, ctx, chunk| {
+            rx.read(&mut |slice| {
+                let mut at = 0;
+                while at < slice.len() && !failed {
+                    let n = (slice.len() - at).min(chunk.len());
+                    let Some(buf) = chunk.get_mut(..n) else { break };
+                    if slice.copy_to(at, buf).is_err() {
+                        break;
+                    }
+                    if engine.receive(buf, ctx).is_err() {
+                        failed = true;
+                    }
+                    at += n;
+                }
+                // Bytes after a failure are dropped: the stream is over.
+                slice.len()
+            });
+            wants_tx = engine.wants_transmit();
+        });
+        if failed {
+            self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
+        }
+        if wants_tx || failed {
+            self.kick();
+        }
+    }
+
+    fn state_change(&self, state: TcpState) {
+        if matches!(
+            state,
+            TcpState::Close | TcpState::CloseWait | TcpState::LastAck | TcpState::TimeWait
+        ) {
+            self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
+            self.kick();
+        }
+    }
+}
