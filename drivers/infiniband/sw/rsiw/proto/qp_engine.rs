@@ -36,18 +36,18 @@
 //! RFC 7306 section 6 defines Immediate Data as a message of its own that
 //! consumes a receive buffer, and RDMA Write with Immediate as an RDMA Write
 //! followed by an Immediate Data message. It defines no Send with Immediate;
-//! rsiw sends [`SendOp::SendImm`] as a Send followed by an Immediate Data
-//! message (also for a zero-length Send, so that every Immediate Data message
-//! rsiw sends follows a Send or an RDMA Write). At the receiver this
-//! consumes **two** receive requests: the Send completes the first one
-//! ([`WcOpcode::Recv`], no immediate value), the Immediate Data the second one
-//! ([`WcOpcode::Recv`] with the value and, as byte length, the length of the
-//! Send just before). Immediate Data after an RDMA Write completes a receive
-//! request as [`WcOpcode::RecvRdmaWithImm`] with byte length 0 (the data
-//! sink does not learn the Write's length). Immediate Data after anything
-//! else (another RNIC may send it on its own) completes as [`WcOpcode::Recv`]
-//! of length 0. The message before is known from the receive engine's
-//! events and its [`RxContext::rdma_write_done`] hint.
+//! rsiw sends a zero-length [`SendOp::SendImm`] as an Immediate Data message
+//! alone: it consumes one receive request at the peer, which completes as
+//! [`WcOpcode::Recv`] with the value and byte length 0 — the verbs meaning of
+//! a zero-length Send with Immediate, and what any RFC 7306 peer makes of
+//! it. A Send with Immediate that carries data goes as a Send followed by an
+//! Immediate Data message and so consumes **two** receive requests: the Send
+//! completes the first ([`WcOpcode::Recv`] with its length), the Immediate
+//! Data the second ([`WcOpcode::Recv`] with the value, length 0). Immediate
+//! Data right after an RDMA Write completes a receive request as
+//! [`WcOpcode::RecvRdmaWithImm`] with byte length 0 (the data sink does not
+//! learn the Write's length); the receiver knows what came before from its
+//! engine's events and the [`RxContext::rdma_write_done`] hint.
 //!
 //! # Errors
 //!
@@ -919,8 +919,7 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                 self.st.recv_status = None;
                 let (opcode, len) = match last {
                     LastRx::Write => (WcOpcode::RecvRdmaWithImm, 0),
-                    LastRx::Send { len } => (WcOpcode::Recv, len),
-                    LastRx::Other => (WcOpcode::Recv, 0),
+                    LastRx::Send { .. } | LastRx::Other => (WcOpcode::Recv, 0),
                 };
                 let mut c = Completion::recv(wr.wr_id, WcStatus::Success, opcode, len);
                 c.imm = Some(data.as_be32());
@@ -1388,6 +1387,13 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     len,
                     solicited,
                     invalidate,
+                },
+                None,
+            ),
+            SendOp::SendImm { imm, solicited } if len == 0 => (
+                WorkRequest::Immediate {
+                    data: ImmediateData::from_be32(imm),
+                    solicited,
                 },
                 None,
             ),
