@@ -233,9 +233,9 @@ impl QpContext for Node {
 type Engine = QpEngine<SoftCrc32c>;
 
 /// Two QPs connected by two byte pipes.
-struct Pair {
-    a: Engine,
-    b: Engine,
+struct Pair<S: SlotStorage = InlineSlots> {
+    a: QpEngine<SoftCrc32c, S>,
+    b: QpEngine<SoftCrc32c, S>,
     na: Node,
     nb: Node,
     /// Bytes in flight from a to b and from b to a.
@@ -271,6 +271,13 @@ impl Default for Setup {
 
 impl Pair {
     fn new(setup: Setup) -> Self {
+        Self::with_slots(setup, InlineSlots::new(), InlineSlots::new())
+    }
+}
+
+impl<S: SlotStorage> Pair<S> {
+    /// Two QPs keeping their per-slot state in `a_slots` and `b_slots`.
+    fn with_slots(setup: Setup, a_slots: S, b_slots: S) -> Self {
         let config = EngineConfig {
             crc: setup.crc,
             fpdu_size: setup.fpdu_size,
@@ -279,8 +286,8 @@ impl Pair {
             ord: setup.ord,
         };
         Self {
-            a: Engine::new(config, SoftCrc32c),
-            b: Engine::new(config, SoftCrc32c),
+            a: QpEngine::with_slots(config, SoftCrc32c, a_slots),
+            b: QpEngine::with_slots(config, SoftCrc32c, b_slots),
             na: Node::default(),
             nb: Node::default(),
             ab: Vec::new(),
@@ -705,7 +712,10 @@ fn send_with_immediate_takes_one_receive_per_message() {
             imm.imm = Some(42);
             imm.solicited = true;
             expected.push(imm);
-            let mut imm2 = ok(next + 1, WcOpcode::Recv, 0);
+            // RFC 7306 has one Immediate Data message: right after an RDMA
+            // Write it completes an RDMA Write with Immediate, whatever the
+            // sender's verb was.
+            let mut imm2 = ok(next + 1, WcOpcode::RecvRdmaWithImm, 0);
             imm2.imm = Some(43);
             expected.push(imm2);
             assert_eq!(p.nb.cq, expected, "{setup:?}");

@@ -47,7 +47,10 @@
 //! Data right after an RDMA Write completes a receive request as
 //! [`WcOpcode::RecvRdmaWithImm`] with byte length 0 (the data sink does not
 //! learn the Write's length); the receiver knows what came before from its
-//! engine's events and the [`RxContext::rdma_write_done`] hint.
+//! engine's events and the [`RxContext::rdma_write_done`] hint. RFC 7306 has
+//! only the one Immediate Data message, so a zero-length Send with Immediate
+//! posted right after an RDMA Write reaches the peer as an RDMA Write with
+//! Immediate: the wire cannot tell them apart.
 //!
 //! # Errors
 //!
