@@ -107,9 +107,8 @@ impl End {
     /// (disconnect, device removal) or nothing comes in time.
     pub(crate) fn wait(&self) -> Result<WorkCompletion> {
         let qp = self.qp()?;
-        if self.id.has_events() {
-            return Err(ECONNRESET);
-        }
+        // Completions first: a connection that failed still flushes what was posted, and a
+        // provider may report the failure to the connection manager before they are polled.
         for _ in 0..50 {
             match qp.wait(msecs_to_jiffies(100)) {
                 Err(e) if e == ETIMEDOUT => {
