@@ -9,9 +9,11 @@ use std::collections::VecDeque;
 
 use proptest::prelude::*;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
+use rsiw_proto::proto::ord_ird::MAX_DEPTH;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::terminate::TermError;
+use rsiw_proto::proto::tx_engine::{TxEngine, WorkRequest, MAX_FPDU_HEADER_LEN};
 
 const PD: u32 = 3;
 
@@ -1481,6 +1483,443 @@ fn corrupted_fpdu_terminates_with_crc_error() {
     assert!(p.nb.cq.is_empty());
     p.b.flush(&mut p.nb);
     assert_eq!(p.nb.cq, vec![err(2, WcOpcode::Recv, WcStatus::WrFlushErr)]);
+}
+
+/// The stream a (possibly hostile) peer sends for `wr`, its payload taken
+/// from `payload`, encoded by a transmit engine of its own.
+fn forge(crc: bool, fpdu_size: usize, wr: WorkRequest<'_>, payload: &[u8]) -> Vec<u8> {
+    let mut tx = TxEngine::new(crc.then_some(SoftCrc32c), fpdu_size);
+    let mut msg = tx.start(wr).unwrap();
+    let mut header = [0u8; MAX_FPDU_HEADER_LEN];
+    let mut out = Vec::new();
+    while let Some(mut fpdu) = msg.next_fpdu(&mut header).unwrap() {
+        out.extend_from_slice(&header[..fpdu.header_len]);
+        let start = fpdu.payload_offset as usize;
+        let data = &payload[start..start + fpdu.payload_len as usize];
+        fpdu.hash_payload(data);
+        out.extend_from_slice(data);
+        out.extend_from_slice(fpdu.trailer().as_bytes());
+    }
+    out
+}
+
+/// The sink of the Read the hostile peer answers: 1000 bytes in the middle
+/// of a 6000-byte region at `VA`.
+const SINK_OFFSET: usize = 1000;
+const SINK_LEN: u32 = 1000;
+const SINK_END: usize = SINK_OFFSET + SINK_LEN as usize;
+/// Bytes the forged Read Responses carry.
+const FORGED: u8 = 0xa5;
+
+/// A's regions in the forged Read Response tests.
+#[derive(Debug, Clone, Copy)]
+struct Regions {
+    /// The region of the first Read's sink.
+    sink: u32,
+    /// A region with every right that no Read names.
+    other: u32,
+    /// The region of the second Read's sink (all of it).
+    next: u32,
+}
+
+/// Where a forged Read Response goes: (STag, tagged offset, length).
+type Aim<'a> = &'a dyn Fn(Regions) -> (u32, u64, u32);
+
+/// A posts a Read into [`SINK_OFFSET`, `SINK_END`) of its region `sink`,
+/// and a second one into the region `next`; the peer ignores them and
+/// answers the first with a Read Response aimed by `aim`, in FPDUs of
+/// `forged_fpdu` bytes. A must refuse it: terminate with a DDP base/bounds
+/// error, place nothing outside the sink, and complete the Read in error.
+/// Returns the sink region's bytes.
+fn refuse_forged_read_response(setup: Setup, forged_fpdu: usize, aim: Aim<'_>) -> Vec<u8> {
+    let mut p = Pair::new(setup);
+    // Every region is locally writable, a Read Response's requirement: the
+    // only thing that keeps the response out of them is the sink the Read
+    // named.
+    let sink = p.na.mr(6000, VA, LOCAL_WRITE | REMOTE_WRITE);
+    let other = p.na.mr(6000, VA, ALL);
+    let next = p.na.mr(6000, VA, LOCAL_WRITE);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0x100,
+        },
+        &[sge(VA + SINK_OFFSET as u64, SINK_LEN, sink)],
+    ));
+    p.na.sq.push_back(wr(
+        2,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: 0x100,
+        },
+        &[sge(VA, 6000, next)],
+    ));
+    p.tx(true);
+    assert_eq!(p.a.requester().outstanding(), 2);
+    // The peer reads the requests but does not run a real responder.
+    p.ab.clear();
+    let (stag, to, len) = aim(Regions { sink, other, next });
+    let payload = vec![FORGED; len as usize];
+    let response = WorkRequest::ReadResponse {
+        sink_stag: stag,
+        sink_tagged_offset: to,
+        len,
+    };
+    p.ba = forge(setup.crc, forged_fpdu, response, &payload);
+    p.rx(false);
+    assert!(p.a.is_terminated() && !p.a.peer_terminated(), "{setup:?}");
+    assert_eq!(
+        p.a.termination(),
+        Some(TermError::DdpBaseBounds),
+        "{setup:?}"
+    );
+    assert_eq!(
+        p.a.receive(&[0; 4], &mut p.na),
+        Err(TermError::DdpBaseBounds)
+    );
+    // Nothing landed outside the sink.
+    for region in [other, next] {
+        assert!(
+            p.na.region(region).data.iter().all(|&b| b == 0),
+            "{setup:?}"
+        );
+    }
+    let data = p.na.region(sink).data.clone();
+    assert!(data[..SINK_OFFSET].iter().all(|&b| b == 0), "{setup:?}");
+    assert!(data[SINK_END..].iter().all(|&b| b == 0), "{setup:?}");
+    assert!(p.na.cq.is_empty(), "{setup:?}");
+    // The TERMINATE is pending and says so: the peer decodes it.
+    assert!(p.a.wants_transmit());
+    assert!(p.tx(true) > 0);
+    assert!(!p.a.wants_transmit());
+    p.rx(true);
+    assert!(p.b.peer_terminated(), "{setup:?}");
+    assert_eq!(
+        p.b.termination(),
+        Some(TermError::DdpBaseBounds),
+        "{setup:?}"
+    );
+    assert_eq!(p.tx(true), 0);
+    // The Reads complete in error, never successfully.
+    p.a.flush(&mut p.na);
+    assert_eq!(
+        p.na.cq,
+        vec![
+            err(1, WcOpcode::RdmaRead, WcStatus::WrFlushErr),
+            err(2, WcOpcode::RdmaRead, WcStatus::WrFlushErr)
+        ],
+        "{setup:?}"
+    );
+    data
+}
+
+#[test]
+fn read_response_into_another_region_is_refused() {
+    let aims: [Aim<'_>; 3] = [
+        // Another valid region with every right, at the sink's address.
+        &|r| (r.other, VA + SINK_OFFSET as u64, 100),
+        // The same, all of it.
+        &|r| (r.other, VA, 6000),
+        // The sink of the second Read, still outstanding behind the first.
+        &|r| (r.next, VA, SINK_LEN),
+    ];
+    for setup in setups() {
+        for aim in aims {
+            let sink = refuse_forged_read_response(setup, 1024, aim);
+            assert!(sink.iter().all(|&b| b == 0), "{setup:?}");
+        }
+    }
+}
+
+#[test]
+fn read_response_outside_the_sink_is_refused() {
+    let aims: [Aim<'_>; 5] = [
+        // Right after the sink, in the same region.
+        &|r| (r.sink, VA + SINK_END as u64, 100),
+        // Right before it.
+        &|r| (r.sink, VA, 100),
+        // Overlapping its start by one byte.
+        &|r| (r.sink, VA + SINK_OFFSET as u64 - 1, 100),
+        // Overlapping its end by one byte.
+        &|r| (r.sink, VA + SINK_END as u64 - 99, 100),
+        // Far away, where the tagged offset would wrap with the length.
+        &|r| (r.sink, u64::MAX - 50, 50),
+    ];
+    for setup in setups() {
+        for aim in aims {
+            let sink = refuse_forged_read_response(setup, 1024, aim);
+            assert!(sink.iter().all(|&b| b == 0), "{setup:?}");
+        }
+    }
+}
+
+#[test]
+fn read_response_overflowing_the_sink_later_is_refused() {
+    // The response starts at the sink and is longer than it: the first
+    // FPDUs fit (and are placed), a later one does not.
+    for setup in setups() {
+        for (fpdu, len) in [(300, SINK_LEN + 1), (300, 3000), (700, SINK_LEN + 200)] {
+            let sink = refuse_forged_read_response(setup, fpdu, &|r| {
+                (r.sink, VA + SINK_OFFSET as u64, len)
+            });
+            let placed = sink[SINK_OFFSET..SINK_END]
+                .iter()
+                .take_while(|&&b| b == FORGED)
+                .count();
+            assert!(placed > 0, "{setup:?} {fpdu} {len}");
+            assert!(
+                sink[SINK_OFFSET + placed..SINK_END].iter().all(|&b| b == 0),
+                "{setup:?} {fpdu} {len}"
+            );
+        }
+    }
+}
+
+/// Slot storage in two vectors, as a driver keeps it on the heap.
+struct VecSlots {
+    outstanding: Vec<Outstanding>,
+    pending: Vec<Pending>,
+}
+
+impl VecSlots {
+    fn new(len: usize) -> Self {
+        Self {
+            outstanding: vec![Outstanding::EMPTY; len],
+            pending: vec![Pending::EMPTY; len],
+        }
+    }
+}
+
+impl SlotStorage for VecSlots {
+    fn outstanding(&self) -> &[Outstanding] {
+        &self.outstanding
+    }
+    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
+        &mut self.outstanding
+    }
+    fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+    fn pending_mut(&mut self) -> &mut [Pending] {
+        &mut self.pending
+    }
+}
+
+/// What a run left behind: both CQs, both memories, the bytes sent.
+type Outcome = (
+    Vec<Completion>,
+    Vec<Completion>,
+    Vec<u8>,
+    Vec<u8>,
+    [usize; 2],
+);
+
+/// Both sides Read from and Fetch-and-Add into each other, more requests
+/// than there are slots, so that the slot ring wraps.
+fn read_atomic_exchange<S: SlotStorage>(mut p: Pair<S>) -> Outcome {
+    const REQUESTS: u64 = MAX_DEPTH as u64 + 30;
+    let ma = p.na.mr(4096, VA, ALL);
+    let mb = p.nb.mr(4096, VA, ALL);
+    p.na.fill(ma, 1);
+    p.nb.fill(mb, 2);
+    p.na.region_mut(ma).data[..8].fill(0);
+    p.nb.region_mut(mb).data[..8].fill(0);
+    for (node, mem, peer) in [(&mut p.na, ma, mb), (&mut p.nb, mb, ma)] {
+        for i in 0..REQUESTS {
+            let slot = i % 32;
+            let w = if i % 2 == 0 {
+                wr(
+                    i,
+                    SendOp::Read {
+                        remote_addr: VA + 64 + 16 * slot,
+                        rkey: peer,
+                    },
+                    &[sge(VA + 2048 + 16 * slot, 16, mem)],
+                )
+            } else {
+                wr(
+                    i,
+                    SendOp::FetchAdd {
+                        remote_addr: VA,
+                        rkey: peer,
+                        add: 1,
+                        add_mask: 0,
+                    },
+                    &[sge(VA + 8, 8, mem)],
+                )
+            };
+            node.sq.push_back(w);
+        }
+    }
+    p.pump();
+    for cq in [&p.na.cq, &p.nb.cq] {
+        let got: Vec<_> = cq.iter().map(|c| (c.wr_id, c.status)).collect();
+        let want: Vec<_> = (0..REQUESTS).map(|i| (i, WcStatus::Success)).collect();
+        assert_eq!(got, want);
+    }
+    let word = |d: &[u8], at: usize| u64::from_ne_bytes(d[at..at + 8].try_into().unwrap());
+    for (mem, node) in [(ma, &p.na), (mb, &p.nb)] {
+        let d = &node.region(mem).data;
+        // Every Fetch-and-Add of the peer landed; ours saw the last value.
+        assert_eq!(word(d, 0), REQUESTS / 2);
+        assert_eq!(word(d, 8), REQUESTS / 2 - 1);
+    }
+    assert!(!p.a.is_terminated() && !p.b.is_terminated());
+    (
+        p.na.cq,
+        p.nb.cq,
+        p.na.mrs[(ma >> 8) as usize].data.clone(),
+        p.nb.mrs[(mb >> 8) as usize].data.clone(),
+        p.sent,
+    )
+}
+
+#[test]
+fn heap_slot_storage_behaves_like_inline() {
+    for setup in setups() {
+        let inline = read_atomic_exchange(Pair::new(setup));
+        let depth = usize::from(MAX_DEPTH);
+        let heap = read_atomic_exchange(Pair::with_slots(
+            setup,
+            VecSlots::new(depth),
+            VecSlots::new(depth),
+        ));
+        assert_eq!(inline, heap, "{setup:?}");
+    }
+}
+
+/// Every work request in `ids` completed exactly once, none successfully.
+fn all_failed_once(cq: &[Completion], ids: &[u64]) {
+    let mut got: Vec<u64> = cq.iter().map(|c| c.wr_id).collect();
+    got.sort_unstable();
+    assert_eq!(got, ids, "{cq:?}");
+    assert!(cq.iter().all(|c| c.status != WcStatus::Success), "{cq:?}");
+}
+
+fn requests(node: &mut Node, rkey: u32, sink: u32) {
+    for (i, op) in [
+        SendOp::Read {
+            remote_addr: 0,
+            rkey,
+        },
+        SendOp::FetchAdd {
+            remote_addr: 0,
+            rkey,
+            add: 1,
+            add_mask: 0,
+        },
+        SendOp::Read {
+            remote_addr: 8,
+            rkey,
+        },
+        SendOp::FetchAdd {
+            remote_addr: 8,
+            rkey,
+            add: 1,
+            add_mask: 0,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        node.sq
+            .push_back(wr(i as u64 + 1, op, &[sge(VA + 8 * i as u64, 8, sink)]));
+    }
+}
+
+#[test]
+fn short_slot_storage_fails_requests_cleanly() {
+    let setup = Setup {
+        ord: 4,
+        ird: 4,
+        ..Setup::default()
+    };
+    // The requester has one slot: the second request cannot be tracked, so
+    // it fails locally before it is sent, and the rest flush.
+    let mut p = Pair::with_slots(
+        setup,
+        VecSlots::new(1),
+        VecSlots::new(usize::from(MAX_DEPTH)),
+    );
+    let remote = p.nb.mr(64, 0, ALL);
+    let sink = p.na.mr(64, VA, LOCAL_WRITE);
+    requests(&mut p.na, remote, sink);
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![err(2, WcOpcode::FetchAdd, WcStatus::LocQpOpErr)]
+    );
+    assert_eq!(p.a.termination(), Some(TermError::RdmapLocalCatastrophic));
+    assert!(p.b.peer_terminated());
+    // The Fetch-and-Add never reached the peer.
+    assert!(p.nb.region(remote).data.iter().all(|&b| b == 0));
+    p.a.flush(&mut p.na);
+    p.b.flush(&mut p.nb);
+    all_failed_once(&p.na.cq, &[1, 2, 3, 4]);
+    p.a.flush(&mut p.na);
+    assert_eq!(p.na.cq.len(), 4);
+
+    // The responder has one slot: the second request terminates the stream
+    // before it is executed.
+    let mut p = Pair::with_slots(
+        setup,
+        VecSlots::new(usize::from(MAX_DEPTH)),
+        VecSlots::new(1),
+    );
+    let remote = p.nb.mr(64, 0, ALL);
+    let sink = p.na.mr(64, VA, LOCAL_WRITE);
+    requests(&mut p.na, remote, sink);
+    p.pump();
+    assert_eq!(p.b.termination(), Some(TermError::RdmapCatastrophicStream));
+    assert!(p.a.peer_terminated());
+    assert!(p.nb.region(remote).data.iter().all(|&b| b == 0));
+    p.a.flush(&mut p.na);
+    p.b.flush(&mut p.nb);
+    all_failed_once(&p.na.cq, &[1, 2, 3, 4]);
+
+    // No storage at all.
+    let mut p = Pair::with_slots(setup, VecSlots::new(0), VecSlots::new(0));
+    let remote = p.nb.mr(64, 0, ALL);
+    let sink = p.na.mr(64, VA, LOCAL_WRITE);
+    requests(&mut p.na, remote, sink);
+    p.pump();
+    p.a.flush(&mut p.na);
+    all_failed_once(&p.na.cq, &[1, 2, 3, 4]);
+    assert_eq!(p.na.cq[0], err(1, WcOpcode::RdmaRead, WcStatus::LocQpOpErr));
+
+    // Slots rotate through all MAX_DEPTH entries whatever the ORD: with ORD 1
+    // and one slot, the first Read works, the second (slot 1) cannot.
+    let mut p = Pair::with_slots(
+        Setup {
+            ord: 1,
+            ..Setup::default()
+        },
+        VecSlots::new(1),
+        VecSlots::new(1),
+    );
+    let remote = p.nb.mr(64, 0, ALL);
+    p.nb.fill(remote, 3);
+    let sink = p.na.mr(64, VA, LOCAL_WRITE);
+    for i in 0..2 {
+        p.na.sq.push_back(wr(
+            i,
+            SendOp::Read {
+                remote_addr: 0,
+                rkey: remote,
+            },
+            &[sge(VA, 8, sink)],
+        ));
+    }
+    p.pump();
+    assert_eq!(
+        p.na.cq,
+        vec![
+            ok(0, WcOpcode::RdmaRead, 8),
+            err(1, WcOpcode::RdmaRead, WcStatus::LocQpOpErr)
+        ]
+    );
+    assert_eq!(&p.na.region(sink).data[..8], &p.nb.region(remote).data[..8]);
 }
 
 /// Writes the seed corpus of the `qp_engine` fuzz target

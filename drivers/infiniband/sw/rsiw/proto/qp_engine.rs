@@ -589,7 +589,11 @@ pub enum Pending {
 /// Where an engine keeps its per-slot state: an ORD entry and an IRD entry for each of the
 /// [`MAX_DEPTH`] slots, about 12 KiB in all. A kernel stack cannot hold that, so the driver
 /// provides heap storage of its own ([`SlotStorage`]); [`InlineSlots`] keeps it inside the
-/// engine. Slots beyond the storage's length are treated as missing.
+/// engine. The engine hands out slots round-robin over all [`MAX_DEPTH`] of them whatever
+/// the ORD and IRD, so storage should hold [`MAX_DEPTH`] entries of each kind; slots beyond
+/// the storage's length are treated as missing: a request of ours that would use one fails
+/// locally ([`WcStatus::LocQpOpErr`]) before it is sent, and a request of the peer that would
+/// use one terminates the stream before it is executed.
 pub trait SlotStorage {
     /// The ORD entries.
     fn outstanding(&self) -> &[Outstanding];
@@ -953,6 +957,10 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                 target_offset,
             } => {
                 let op = AtomicOp::from_request(&header)?;
+                // Without an entry to answer from, do not execute it.
+                if self.st.slots.pending().get(slot).is_none() {
+                    return Err(TermError::RdmapCatastrophicStream);
+                }
                 let original = self
                     .ctx
                     .tagged_atomic(header.remote_stag, target_offset, op)?;
@@ -1539,6 +1547,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             }
             Err(IssueError::NoCredits) => return Err(WcStatus::LocQpOpErr),
         };
+        if self.st.slots.outstanding().get(slot).is_none() {
+            // Slot storage shorter than the ring: a request that could not
+            // be tracked must not be sent. (Its credit stays taken; the
+            // stream ends here anyway.)
+            return Err(WcStatus::LocQpOpErr);
+        }
         let msg = self.tx.start(request).map_err(|_| WcStatus::LocQpOpErr)?;
         if kind == RequestKind::Atomic {
             self.st.next_request_id = self.st.next_request_id.wrapping_add(1);
