@@ -43,8 +43,8 @@ use super::{
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
         destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
-        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId, PdId,
-        QpContainer, QpHandle, QpInitAttributes, QueuePair,
+        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId,
+        PdId, QpContainer, QpHandle, QpInitAttributes, QueuePair,
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,

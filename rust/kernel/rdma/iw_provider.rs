@@ -285,7 +285,11 @@ pub(crate) unsafe extern "C" fn iw_connect_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_connect(dev, id, &param)) }?;
+        unsafe {
+            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
+                d.iw_connect(dev, id, &param)
+            })
+        }?;
         Ok(0)
     })
 }
@@ -304,7 +308,11 @@ pub(crate) unsafe extern "C" fn iw_accept_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_accept(dev, id, &param)) }?;
+        unsafe {
+            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
+                d.iw_accept(dev, id, &param)
+            })
+        }?;
         Ok(0)
     })
 }
@@ -330,7 +338,11 @@ pub(crate) unsafe extern "C" fn iw_reject_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, id) = unsafe { ((*id).device, IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_reject(dev, id, data)) }?;
+        unsafe {
+            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
+                d.iw_reject(dev, id, data)
+            })
+        }?;
         Ok(0)
     })
 }
@@ -366,7 +378,11 @@ pub(crate) unsafe extern "C" fn iw_destroy_listen_callback(id: *mut bindings::iw
         let ibdev = unsafe { (*id).device };
         let key = id as usize;
         // SAFETY: A device of ours.
-        unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_destroy_listen(dev, key)) }?;
+        unsafe {
+            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
+                d.iw_destroy_listen(dev, key)
+            })
+        }?;
         Ok(0)
     })
 }

@@ -193,8 +193,8 @@ impl PageList {
             }
             let page = *self.pages.get(index).ok_or(EINVAL)?;
             let piece = core::cmp::min(left, self.page_size - in_page);
-            let addr = usize::try_from(page.checked_add(in_page).ok_or(EINVAL)?)
-                .map_err(|_| EINVAL)?;
+            let addr =
+                usize::try_from(page.checked_add(in_page).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
             let piece_len = usize::try_from(piece).map_err(|_| EINVAL)?;
             addr.checked_add(piece_len).ok_or(EINVAL)?;
             // INVARIANT: A piece of a page the core mapped for the consumer.

@@ -265,8 +265,7 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
         let notifier = CqNotifier::new(cq)?;
         let given = notifier.clone();
         let id = CqId(cq as usize);
-        let create =
-            |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given, id);
+        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given, id);
         // SAFETY: A device of ours, alive while it has CQs.
         let (queue, entries) = unsafe { with_driver(ibdev, create) }?;
         let container = cq.cast::<CqContainer>();
@@ -353,8 +352,7 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         let mut user = unsafe { user_verb(udata) };
         // INVARIANT: `qp` is the core's object being set up.
         let handle = QpHandle(qp);
-        let create =
-            |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle);
+        let create = |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle);
         // SAFETY: A device of ours, alive while it has QPs.
         let (queue, qpn) = unsafe { with_driver(ibdev, create) }?;
         i.cap.max_send_wr = a.max_send_wr;
@@ -481,7 +479,11 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
 /// Called with a QP that `create_qp_callback` set up and whose last reference is not gone.
 pub(crate) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
     // SAFETY: Set up by `create_qp_callback`, alive (the caller's guarantee).
-    unsafe { (*qp.cast::<QpContainer>()).refs.fetch_add(1, Ordering::Relaxed) };
+    unsafe {
+        (*qp.cast::<QpContainer>())
+            .refs
+            .fetch_add(1, Ordering::Relaxed)
+    };
 }
 
 /// `iw_rem_ref`: a reference taken by creation or `iw_add_ref` is dropped.

@@ -128,7 +128,10 @@ fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) ->
             // The machine needs more than what is queued: wait for more than `n` bytes.
             let mut more = [0u8; MAX_FRAME_LEN];
             let want = (n + 1).min(more.len());
-            socket.recv(more.get_mut(..want).ok_or(EINVAL)?, MsgFlags::PEEK | MsgFlags::WAITALL)?;
+            socket.recv(
+                more.get_mut(..want).ok_or(EINVAL)?,
+                MsgFlags::PEEK | MsgFlags::WAITALL,
+            )?;
         }
     }
 }
@@ -139,7 +142,16 @@ fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) ->
 #[pin_data]
 struct Connecting {
     #[pin]
-    state: Mutex<Option<(IwCmId, Arc<TcpSocket>, InitiatorHandshake, Arc<Qp>, u32, u32)>>,
+    state: Mutex<
+        Option<(
+            IwCmId,
+            Arc<TcpSocket>,
+            InitiatorHandshake,
+            Arc<Qp>,
+            u32,
+            u32,
+        )>,
+    >,
     #[pin]
     work: Work<Connecting>,
 }
@@ -208,7 +220,13 @@ impl WorkItem for Connecting {
                 });
             }
             (Ok(()), Some(InitiatorEvent::Rejected { .. })) => {
-                let _ = id.deliver(reply(addrs, Err(ECONNREFUSED), hs.peer_private_data(), 0, 0));
+                let _ = id.deliver(reply(
+                    addrs,
+                    Err(ECONNREFUSED),
+                    hs.peer_private_data(),
+                    0,
+                    0,
+                ));
                 let _ = socket.shutdown(Shutdown::Both);
             }
             (Err(e), _) => {
@@ -420,7 +438,9 @@ impl WorkItem for Pending {
                 // A request we cannot serve (markers, P2P, CRC policy): MPA Reject.
                 let mut frame = [0u8; MAX_FRAME_LEN];
                 if let Ok(len) = hs.reject(&[], &mut frame) {
-                    let _ = this.socket.send(&frame[..len.min(MAX_FRAME_LEN)], MsgFlags::NOSIGNAL);
+                    let _ = this
+                        .socket
+                        .send(&frame[..len.min(MAX_FRAME_LEN)], MsgFlags::NOSIGNAL);
                 }
                 let _ = this.socket.shutdown(Shutdown::Both);
                 return;

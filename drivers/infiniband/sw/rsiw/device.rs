@@ -13,12 +13,12 @@ use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
     rdma::{
+        completion_queue::CqNotifier,
         device::{
             AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
             PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
-        completion_queue::CqNotifier,
         iw_provider::{IwCmId, IwConnParam},
         memory_region::{DmaMemory, NewMr},
         objects::{
@@ -36,9 +36,9 @@ use crate::{
     cm::{self, Cm},
     cq::Cq,
     mr::MrTable,
+    proto::qp_state::{self, Errno, IbQpState, Input, QpState, SendWork},
     qp::Qp,
     slots::Slots,
-    proto::qp_state::{self, Errno, IbQpState, Input, QpState, SendWork},
 };
 
 /// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.

@@ -170,7 +170,11 @@ impl MrTable {
             GFP_KERNEL,
         )?;
         let mut slots = self.slots.lock();
-        let free = slots.iter().skip(1).position(|s| s.is_none()).map(|i| i + 1);
+        let free = slots
+            .iter()
+            .skip(1)
+            .position(|s| s.is_none())
+            .map(|i| i + 1);
         let index = match free {
             Some(i) => i,
             None => {
@@ -193,7 +197,12 @@ impl MrTable {
     }
 
     /// A DMA MR of `pd`.
-    pub(crate) fn add_dma(self: &Arc<Self>, pd: PdId, access: u32, mem: DmaMemory) -> Result<(Arc<Mr>, u32)> {
+    pub(crate) fn add_dma(
+        self: &Arc<Self>,
+        pd: PdId,
+        access: u32,
+        mem: DmaMemory,
+    ) -> Result<(Arc<Mr>, u32)> {
         // Remote access to all of memory is never granted.
         if access & (ACCESS_REMOTE_READ | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC) != 0 {
             return Err(EOPNOTSUPP);
@@ -204,7 +213,11 @@ impl MrTable {
     }
 
     /// A fast-registration MR of `pd` for up to `max_pages` pages, invalid until registered.
-    pub(crate) fn add_fast_reg(self: &Arc<Self>, pd: PdId, max_pages: u32) -> Result<(Arc<Mr>, u32)> {
+    pub(crate) fn add_fast_reg(
+        self: &Arc<Self>,
+        pd: PdId,
+        max_pages: u32,
+    ) -> Result<(Arc<Mr>, u32)> {
         self.add(pd, 0, Backing::Pages(PageList::new(max_pages)?))
     }
 
@@ -227,14 +240,29 @@ impl MrTable {
 
     /// The region of `stag` as placement checks see it (`pd_number` stands for `pd`; a region
     /// of another PD is reported with another number so that the check fails).
-    pub(crate) fn describe(&self, stag: u32, pd: PdId, pd_number: u32) -> Option<placement::MemoryRegion> {
+    pub(crate) fn describe(
+        &self,
+        stag: u32,
+        pd: PdId,
+        pd_number: u32,
+    ) -> Option<placement::MemoryRegion> {
         let mr = self.get(stag)?;
-        let number = if mr.in_pd(pd) { pd_number } else { pd_number.wrapping_add(1) };
+        let number = if mr.in_pd(pd) {
+            pd_number
+        } else {
+            pd_number.wrapping_add(1)
+        };
         Some(mr.describe(number))
     }
 
     /// Copies between memory and a buffer for a tagged access the placement checks allowed.
-    pub(crate) fn tagged(&self, stag: u32, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
+    pub(crate) fn tagged(
+        &self,
+        stag: u32,
+        addr: u64,
+        len: u64,
+        f: &mut dyn FnMut(DmaRange) -> Result,
+    ) -> Result {
         self.get(stag).ok_or(EINVAL)?.with_memory(addr, len, f)
     }
 
@@ -272,7 +300,12 @@ impl MrTable {
     }
 
     /// REG_MR: makes the region `stag` names valid under that full STag with `access`.
-    pub(crate) fn register(&self, pd: PdId, stag: u32, access: u32) -> core::result::Result<(), LocalError> {
+    pub(crate) fn register(
+        &self,
+        pd: PdId,
+        stag: u32,
+        access: u32,
+    ) -> core::result::Result<(), LocalError> {
         let mr = self.get(stag).ok_or(LocalError::Protection)?;
         if !mr.in_pd(pd) {
             return Err(LocalError::Protection);

@@ -374,10 +374,7 @@ impl Qp {
             rx_chunk,
         } = &mut *guard;
         let engine = engine.as_mut()?;
-        let mut ctx = Ctx {
-            queues,
-            qp: self,
-        };
+        let mut ctx = Ctx { queues, qp: self };
         Some(f(engine, &mut ctx, rx_chunk))
     }
 
@@ -558,8 +555,18 @@ impl Ctx<'_> {
         }
     }
 
-    fn local(&self, sge: &Sge, offset: u32, len: usize, write: bool, f: &mut dyn FnMut(DmaRange, usize) -> Result) -> core::result::Result<(), WcStatus> {
-        let addr = sge.addr.checked_add(u64::from(offset)).ok_or(WcStatus::LocLenErr)?;
+    fn local(
+        &self,
+        sge: &Sge,
+        offset: u32,
+        len: usize,
+        write: bool,
+        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+    ) -> core::result::Result<(), WcStatus> {
+        let addr = sge
+            .addr
+            .checked_add(u64::from(offset))
+            .ok_or(WcStatus::LocLenErr)?;
         let mut at = 0;
         let mut piece = |r: DmaRange| {
             f(r, at)?;
@@ -581,9 +588,18 @@ impl Ctx<'_> {
 
     /// Runs `f` over a tagged range the placement checks allowed (`offset` from the region's
     /// start).
-    fn tagged(&self, stag: u32, offset: u64, len: usize, f: &mut dyn FnMut(DmaRange, usize) -> Result) -> core::result::Result<(), TermError> {
+    fn tagged(
+        &self,
+        stag: u32,
+        offset: u64,
+        len: usize,
+        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+    ) -> core::result::Result<(), TermError> {
         let region = self.region(stag).ok_or(TermError::DdpInvalidStag)?;
-        let addr = region.base.checked_add(offset).ok_or(TermError::DdpBaseBounds)?;
+        let addr = region
+            .base
+            .checked_add(offset)
+            .ok_or(TermError::DdpBaseBounds)?;
         let mut at = 0;
         let mut piece = |r: DmaRange| {
             f(r, at)?;
@@ -619,7 +635,12 @@ impl QpContext for Ctx<'_> {
         }
     }
 
-    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> core::result::Result<(), WcStatus> {
+    fn local_read(
+        &mut self,
+        sge: &Sge,
+        offset: u32,
+        out: &mut [u8],
+    ) -> core::result::Result<(), WcStatus> {
         let len = out.len();
         self.local(sge, offset, len, false, &mut |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
@@ -627,7 +648,12 @@ impl QpContext for Ctx<'_> {
         })
     }
 
-    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> core::result::Result<(), WcStatus> {
+    fn local_write(
+        &mut self,
+        sge: &Sge,
+        offset: u32,
+        data: &[u8],
+    ) -> core::result::Result<(), WcStatus> {
         self.local(sge, offset, data.len(), true, &mut |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
@@ -637,20 +663,35 @@ impl QpContext for Ctx<'_> {
         self.region(stag)
     }
 
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> core::result::Result<(), TermError> {
+    fn tagged_read(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        out: &mut [u8],
+    ) -> core::result::Result<(), TermError> {
         let len = out.len();
         self.tagged(stag, offset, len, &mut |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
 
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> core::result::Result<(), TermError> {
+    fn tagged_write(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> core::result::Result<(), TermError> {
         self.tagged(stag, offset, data.len(), &mut |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
 
-    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> core::result::Result<u64, TermError> {
+    fn tagged_atomic(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        op: AtomicOp,
+    ) -> core::result::Result<u64, TermError> {
         // Atomic with respect to every other atomic of the device (IB_ATOMIC_HCA).
         let qp = self.qp;
         qp.mrs.with_atomics_serialised(|| {

@@ -6,11 +6,17 @@
 //! to `eth0`, registered with the RDMA core under the driver id of the C `siw` so that the siw
 //! user ABI applies. `rdma link del rsiw0` removes it; unloading the module removes all.
 //!
-//! State of this driver: devices register and report their attributes, ports and GID; the data
-//! path (PDs, QPs, CQs, MRs, MPA/DDP/RDMAP over TCP) is not there yet. The RDMA core therefore
-//! does not count rsiw as a kernel-verbs provider: its kernel clients (rdma_cm among them) do
-//! not attach to rsiw devices, and `kernel::rdma::client` answers `EOPNOTSUPP`. The wire
-//! protocol code it will use is in `proto/`.
+//! State of this driver: devices register as kernel-verbs iWARP providers. Kernel consumers
+//! (rdma_cm, through iw_cm) get PDs, CQs, DMA and fast-registration MRs and RC QPs whose data
+//! path ([`qp`], running `proto/qp_engine.rs`) carries Send (with SE, Invalidate, Immediate
+//! Data), RDMA Write (with Immediate), RDMA Read, RFC 7306 atomics and TERMINATE over MPA
+//! connections set up by [`cm`]. User-space verbs register contexts, CQs and QPs with the siw
+//! ABI's mapped rings, but nothing processes those rings yet, and `reg_user_mr` answers
+//! `EOPNOTSUPP`.
+//!
+//! Layout: [`device`] (verbs of a device), [`cm`] (connections), [`qp`] (queue pairs and the
+//! data path), [`cq`] (completion queues), [`mr`] (memory regions and STags), [`proto`] (the
+//! wire protocols, pure code shared with the host tests).
 
 use kernel::{
     net::{
@@ -31,9 +37,9 @@ mod cq;
 mod device;
 mod kernel_crc32c;
 mod mr;
+pub mod proto;
 mod qp;
 mod slots;
-pub mod proto;
 
 module! {
     type: RsiwModule,

@@ -137,8 +137,7 @@ impl QpContext for Node {
     }
 
     fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        self.tagged(stag, offset, data.len())?
-            .copy_from_slice(data);
+        self.tagged(stag, offset, data.len())?.copy_from_slice(data);
         Ok(())
     }
 
@@ -160,7 +159,8 @@ impl QpContext for Node {
     }
 
     fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus> {
-        self.invalidate_remote(stag).map_err(|_| WcStatus::LocProtErr)
+        self.invalidate_remote(stag)
+            .map_err(|_| WcStatus::LocProtErr)
     }
 
     fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus> {
