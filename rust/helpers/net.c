@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <net/sock.h>
+#include <net/ipv6.h>
 
 /* A socket's sk_callback_lock, as socket callbacks and their installers take it. */
 void rust_helper_sk_callback_read_lock(struct sock *sk)
@@ -41,4 +42,9 @@ void rust_helper_sk_wake_all(struct sock *sk)
 	if (skwq_has_sleeper(wq))
 		wake_up_interruptible_all(&wq->wait);
 	rcu_read_unlock();
+}
+
+int rust_helper_ip6_sock_set_v6only(struct sock *sk)
+{
+	return ip6_sock_set_v6only(sk);
 }

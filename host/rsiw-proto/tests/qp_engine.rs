@@ -218,7 +218,13 @@ impl QpContext for Node {
         }
     }
 
-    fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus> {
+    fn register(
+        &mut self,
+        stag: u32,
+        access: u32,
+        _iova: u64,
+        _length: u64,
+    ) -> Result<(), WcStatus> {
         match self.mrs.get_mut((stag >> 8) as usize) {
             Some(mr) if mr.pd == PD => {
                 mr.stag = stag;
@@ -728,6 +734,35 @@ fn send_with_immediate_takes_one_receive_per_message() {
 }
 
 #[test]
+fn rdma_read_with_invalidate_invalidates_the_sink_on_completion() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let source = p.nb.mr(3000, 0x10_0000, REMOTE_READ);
+        p.nb.fill(source, 9);
+        let sink = p.na.mr(3000, VA, LOCAL_WRITE);
+        p.na.sq.push_back(wr(
+            1,
+            SendOp::ReadInv {
+                remote_addr: 0x10_0000,
+                rkey: source,
+            },
+            &[sge(VA, 3000, sink)],
+        ));
+        p.pump();
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaRead, 3000)], "{setup:?}");
+        assert_eq!(
+            &p.na.region(sink).data[..3000],
+            &p.nb.region(source).data[..3000]
+        );
+        // The sink's STag is invalid now: a Send from it fails locally.
+        assert!(!p.na.region(sink).valid, "{setup:?}");
+        p.na.sq.push_back(wr(2, send_op(), &[sge(VA, 16, sink)]));
+        p.pump();
+        assert_ne!(p.na.cq.last().map(|c| c.status), Some(WcStatus::Success));
+    }
+}
+
+#[test]
 fn rdma_read() {
     for setup in setups() {
         let mut p = Pair::new(setup);
@@ -1058,6 +1093,8 @@ fn local_ops_run_in_sq_order() {
             SendOp::RegMr {
                 stag: fresh,
                 access: LOCAL_WRITE,
+                iova: 0,
+                length: 0,
             },
             &[],
         ));

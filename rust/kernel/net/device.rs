@@ -65,6 +65,12 @@ impl NetDevice {
         self.0.get()
     }
 
+    /// The interface index.
+    pub fn ifindex(&self) -> i32 {
+        // SAFETY: The device is valid; `ifindex` is fixed while it is registered.
+        unsafe { (*self.0.get()).ifindex }
+    }
+
     /// The interface name (NUL-padded, as `ifname`), copied now. A concurrent rename may give
     /// either name.
     pub fn name(&self) -> [u8; IFNAMSIZ] {

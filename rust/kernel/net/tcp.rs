@@ -410,6 +410,20 @@ impl TcpSocket {
         unsafe { bindings::sock_set_reuseaddr(self.sk()) }
     }
 
+    /// Limits the socket to the interface numbered `ifindex` (`SO_BINDTODEVICE`): a wildcard
+    /// listener then only sees connections arriving there, and several such listeners may
+    /// share a port on different interfaces.
+    pub fn bind_to_device(&self, ifindex: i32) -> Result {
+        // SAFETY: `sk` is valid; the function takes the socket lock itself when asked to.
+        to_result(unsafe { bindings::sock_bindtoindex(self.sk(), ifindex, true) })
+    }
+
+    /// Makes an IPv6 socket IPv6 only (`IPV6_V6ONLY`), before it is bound.
+    pub fn set_v6only(&self) -> Result {
+        // SAFETY: `sk` is valid.
+        to_result(unsafe { bindings::ip6_sock_set_v6only(self.sk()) })
+    }
+
     /// Makes blocking receives give up with `EAGAIN` after `timeout` (`SO_RCVTIMEO`).
     pub fn set_receive_timeout(&self, timeout: crate::time::Jiffies) {
         let timeout = crate::ffi::c_long::try_from(timeout).unwrap_or(crate::ffi::c_long::MAX);

@@ -162,6 +162,12 @@ impl IwCmId {
         read_addr(unsafe { &(*self.id).m_remote_addr })
     }
 
+    /// Whether an IPv6 listener takes IPv6 connections only (`afonly`).
+    pub fn afonly(&self) -> bool {
+        // SAFETY: The id is live (the invariant); iw_cm set the flag before the call.
+        unsafe { (*self.id).afonly() }
+    }
+
     /// The provider data of a connection-request id: what the provider gave in
     /// [`IwEvent::ConnectRequest`].
     pub fn provider_data(&self) -> usize {

@@ -138,6 +138,8 @@ impl DmaMemory {
 pub struct PageList {
     pages: KVec<u64>,
     count: usize,
+    /// Where the first byte lies in the first page.
+    first_offset: u64,
     iova: u64,
     length: u64,
     page_size: u64,
@@ -153,6 +155,7 @@ impl PageList {
         Ok(Self {
             pages,
             count: 0,
+            first_offset: 0,
             iova: 0,
             length: 0,
             page_size: 4096,
@@ -169,6 +172,18 @@ impl PageList {
         self.length
     }
 
+    /// A registration names the mapping's first byte `iova` (consumers may move the I/O
+    /// virtual address after mapping) and covers `length` bytes of it.
+    pub fn register_at(&mut self, iova: u64, length: u64) -> Result {
+        if length > self.length {
+            return Err(EINVAL);
+        }
+        iova.checked_add(length).ok_or(EINVAL)?;
+        self.iova = iova;
+        self.length = length;
+        Ok(())
+    }
+
     /// Calls `f` with the memory of `len` bytes starting `offset` bytes after the start of the
     /// mapping, in page-contiguous pieces and in order. Fails if the range is not mapped.
     pub fn for_each_range(
@@ -181,9 +196,7 @@ impl PageList {
         if end > self.length {
             return Err(EINVAL);
         }
-        // The first page starts at `iova` rounded down to the page size.
-        let first_page_offset = self.iova % self.page_size;
-        let mut at = offset.checked_add(first_page_offset).ok_or(EINVAL)?;
+        let mut at = offset.checked_add(self.first_offset).ok_or(EINVAL)?;
         let mut left = len;
         while left > 0 {
             let index = usize::try_from(at / self.page_size).map_err(|_| EINVAL)?;
@@ -378,6 +391,8 @@ pub(crate) unsafe extern "C" fn map_mr_sg_callback(
             list.length = (*mr).length;
             list.page_size = u64::from((*mr).page_size).max(1);
         }
+        // The first page starts at the first byte rounded down to the page size.
+        list.first_offset = list.iova % list.page_size;
         // INVARIANT: The pages and geometry are those `ib_sg_to_pages` reported.
         Ok(mapped as u32)
     };

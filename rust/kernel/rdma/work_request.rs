@@ -68,6 +68,15 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// RDMA Read, then invalidation of the local key `invalidate` (the sink's).
+    ReadWithInvalidate {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The local key to invalidate when the Read completes.
+        invalidate: u32,
+    },
     /// Atomic Compare and Swap; the masks are all ones unless the request is a masked one.
     CompareSwap {
         /// Remote address.
@@ -100,6 +109,11 @@ pub enum SendOp {
         key: u32,
         /// `IB_ACCESS_*` rights.
         access: u32,
+        /// The MR's I/O virtual address now: consumers may change it after mapping (the NFS
+        /// client puts the RPC's XID in its upper half), and this is the one peers use.
+        iova: u64,
+        /// The MR's length.
+        length: u64,
     },
     /// Invalidate the local key.
     LocalInvalidate(u32),
@@ -181,6 +195,11 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
                 remote_addr: rdma().remote_addr,
                 rkey: rdma().rkey,
             },
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV => SendOp::ReadWithInvalidate {
+                remote_addr: rdma().remote_addr,
+                rkey: rdma().rkey,
+                invalidate: w.ex.invalidate_rkey,
+            },
             bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => SendOp::CompareSwap {
                 remote_addr: atomic().remote_addr,
                 rkey: atomic().rkey,
@@ -211,9 +230,17 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
             },
             bindings::ib_wr_opcode_IB_WR_REG_MR => {
                 let reg = &*wr.cast::<bindings::ib_reg_wr>();
+                // The consumer's MR, valid while the request is posted.
+                let (iova, length) = if reg.mr.is_null() {
+                    (0, 0)
+                } else {
+                    ((*reg.mr).iova, (*reg.mr).length)
+                };
                 SendOp::RegisterMr {
                     key: reg.key,
                     access: reg.access as u32,
+                    iova,
+                    length,
                 }
             }
             bindings::ib_wr_opcode_IB_WR_LOCAL_INV => SendOp::LocalInvalidate(w.ex.invalidate_rkey),

@@ -348,11 +348,18 @@ impl WorkItem for Listener {
     }
 }
 
-/// `iw_create_listen`.
-pub(crate) fn listen(cm: &Arc<Cm>, id: IwCmId, backlog: u32) -> Result {
+/// `iw_create_listen`. A wildcard address listens on the device's interface only (`ifindex`),
+/// so that the listeners of several devices, rsiw or others, can share a port.
+pub(crate) fn listen(cm: &Arc<Cm>, id: IwCmId, backlog: u32, ifindex: i32) -> Result {
     let local = id.local_addr()?;
     let socket = TcpSocket::new(&local)?;
     socket.set_reuseaddr();
+    if local.is_ipv6() && id.afonly() {
+        socket.set_v6only()?;
+    }
+    if local.ip().is_unspecified() {
+        socket.bind_to_device(ifindex)?;
+    }
     socket.bind(&local)?;
     socket.listen(backlog.clamp(1, 1024))?;
     let listener = Arc::pin_init(

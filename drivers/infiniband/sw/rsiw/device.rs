@@ -463,8 +463,9 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         cm::reject(&self.cm, id, private_data)
     }
 
-    fn iw_create_listen(&self, _dev: &Device, id: IwCmId, backlog: u32) -> Result {
-        cm::listen(&self.cm, id, backlog)
+    fn iw_create_listen(&self, dev: &Device, id: IwCmId, backlog: u32) -> Result {
+        let netdev = dev.netdev(1).ok_or(ENODEV)?;
+        cm::listen(&self.cm, id, backlog, netdev.ifindex())
     }
 
     fn iw_destroy_listen(&self, _dev: &Device, key: usize) -> Result {

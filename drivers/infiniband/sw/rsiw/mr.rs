@@ -299,20 +299,29 @@ impl MrTable {
         mr.with_memory(addr, len, f).map_err(|_| LocalError::Access)
     }
 
-    /// REG_MR: makes the region `stag` names valid under that full STag with `access`.
+    /// REG_MR: makes the region `stag` names valid under that full STag with `access`, its
+    /// first byte at `iova`, `length` bytes long.
     pub(crate) fn register(
         &self,
         pd: PdId,
         stag: u32,
         access: u32,
+        iova: u64,
+        length: u64,
     ) -> core::result::Result<(), LocalError> {
         let mr = self.get(stag).ok_or(LocalError::Protection)?;
         if !mr.in_pd(pd) {
             return Err(LocalError::Protection);
         }
         let mut s = mr.state.lock();
-        if s.valid || !matches!(s.backing, Backing::Pages(_)) {
+        if s.valid {
             return Err(LocalError::Access);
+        }
+        match &mut s.backing {
+            Backing::Pages(p) => p
+                .register_at(iova, length)
+                .map_err(|_| LocalError::Access)?,
+            Backing::Dma(_) => return Err(LocalError::Access),
         }
         s.stag = stag;
         s.access = access;

@@ -429,6 +429,17 @@ impl Qp {
         {
             let mut guard = self.inner.lock();
             let Inner { engine, queues, .. } = &mut *guard;
+            if let Some(e) = engine.as_ref() {
+                if let Some(error) = e.termination() {
+                    let (layer, kind, code) =
+                        (error.layer() as u8, error.error_type(), error.error_code());
+                    let by = if e.peer_terminated() { "peer" } else { "rsiw" };
+                    pr_debug!(
+                        "QP {}: terminated by {by}: {error:?} (layer {layer}, type {kind}, code {code:#x})\n",
+                        self.qpn
+                    );
+                }
+            }
             queues.state = State::Error;
             let mut ctx = Ctx { queues, qp: self };
             match engine.as_mut() {
@@ -448,6 +459,123 @@ impl Qp {
                 let _ = id.deliver(IwEvent::Close);
             }
         }
+    }
+
+    fn post_send_inner(&self, wr: &SendWr<'_>) -> Result {
+        let op = match wr.op {
+            IbSendOp::Send => SendOp::Send {
+                solicited: wr.solicited,
+                invalidate: None,
+            },
+            IbSendOp::SendWithInvalidate(key) => SendOp::Send {
+                solicited: wr.solicited,
+                invalidate: Some(key),
+            },
+            IbSendOp::SendWithImmediate(imm) => SendOp::SendImm {
+                imm: u32::from_be(imm),
+                solicited: wr.solicited,
+            },
+            IbSendOp::Write { remote_addr, rkey } => SendOp::Write { remote_addr, rkey },
+            IbSendOp::WriteWithImmediate {
+                remote_addr,
+                rkey,
+                imm,
+            } => SendOp::WriteImm {
+                remote_addr,
+                rkey,
+                imm: u32::from_be(imm),
+            },
+            IbSendOp::Read { remote_addr, rkey } => SendOp::Read { remote_addr, rkey },
+            IbSendOp::ReadWithInvalidate {
+                remote_addr, rkey, ..
+            } => {
+                // The sink's key is invalidated, as the C siw does: the RDMA core's rw API
+                // names the key from before its re-registration in `invalidate_rkey`.
+                if wr.sges.len() != 1 {
+                    return Err(EINVAL);
+                }
+                SendOp::ReadInv { remote_addr, rkey }
+            }
+            IbSendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => SendOp::CmpSwap {
+                remote_addr,
+                rkey,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            },
+            IbSendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+                field_boundaries,
+            } => SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+                add_mask: field_boundaries,
+            },
+            IbSendOp::RegisterMr {
+                key,
+                access,
+                iova,
+                length,
+            } => SendOp::RegMr {
+                stag: key,
+                access,
+                iova,
+                length,
+            },
+            IbSendOp::LocalInvalidate(stag) => SendOp::LocalInv { stag },
+            IbSendOp::Other(_) => return Err(EOPNOTSUPP),
+        };
+        if wr.inline {
+            // Inline data is copied at post time by siw; not supported yet.
+            return Err(EOPNOTSUPP);
+        }
+        let request = SendRequest {
+            wr_id: wr.wr_id,
+            op,
+            sges: sge_list(wr.sges)?,
+            signaled: wr.signaled || self.signal_all,
+            fence: wr.fence,
+        };
+        let state = {
+            let mut inner = self.inner.lock();
+            let state = inner.queues.state;
+            if state != State::Error {
+                inner.queues.sq.push(request)?;
+            }
+            state
+        };
+        match state {
+            State::Error => {
+                let op = request.op.wc_opcode();
+                let (entry, _, _) = self.completion(Completion {
+                    wr_id: request.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: op,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                });
+                self.flushed(entry.wr_id, entry.opcode, false);
+            }
+            State::Rts => {
+                // `post_send` has no `Arc` of the QP: the device's table has one.
+                self.kick();
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Whether the consumer destroyed it.
@@ -717,10 +845,16 @@ impl QpContext for Ctx<'_> {
             .map_err(|_| WcStatus::LocProtErr)
     }
 
-    fn register(&mut self, stag: u32, access: u32) -> core::result::Result<(), WcStatus> {
+    fn register(
+        &mut self,
+        stag: u32,
+        access: u32,
+        iova: u64,
+        length: u64,
+    ) -> core::result::Result<(), WcStatus> {
         self.qp
             .mrs
-            .register(self.qp.pd, stag, access)
+            .register(self.qp.pd, stag, access, iova, length)
             .map_err(|_| WcStatus::LocProtErr)
     }
 }
@@ -799,100 +933,7 @@ impl QueuePair for Qp {
     }
 
     fn post_send(&self, wr: &SendWr<'_>) -> Result {
-        let op = match wr.op {
-            IbSendOp::Send => SendOp::Send {
-                solicited: wr.solicited,
-                invalidate: None,
-            },
-            IbSendOp::SendWithInvalidate(key) => SendOp::Send {
-                solicited: wr.solicited,
-                invalidate: Some(key),
-            },
-            IbSendOp::SendWithImmediate(imm) => SendOp::SendImm {
-                imm: u32::from_be(imm),
-                solicited: wr.solicited,
-            },
-            IbSendOp::Write { remote_addr, rkey } => SendOp::Write { remote_addr, rkey },
-            IbSendOp::WriteWithImmediate {
-                remote_addr,
-                rkey,
-                imm,
-            } => SendOp::WriteImm {
-                remote_addr,
-                rkey,
-                imm: u32::from_be(imm),
-            },
-            IbSendOp::Read { remote_addr, rkey } => SendOp::Read { remote_addr, rkey },
-            IbSendOp::CompareSwap {
-                remote_addr,
-                rkey,
-                compare,
-                compare_mask,
-                swap,
-                swap_mask,
-            } => SendOp::CmpSwap {
-                remote_addr,
-                rkey,
-                compare,
-                compare_mask,
-                swap,
-                swap_mask,
-            },
-            IbSendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-                field_boundaries,
-            } => SendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-                add_mask: field_boundaries,
-            },
-            IbSendOp::RegisterMr { key, access } => SendOp::RegMr { stag: key, access },
-            IbSendOp::LocalInvalidate(stag) => SendOp::LocalInv { stag },
-            IbSendOp::Other(_) => return Err(EOPNOTSUPP),
-        };
-        if wr.inline {
-            // Inline data is copied at post time by siw; not supported yet.
-            return Err(EOPNOTSUPP);
-        }
-        let request = SendRequest {
-            wr_id: wr.wr_id,
-            op,
-            sges: sge_list(wr.sges)?,
-            signaled: wr.signaled || self.signal_all,
-            fence: wr.fence,
-        };
-        let state = {
-            let mut inner = self.inner.lock();
-            let state = inner.queues.state;
-            if state != State::Error {
-                inner.queues.sq.push(request)?;
-            }
-            state
-        };
-        match state {
-            State::Error => {
-                let op = request.op.wc_opcode();
-                let (entry, _, _) = self.completion(Completion {
-                    wr_id: request.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: op,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                });
-                self.flushed(entry.wr_id, entry.opcode, false);
-            }
-            State::Rts => {
-                // `post_send` has no `Arc` of the QP: the device's table has one.
-                self.kick();
-            }
-            _ => {}
-        }
-        Ok(())
+        self.post_send_inner(wr)
     }
 
     fn destroy(&self) {

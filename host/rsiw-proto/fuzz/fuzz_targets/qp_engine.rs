@@ -163,7 +163,13 @@ impl QpContext for Node {
             .map_err(|_| WcStatus::LocProtErr)
     }
 
-    fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus> {
+    fn register(
+        &mut self,
+        stag: u32,
+        access: u32,
+        _iova: u64,
+        _length: u64,
+    ) -> Result<(), WcStatus> {
         let mr = self
             .mrs
             .get_mut((stag >> 8) as usize)
@@ -238,6 +244,8 @@ fuzz_target!(|data: &[u8]| {
         SendOp::RegMr {
             stag: 3 << 8 | 1,
             access: 0xF,
+            iova: 0,
+            length: 0,
         },
     ];
     for i in 0..u64::from(posts >> 3) {

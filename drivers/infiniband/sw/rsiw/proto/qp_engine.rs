@@ -206,6 +206,15 @@ pub enum SendOp {
         /// STag of the remote source.
         rkey: u32,
     },
+    /// RDMA Read whose sink region is invalidated when the read completes
+    /// (`IB_WR_RDMA_READ_WITH_INV`): the sink is its single SGE, as for
+    /// [`SendOp::Read`], and its lkey is the STag invalidated.
+    ReadInv {
+        /// Tagged offset (address) of the remote source.
+        remote_addr: u64,
+        /// STag of the remote source.
+        rkey: u32,
+    },
     /// Fetch-and-add on the remote 64-bit word; the original value goes to
     /// the single local SGE (at least 8 bytes).
     FetchAdd {
@@ -242,6 +251,11 @@ pub enum SendOp {
         stag: u32,
         /// The rights to grant.
         access: u32,
+        /// The I/O virtual address of the region's first byte, as the consumer
+        /// set it for this registration (it may differ from the mapping's).
+        iova: u64,
+        /// The region's length.
+        length: u64,
     },
     /// Local: invalidate `stag`, in SQ order.
     LocalInv {
@@ -256,7 +270,7 @@ impl SendOp {
         match self {
             Self::Send { .. } | Self::SendImm { .. } => WcOpcode::Send,
             Self::Write { .. } | Self::WriteImm { .. } => WcOpcode::RdmaWrite,
-            Self::Read { .. } => WcOpcode::RdmaRead,
+            Self::Read { .. } | Self::ReadInv { .. } => WcOpcode::RdmaRead,
             Self::FetchAdd { .. } => WcOpcode::FetchAdd,
             Self::CmpSwap { .. } => WcOpcode::CompSwap,
             Self::RegMr { .. } => WcOpcode::RegMr,
@@ -519,8 +533,9 @@ pub trait QpContext {
     fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError>;
     /// Local invalidation work request.
     fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus>;
-    /// Memory registration work request.
-    fn register(&mut self, stag: u32, access: u32) -> Result<(), WcStatus>;
+    /// Memory registration work request: `stag` becomes valid with `access`,
+    /// its first byte at I/O virtual address `iova`, `length` bytes long.
+    fn register(&mut self, stag: u32, access: u32, iova: u64, length: u64) -> Result<(), WcStatus>;
 }
 
 /// The parameters of one connection's data path.
@@ -551,6 +566,8 @@ pub struct Outstanding {
     /// The MSN of the request on queue 1.
     msn: u32,
     request_id: u32,
+    /// Invalidate the sink's STag on completion (Read with Invalidate).
+    invalidate: bool,
     /// Not completed yet.
     live: bool,
 }
@@ -567,6 +584,7 @@ const NO_OUTSTANDING: Outstanding = Outstanding {
     },
     msn: 0,
     request_id: 0,
+    invalidate: false,
     live: false,
 };
 
@@ -979,6 +997,13 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
             RxEvent::ReadResponse { slot } => {
                 self.unblock_sq();
                 let o = self.take_outstanding(slot)?;
+                if o.invalidate && o.sge.length > 0 {
+                    if let Err(status) = self.ctx.invalidate_local(o.sge.lkey) {
+                        self.ctx
+                            .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
+                        return Err(LOCAL_FAILURE);
+                    }
+                }
                 if o.signaled {
                     self.ctx.complete(Completion::recv(
                         o.wr_id,
@@ -1330,15 +1355,23 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         };
         let is_request = matches!(
             wr.op,
-            SendOp::Read { .. } | SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. }
+            SendOp::Read { .. }
+                | SendOp::ReadInv { .. }
+                | SendOp::FetchAdd { .. }
+                | SendOp::CmpSwap { .. }
         );
         if wr.fence && self.st.requester.outstanding() > 0 {
             self.st.sq_stalled = true;
             return Started::Idle;
         }
         let result = match wr.op {
-            SendOp::RegMr { stag, access } => {
-                let r = ctx.register(stag, access);
+            SendOp::RegMr {
+                stag,
+                access,
+                iova,
+                length,
+            } => {
+                let r = ctx.register(stag, access, iova, length);
                 self.local_op_done(ctx, &wr, r)
             }
             SendOp::LocalInv { stag } => {
@@ -1459,7 +1492,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     ) -> Result<Started, WcStatus> {
         let sges = wr.sges.as_slice();
         let (kind, request, sge, len, request_id) = match wr.op {
-            SendOp::Read { remote_addr, rkey } => {
+            SendOp::Read { remote_addr, rkey } | SendOp::ReadInv { remote_addr, rkey } => {
                 let sge = match sges {
                     [] => Sge::default(),
                     [sge] => *sge,
@@ -1566,6 +1599,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 sge,
                 msn: msg.msn(),
                 request_id,
+                invalidate: matches!(wr.op, SendOp::ReadInv { .. }),
                 live: true,
             };
         }
