@@ -946,7 +946,9 @@ fn atomics() {
             "{setup:?}"
         );
         assert_eq!(p.na.cq[1].opcode, WcOpcode::CompSwap);
-        assert_eq!(p.na.cq[3].opcode, WcOpcode::FetchAdd);
+        // The masked forms complete as such.
+        assert_eq!(p.na.cq[3].opcode, WcOpcode::MaskedFetchAdd);
+        assert_eq!(p.na.cq[4].opcode, WcOpcode::MaskedCompSwap);
         let word = |d: &[u8], i: usize| u64::from_ne_bytes(d[8 * i..8 * i + 8].try_into().unwrap());
         let r = &p.na.region(result).data;
         let originals: Vec<u64> = (0..5).map(|i| word(r, i)).collect();

@@ -613,6 +613,8 @@ impl Qp {
             WcOpcode::RdmaRead => (wc::WcOpcode::RdmaRead, false),
             WcOpcode::CompSwap => (wc::WcOpcode::CompareSwap, false),
             WcOpcode::FetchAdd => (wc::WcOpcode::FetchAdd, false),
+            WcOpcode::MaskedCompSwap => (wc::WcOpcode::MaskedCompareSwap, false),
+            WcOpcode::MaskedFetchAdd => (wc::WcOpcode::MaskedFetchAdd, false),
             WcOpcode::LocalInv => (wc::WcOpcode::LocalInvalidate, false),
             WcOpcode::RegMr => (wc::WcOpcode::RegisterMr, false),
             WcOpcode::Recv => (wc::WcOpcode::Recv, true),

@@ -271,8 +271,16 @@ impl SendOp {
             Self::Send { .. } | Self::SendImm { .. } => WcOpcode::Send,
             Self::Write { .. } | Self::WriteImm { .. } => WcOpcode::RdmaWrite,
             Self::Read { .. } | Self::ReadInv { .. } => WcOpcode::RdmaRead,
-            Self::FetchAdd { .. } => WcOpcode::FetchAdd,
-            Self::CmpSwap { .. } => WcOpcode::CompSwap,
+            // The masked forms are told by their masks: a plain operation is the masked one
+            // with no field boundary, or with every bit compared and swapped.
+            Self::FetchAdd { add_mask: 0, .. } => WcOpcode::FetchAdd,
+            Self::FetchAdd { .. } => WcOpcode::MaskedFetchAdd,
+            Self::CmpSwap {
+                compare_mask: u64::MAX,
+                swap_mask: u64::MAX,
+                ..
+            } => WcOpcode::CompSwap,
+            Self::CmpSwap { .. } => WcOpcode::MaskedCompSwap,
             Self::RegMr { .. } => WcOpcode::RegMr,
             Self::LocalInv { .. } => WcOpcode::LocalInv,
         }
@@ -349,6 +357,10 @@ pub enum WcOpcode {
     CompSwap,
     /// Fetch-and-add.
     FetchAdd,
+    /// Masked compare-and-swap.
+    MaskedCompSwap,
+    /// Masked fetch-and-add.
+    MaskedFetchAdd,
     /// Local invalidation.
     LocalInv,
     /// Memory registration.
