@@ -2,7 +2,8 @@
 # RDMA throughput and latency between two devices on two dummy netdevs, over TCP loopback
 # (the ceiling, measured with iperf3) and over each provider. Prints one "BENCH name unit
 # provider value" line per figure; the host collects them into bench-results.json.
-# rsiw has no data path yet: its figures are reported as missing, not measured.
+# rsiw has no user-space data path yet (perftest needs it): its figures are reported as
+# missing, not measured. Kernel-ULP figures for rsiw are in 20-nfs-rdma.sh.
 . /tests/lib.sh
 two_dummies
 
