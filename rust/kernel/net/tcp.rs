@@ -424,6 +424,14 @@ impl TcpSocket {
         to_result(unsafe { bindings::ip6_sock_set_v6only(self.sk()) })
     }
 
+    /// The current maximum segment size of a connected socket (`mss_cache`): the payload of
+    /// one TCP segment on this path (large on loopback, about MTU - 52 on Ethernet).
+    pub fn mss(&self) -> u32 {
+        // SAFETY: `sk` is a TCP socket (type invariant), so it is the `sock` inside a
+        // `tcp_sock`; the field is a plain integer TCP updates as the path changes.
+        unsafe { core::ptr::read_volatile(&(*self.sk().cast::<bindings::tcp_sock>()).mss_cache) }
+    }
+
     /// Makes blocking receives give up with `EAGAIN` after `timeout` (`SO_RCVTIMEO`).
     pub fn set_receive_timeout(&self, timeout: crate::time::Jiffies) {
         let timeout = crate::ffi::c_long::try_from(timeout).unwrap_or(crate::ffi::c_long::MAX);

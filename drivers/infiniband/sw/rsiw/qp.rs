@@ -330,7 +330,9 @@ impl Qp {
     /// The connection manager attaches an established connection: the QP goes to RTS and
     /// data flows. `leftover` is stream data that arrived with the last MPA frame.
     pub(crate) fn attach(self: &Arc<Self>, est: Established) -> Result {
-        let fpdu_size = crate::proto::segmenter::fpdu_size(1448, 1);
+        // One FPDU per TCP segment, as large as the path's segments (MPA caps it at 64 KiB),
+        // so that FPDUs and segments line up for the receiver.
+        let fpdu_size = crate::proto::segmenter::fpdu_size(est.socket.mss().max(128), 1);
         let config = EngineConfig {
             crc: est.crc,
             fpdu_size,
