@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite of rsiw's driver against a crafted peer on a real socket.
+//!
+//! Scenario `12-rsiw-wire` creates `rsiw0` (198.18.0.1, dummy0) and loads this module. Each
+//! case listens through rdma_cm on rsiw0 and plays the remote peer itself with a kernel TCP
+//! socket and the pure protocol code (`proto/`): bad MPA requests must be refused without a
+//! connection request reaching the ULP, and bad FPDUs on an established connection must be
+//! answered with the TERMINATE RFC 5040/5041 prescribe while the ULP sees the connection end.
+
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use kernel::{
+    kunit::suite::Test,
+    kunit_expect, kunit_expect_eq,
+    net::tcp::{MsgFlags, TcpSocket},
+    prelude::*,
+    rdma::{
+        cm::{CmEvent, CmId, ConnParam},
+        kernel_qp::QpCaps,
+    },
+    sync::Completion,
+    time::msecs_to_jiffies,
+};
+
+pub mod proto;
+
+mod kernel_crc32c;
+use kernel_crc32c::KernelCrc32c;
+
+use proto::{
+    mpa::{encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKinds},
+    mpa_handshake::{InitiatorEvent, InitiatorHandshake, MAX_FRAME_LEN},
+    mpa_negotiation::{CrcPolicy, InitiatorConfig},
+    ord_ird::{Requester, Responder},
+    placement::MemoryRegion,
+    rx_engine::{RxContext, RxEngine, RxEvent},
+    segmenter::fpdu_size,
+    terminate::TermError,
+    tx_engine::{TxEngine, WorkRequest},
+};
+
+module! {
+    type: RsiwWireKunit,
+    name: "rsiw_wire_kunit",
+    author: "rsiw project",
+    description: "rsiw's driver against a crafted peer on a real socket",
+    license: "GPL",
+}
+
+struct RsiwWireKunit;
+
+impl kernel::Module for RsiwWireKunit {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        Ok(RsiwWireKunit)
+    }
+}
+
+fn at(port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), port))
+}
+
+fn sleep_ms(ms: u32) {
+    let never = Completion::new();
+    kernel::stack_pin_init!(let never = never);
+    never.wait_timeout(msecs_to_jiffies(ms));
+}
+
+/// Receives what is there (up to `buf.len()`), waiting up to 5 s for the first byte; `Ok(0)`
+/// when the peer closed.
+fn recv_some(sock: &TcpSocket, buf: &mut [u8]) -> Result<usize> {
+    for _ in 0..500 {
+        match sock.recv(buf, MsgFlags::DONTWAIT) {
+            Err(e) if e == EAGAIN => sleep_ms(10),
+            other => return other,
+        }
+    }
+    Err(ETIMEDOUT)
+}
+
+fn listener(port: u16) -> Result<CmId> {
+    let l = CmId::new()?;
+    l.bind(&at(port))?;
+    l.listen(1)?;
+    Ok(l)
+}
+
+fn connect(port: u16) -> Result<TcpSocket> {
+    let sock = TcpSocket::new(&at(port))?;
+    sock.connect(&at(port), false)?;
+    Ok(sock)
+}
+
+/// Waits until `sock` is closed by the peer (reading and dropping what comes), or 5 s.
+fn closed_by_peer(sock: &TcpSocket) -> bool {
+    let mut buf = [0u8; 256];
+    for _ in 0..50 {
+        match recv_some(sock, &mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e == ETIMEDOUT => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn garbage_instead_of_mpa_request_is_dropped(test: &mut Test) -> Result {
+    let l = listener(7801)?;
+    let sock = connect(7801)?;
+    sock.send(&[0x5au8; 64], MsgFlags::NONE)?;
+    kunit_expect!(
+        test,
+        closed_by_peer(&sock),
+        "rsiw kept a connection with a bad key"
+    );
+    kunit_expect!(
+        test,
+        !l.has_events(),
+        "the ULP heard of a garbage connection"
+    );
+    Ok(())
+}
+
+fn markers_are_rejected(test: &mut Test) -> Result {
+    let l = listener(7802)?;
+    let sock = connect(7802)?;
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let flags = MpaFlags {
+        markers: true,
+        ..Default::default()
+    };
+    let enhanced = EnhancedData {
+        ird: 4,
+        ord: 4,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    };
+    let len = encode_frame(
+        &mut frame,
+        FrameKind::Request,
+        flags,
+        2,
+        Some(&enhanced),
+        b"m",
+    )
+    .map_err(|_| EINVAL)?;
+    sock.send(&frame[..len], MsgFlags::NONE)?;
+    let mut reply = [0u8; MAX_FRAME_LEN];
+    let n = recv_some(&sock, &mut reply)?;
+    match MpaFrame::decode(&reply[..n], FrameKind::Reply) {
+        Ok((f, _)) => {
+            kunit_expect!(test, f.header.flags.reject, "markers not rejected");
+        }
+        Err(e) => {
+            kunit_expect!(test, false, "no MPA reply to a markers request: {e:?}");
+        }
+    }
+    kunit_expect!(test, !l.has_events());
+    Ok(())
+}
+
+/// An established connection: rsiw's side (accepted by the ULP, with a QP and no receive
+/// posted) and ours (the socket past the MPA exchange).
+fn established(test: &mut Test, port: u16) -> Result<(CmId, CmId, TcpSocket)> {
+    let l = listener(port)?;
+    let sock = connect(port)?;
+    let mut hs = InitiatorHandshake::new(InitiatorConfig {
+        crc: CrcPolicy::Disabled,
+        enhanced: true,
+        ird: 4,
+        ord: 4,
+        max_ird: 16,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+    });
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = hs.request(b"crafted", &mut frame).map_err(|_| EINVAL)?;
+    sock.send(&frame[..len], MsgFlags::NONE)?;
+    let CmEvent::ConnectRequest(mut server, param) = l.next_event(msecs_to_jiffies(5000))? else {
+        return Err(EPROTO);
+    };
+    kunit_expect!(test, param.private_data.starts_with(b"crafted"));
+    let pd = server.device()?.alloc_pd()?;
+    server.create_qp(
+        &pd,
+        QpCaps {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+        },
+    )?;
+    server.accept(&ConnParam {
+        responder_resources: param.responder_resources,
+        initiator_depth: param.initiator_depth,
+        ..Default::default()
+    })?;
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    loop {
+        let n = recv_some(&sock, &mut buf)?;
+        if n == 0 {
+            return Err(ECONNRESET);
+        }
+        let (_, event) = hs.on_bytes(&buf[..n]).map_err(|_| EINVAL)?;
+        match event {
+            None => continue,
+            Some(InitiatorEvent::Connected(_)) => break,
+            Some(_) => return Err(ECONNREFUSED),
+        }
+    }
+    let e = server.next_event(msecs_to_jiffies(5000))?;
+    kunit_expect_eq!(test, e.name(), "ESTABLISHED");
+    Ok((l, server, sock))
+}
+
+/// The FPDUs of `wr` (payload `payload`), without CRC.
+fn fpdus(wr: WorkRequest<'_>, payload: &[u8]) -> Result<KVec<u8>> {
+    let mut tx = TxEngine::<KernelCrc32c>::new(None, fpdu_size(1460, 1));
+    let mut msg = tx.start(wr).map_err(|_| EINVAL)?;
+    let mut wire = KVec::new();
+    let mut header = [0u8; proto::tx_engine::MAX_FPDU_HEADER_LEN];
+    while let Some(mut fpdu) = msg.next_fpdu(&mut header).map_err(|_| EINVAL)? {
+        let start = fpdu.payload_offset as usize;
+        let data = payload
+            .get(start..start + fpdu.payload_len as usize)
+            .ok_or(EINVAL)?;
+        fpdu.hash_payload(data);
+        wire.extend_from_slice(&header[..fpdu.header_len], GFP_KERNEL)?;
+        wire.extend_from_slice(data, GFP_KERNEL)?;
+        wire.extend_from_slice(fpdu.trailer().as_bytes(), GFP_KERNEL)?;
+    }
+    Ok(wire)
+}
+
+/// What a crafted peer understands of rsiw's stream: only a TERMINATE.
+struct Listen {
+    requester: Requester,
+    responder: Responder,
+    term: Option<TermError>,
+}
+
+impl RxContext for Listen {
+    fn lookup_stag(&mut self, _stag: u32) -> Option<MemoryRegion> {
+        None
+    }
+    fn place_tagged(&mut self, _stag: u32, _offset: u64, _data: &[u8]) -> Result<(), TermError> {
+        Err(TermError::DdpInvalidStag)
+    }
+    fn recv_buffer(&mut self) -> Option<u64> {
+        None
+    }
+    fn place_untagged(&mut self, _offset: u32, _data: &[u8]) -> Result<(), TermError> {
+        Err(TermError::DdpMsnNoBuffer)
+    }
+    fn requester(&mut self) -> &mut Requester {
+        &mut self.requester
+    }
+    fn responder(&mut self) -> &mut Responder {
+        &mut self.responder
+    }
+    fn deliver(&mut self, event: RxEvent<'_>) -> Result<(), TermError> {
+        if let RxEvent::Terminate(m) = event {
+            let c = m.control;
+            self.term = TermError::from_triple(c.layer, c.error_type, c.error_code);
+        }
+        Ok(())
+    }
+    fn read_sink_allows(&mut self, _slot: usize, _stag: u32, _to: u64, _len: usize) -> bool {
+        false
+    }
+}
+
+/// Sends `bytes` on an established connection and returns the TERMINATE rsiw answers with;
+/// checks the ULP sees the connection end.
+fn terminate_for(test: &mut Test, port: u16, bytes: &[u8]) -> Result<Option<TermError>> {
+    let (_l, server, sock) = established(test, port)?;
+    sock.send(bytes, MsgFlags::NONE)?;
+    let mut rx = RxEngine::new(KernelCrc32c, false, 1);
+    let mut ctx = Listen {
+        requester: Requester::new(4),
+        responder: Responder::new(4),
+        term: None,
+    };
+    let mut buf = [0u8; 512];
+    while ctx.term.is_none() {
+        let n = recv_some(&sock, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let _ = rx.feed(&buf[..n], &mut ctx);
+    }
+    let e = server.next_event(msecs_to_jiffies(5000))?;
+    kunit_expect_eq!(test, e.name(), "DISCONNECTED");
+    Ok(ctx.term)
+}
+
+fn send_without_receive_terminates(test: &mut Test) -> Result {
+    let wire = fpdus(
+        WorkRequest::Send {
+            len: 16,
+            solicited: false,
+            invalidate: None,
+        },
+        &[7u8; 16],
+    )?;
+    // Posted receives: none (the QP of `established` has none).
+    let term = terminate_for(test, 7803, &wire)?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpMsnNoBuffer));
+    Ok(())
+}
+
+fn write_to_unknown_stag_terminates(test: &mut Test) -> Result {
+    let wire = fpdus(
+        WorkRequest::Write {
+            stag: 0x00ab_cd00,
+            tagged_offset: 0x1000,
+            len: 32,
+        },
+        &[1u8; 32],
+    )?;
+    let term = terminate_for(test, 7804, &wire)?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+fn bad_ddp_version_terminates(test: &mut Test) -> Result {
+    let mut wire = fpdus(
+        WorkRequest::Send {
+            len: 8,
+            solicited: false,
+            invalidate: None,
+        },
+        &[2u8; 8],
+    )?;
+    // Byte 2 is the DDP control field (after the MPA length): its low two bits are the DDP
+    // version, 1. Make it 3.
+    if let Some(ctrl) = wire.get_mut(2) {
+        *ctrl |= 0x03;
+    }
+    let term = terminate_for(test, 7805, &wire)?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpUntaggedInvalidVersion));
+    Ok(())
+}
+
+kernel::kunit_suite!(
+    rsiw_wire,
+    [
+        garbage_instead_of_mpa_request_is_dropped,
+        markers_are_rejected,
+        send_without_receive_terminates,
+        write_to_unknown_stag_terminates,
+        bad_ddp_version_terminates
+    ]
+);

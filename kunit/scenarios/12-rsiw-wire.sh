@@ -1,0 +1,13 @@
+# timeout: 120
+# rsiw's driver against a crafted peer: the KUnit suite rsiw_wire listens through rdma_cm on
+# rsiw0 (198.18.0.1) and plays the remote side with a kernel TCP socket: garbage and a
+# markers request are refused before the ULP hears of them; on established connections a
+# Send without a posted receive, an RDMA Write to an unknown STag and a bad DDP version get
+# the TERMINATE the RFCs prescribe, and the ULP sees the connection end.
+. /tests/lib.sh
+two_dummies
+modprobe rsiw || fail "modprobe rsiw"
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
+modprobe rsiw_wire_kunit || fail "loading the rsiw_wire suite"
+left_behind "after the suite"
+timeout 30 rdma link del rsiw0 || fail "rdma link del rsiw0"
