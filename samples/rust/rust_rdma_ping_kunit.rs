@@ -16,7 +16,6 @@ use kernel::{
     prelude::*,
     rdma::{
         client::{AtomicCap, DeviceRef},
-        cm::CmEvent,
         kernel_qp::WcStatus,
     },
     time::msecs_to_jiffies,
@@ -82,24 +81,8 @@ fn siw_stale_key_fails_cleanly(test: &mut Test) -> Result {
 }
 
 fn siw_reject_carries_private_data(test: &mut Test) -> Result {
-    let addr = at(SIW, 7504);
-    let listener = ping::listen(addr)?;
-    let client = ping::start_client(addr)?;
-    let CmEvent::ConnectRequest(server, param) = listener.next_event(msecs_to_jiffies(5000))?
-    else {
-        kunit_expect!(test, false, "no connection request");
-        return Ok(());
-    };
-    kunit_expect!(test, param.private_data.starts_with(ping::HELLO));
-    server.reject(b"busy")?;
-    match client.id.next_event(msecs_to_jiffies(5000))? {
-        CmEvent::Rejected(_, data) => {
-            kunit_expect!(test, data.starts_with(b"busy"));
-        }
-        other => {
-            kunit_expect!(test, false, "got {} instead of REJECTED", other.name());
-        }
-    }
+    let data = ping::rejected(at(SIW, 7504), b"busy")?;
+    kunit_expect!(test, data.starts_with(b"busy"));
     Ok(())
 }
 

@@ -260,6 +260,28 @@ pub(crate) fn start_client_from(src: Option<SocketAddr>, addr: SocketAddr) -> Re
     Ok(client)
 }
 
+/// Connects a client to a listener on `addr` whose ULP rejects the request with `data`;
+/// returns the private data the client's REJECTED event carries.
+pub(crate) fn rejected(addr: SocketAddr, data: &[u8]) -> Result<KVec<u8>> {
+    let listener = listen(addr)?;
+    let client = start_client(addr)?;
+    let CmEvent::ConnectRequest(server, param) = expect_event(&listener, "CONNECT_REQUEST")? else {
+        return Err(EPROTO);
+    };
+    if !param.private_data.starts_with(HELLO) {
+        pr_err!("rdma ping: connection request without our private data\n");
+        return Err(EPROTO);
+    }
+    server.reject(data)?;
+    match client.id.next_event(timeout())? {
+        CmEvent::Rejected(_, received) => Ok(received),
+        other => {
+            pr_err!("rdma ping: got {} instead of REJECTED\n", other.name());
+            Err(EPROTO)
+        }
+    }
+}
+
 /// A connected client and server. Dropping it tears both down (drain, destroy).
 pub(crate) struct Pair {
     /// The client end.
