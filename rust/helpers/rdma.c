@@ -79,3 +79,8 @@ void rust_helper_sg_dma_set(struct scatterlist *sg, dma_addr_t addr, unsigned in
 	sg_dma_address(sg) = addr;
 	sg_dma_len(sg) = len;
 }
+
+struct ib_device *rust_helper_rdma_device_to_ibdev(struct device *device)
+{
+	return rdma_device_to_ibdev(device);
+}

@@ -11,6 +11,7 @@ pub mod client;
 pub mod cm;
 pub mod completion_queue;
 pub mod device;
+pub mod device_settings;
 pub mod dma_buffer;
 pub mod fast_reg;
 mod fixed_ring;

@@ -32,6 +32,7 @@
 
 use super::{
     completion_queue::{poll_cq_callback, req_notify_cq_callback, CqNotifier},
+    device_settings::{SettingOutput, SettingsGroup},
     iw_provider::{
         iw_accept_callback, iw_connect_callback, iw_create_listen_callback,
         iw_destroy_listen_callback, iw_get_qp_callback, iw_reject_callback, IwCmId, IwConnParam,
@@ -337,6 +338,22 @@ pub trait Driver: Send + Sync {
     fn iw_get_qp(&self, _dev: &Device, _qpn: u32) -> Option<QpHandle> {
         None
     }
+
+    /// The names of the device's settings, files in its sysfs directory
+    /// ([`super::device_settings`]).
+    fn settings(&self) -> &'static [&'static CStr] {
+        &[]
+    }
+
+    /// Shows setting `index` (of [`Driver::settings`]).
+    fn show_setting(&self, _dev: &Device, _index: usize, _out: &mut SettingOutput<'_>) -> Result {
+        Err(EINVAL)
+    }
+
+    /// Changes setting `index` to `value` (trimmed of surrounding white space).
+    fn store_setting(&self, _dev: &Device, _index: usize, _value: &str) -> Result {
+        Err(EINVAL)
+    }
 }
 
 /// What a new device looks like.
@@ -367,6 +384,20 @@ struct Container {
     ibdev: bindings::ib_device,
     driver: ManuallyDrop<Arc<dyn Driver>>,
     set: ManuallyDrop<Arc<DeviceSet>>,
+    /// The sysfs files of the driver's settings, if it has any.
+    settings: ManuallyDrop<Option<KBox<SettingsGroup>>>,
+}
+
+/// The settings group of `ibdev`.
+///
+/// # Safety
+///
+/// `ibdev` must be a live device of ours.
+pub(crate) unsafe fn settings_group<'a>(
+    ibdev: *mut bindings::ib_device,
+) -> Option<&'a SettingsGroup> {
+    // SAFETY: The caller's guarantee; `register` wrote the field before registering.
+    unsafe { container(ibdev) }.settings.as_deref()
 }
 
 /// The live devices of one driver; see the module documentation.
@@ -396,6 +427,12 @@ impl DeviceSet {
     pub fn register(self: &Arc<Self>, info: &DeviceInfo<'_>, driver: Arc<dyn Driver>) -> Result {
         // Room in the set first, so that recording the device cannot fail after it is live.
         self.devices.lock().reserve(1, GFP_KERNEL)?;
+        let names = driver.settings();
+        let settings = if names.is_empty() {
+            None
+        } else {
+            Some(SettingsGroup::new(names)?)
+        };
 
         // SAFETY: The size covers a `Container`, whose first field is the `ib_device`, as
         // `_ib_alloc_device` requires. It returns zeroed memory or null.
@@ -410,7 +447,11 @@ impl DeviceSet {
         unsafe {
             core::ptr::addr_of_mut!((*container).driver).write(ManuallyDrop::new(driver));
             core::ptr::addr_of_mut!((*container).set).write(ManuallyDrop::new(self.clone()));
+            core::ptr::addr_of_mut!((*container).settings).write(ManuallyDrop::new(settings));
             bindings::ib_set_device_ops(ibdev, &DEVICE_OPS.0);
+            if let Some(group) = (*container).settings.as_deref() {
+                (*ibdev).ops.device_group = group.as_raw();
+            }
             (*ibdev).ops.owner = info.owner.as_ptr();
             (*ibdev).ops.driver_id = match info.driver_id {
                 DriverId::Siw => bindings::rdma_driver_id_RDMA_DRIVER_SIW,
@@ -796,12 +837,15 @@ unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
     let container = ibdev.cast::<Container>();
     // SAFETY: The driver part was initialised by `register` and nothing uses it after this
     // last callback; `ManuallyDrop::take` moves each out exactly once.
-    let (driver, set) = unsafe {
+    let (driver, set, settings) = unsafe {
         (
             ManuallyDrop::take(&mut (*container).driver),
             ManuallyDrop::take(&mut (*container).set),
+            ManuallyDrop::take(&mut (*container).settings),
         )
     };
+    // The core removed the settings' files when it unregistered the device.
+    drop(settings);
     // The driver's data (module code may run here) goes before the set hears of it, so a
     // module waiting in `unregister_all` cannot unload under it.
     drop(driver);

@@ -38,10 +38,11 @@ use crate::{
             Accepted, InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
             MAX_FRAME_LEN,
         },
-        mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig},
+        mpa_negotiation::{InitiatorConfig, QueueDepth, ResponderConfig},
         ord_ird::MAX_DEPTH,
     },
     qp::{Established, Qp},
+    settings::Settings,
     slots::Slots,
 };
 
@@ -56,8 +57,8 @@ pub(crate) struct Cm {
     #[pin]
     pending: Mutex<Slots<Arc<Pending>>>,
     next_pending: AtomicUsize,
-    /// The CRC policy of new connections.
-    pub(crate) crc: CrcPolicy,
+    /// The device's protocol settings.
+    pub(crate) settings: Settings,
 }
 
 impl Cm {
@@ -67,7 +68,7 @@ impl Cm {
                 listeners <- new_mutex!(Slots::new(), "Cm::listeners"),
                 pending <- new_mutex!(Slots::new(), "Cm::pending"),
                 next_pending: AtomicUsize::new(1),
-                crc: CrcPolicy::Optional,
+                settings: Settings::new(),
             }),
             GFP_KERNEL,
         )
@@ -204,20 +205,27 @@ impl WorkItem for Connecting {
                 let ird = depth(decision.local_ird, ird);
                 let ord = depth(decision.local_ord, ord);
                 let data = hs.peer_private_data();
-                if id
-                    .deliver(reply(addrs, Ok(()), data, clamp_u8(ird), clamp_u8(ord)))
-                    .is_err()
-                {
+                let attached = qp.attach(
+                    Established {
+                        socket: socket.clone(),
+                        cm_id: id,
+                        crc: decision.use_crc,
+                        ird,
+                        ord,
+                    },
+                    |_, id, status| {
+                        let failed = status.is_err();
+                        id.deliver(reply(addrs, status, data, clamp_u8(ird), clamp_u8(ord)))?;
+                        if failed {
+                            Err(ECONNRESET)
+                        } else {
+                            Ok(())
+                        }
+                    },
+                );
+                if attached.is_err() {
                     let _ = socket.shutdown(Shutdown::Both);
-                    return;
                 }
-                let _ = qp.attach(Established {
-                    socket,
-                    cm_id: id,
-                    crc: decision.use_crc,
-                    ird,
-                    ord,
-                });
             }
             (Ok(()), Some(InitiatorEvent::Rejected { .. })) => {
                 let _ = id.deliver(reply(
@@ -253,14 +261,14 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
     }
     socket.connect(&remote, false)?;
     socket.set_receive_timeout(msecs_to_jiffies(MPA_TIMEOUT_MS));
-    let ird = param.ird.min(u32::from(MAX_DEPTH));
-    let ord = param.ord.min(u32::from(MAX_DEPTH));
+    let ird = param.ird.min(u32::from(cm.settings.max_ird()));
+    let ord = param.ord.min(u32::from(cm.settings.max_ord()));
     let mut hs = InitiatorHandshake::new(InitiatorConfig {
-        crc: cm.crc,
-        enhanced: true,
+        crc: cm.settings.crc(),
+        enhanced: cm.settings.enhanced(),
         ird: ird as u16,
         ord: ord as u16,
-        max_ird: MAX_DEPTH,
+        max_ird: cm.settings.max_ird(),
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
     });
@@ -415,10 +423,10 @@ impl_has_work! {
 
 fn responder_config(cm: &Cm) -> ResponderConfig {
     ResponderConfig {
-        crc: cm.crc,
+        crc: cm.settings.crc(),
         enhanced: true,
-        max_ird: MAX_DEPTH,
-        ord: MAX_DEPTH,
+        max_ird: cm.settings.max_ird(),
+        ord: cm.settings.max_ord(),
         min_ord: 0,
         rtr: RtrKinds::NONE,
     }
@@ -490,8 +498,8 @@ impl WorkItem for Pending {
 pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) -> Result {
     let pending = cm.take_pending(id.provider_data()).ok_or(EINVAL)?;
     let mut frame = [0u8; MAX_FRAME_LEN];
-    let ird = param.ird.min(u32::from(MAX_DEPTH)) as u16;
-    let ord = param.ord.min(u32::from(MAX_DEPTH)) as u16;
+    let ird = param.ird.min(u32::from(cm.settings.max_ird())) as u16;
+    let ord = param.ord.min(u32::from(cm.settings.max_ord())) as u16;
     let accepted = {
         let mut hs = pending.hs.lock();
         let hs = hs.as_mut().ok_or(EINVAL)?;
@@ -514,15 +522,26 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
     let ird = depth(decision.local_ird, u32::from(ird));
     let ord = depth(decision.local_ord, u32::from(ord));
     let socket = pending.socket.clone();
-    socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
-    id.deliver(IwEvent::Established)?;
-    qp.attach(Established {
-        socket,
-        cm_id: id,
-        crc: decision.use_crc,
-        ird,
-        ord,
-    })
+    let reply = frame.get(..len).ok_or(EINVAL)?;
+    let attached = qp.attach(
+        Established {
+            socket: socket.clone(),
+            cm_id: id,
+            crc: decision.use_crc,
+            ird,
+            ord,
+        },
+        |socket, id, status| {
+            // A QP that cannot take the connection fails iw_accept, which tells iw_cm.
+            status?;
+            socket.send(reply, MsgFlags::NOSIGNAL)?;
+            id.deliver(IwEvent::Established)
+        },
+    );
+    if attached.is_err() {
+        let _ = socket.shutdown(Shutdown::Both);
+    }
+    attached
 }
 
 /// `iw_reject`.

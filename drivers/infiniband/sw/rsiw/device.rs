@@ -19,6 +19,7 @@ use kernel::{
             PortAttributes, PortImmutable, PortState, DEVICE_MEM_MGT_EXTENSIONS,
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
+        device_settings::SettingOutput,
         iw_provider::{IwCmId, IwConnParam},
         memory_region::{DmaMemory, NewMr},
         objects::{
@@ -474,6 +475,18 @@ impl kernel::rdma::device::Driver for RsiwDevice {
 
     fn iw_get_qp(&self, _dev: &Device, qpn: u32) -> Option<QpHandle> {
         self.kernel_qp(qpn).ok().map(|q| q.handle)
+    }
+
+    fn settings(&self) -> &'static [&'static CStr] {
+        crate::settings::NAMES
+    }
+
+    fn show_setting(&self, _dev: &Device, index: usize, out: &mut SettingOutput<'_>) -> Result {
+        self.cm.settings.show(index, out)
+    }
+
+    fn store_setting(&self, _dev: &Device, index: usize, value: &str) -> Result {
+        self.cm.settings.store(index, value)
     }
 
     fn create_qp(

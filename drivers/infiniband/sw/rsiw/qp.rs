@@ -327,9 +327,8 @@ impl Qp {
         }
     }
 
-    /// The connection manager attaches an established connection: the QP goes to RTS and
-    /// data flows. `leftover` is stream data that arrived with the last MPA frame.
-    pub(crate) fn attach(self: &Arc<Self>, est: Established) -> Result {
+    /// Gives the QP the engine of connection `est` and moves it to RTS.
+    fn ready_engine(&self, est: &Established) -> Result {
         // One FPDU per TCP segment, as large as the path's segments (MPA caps it at 64 KiB),
         // so that FPDUs and segments line up for the receiver.
         let fpdu_size = crate::proto::segmenter::fpdu_size(est.socket.mss().max(128), 1);
@@ -344,15 +343,42 @@ impl Qp {
             QpEngine::with_slots(config, KernelCrc32c, HeapSlots::new()?),
             GFP_KERNEL,
         )?;
-        {
-            let mut inner = self.inner.lock();
-            if inner.queues.state == State::Error {
-                return Err(ECONNABORTED);
-            }
-            inner.engine = Some(engine);
-            inner.queues.state = State::Rts;
+        let mut inner = self.inner.lock();
+        if inner.queues.state == State::Error {
+            return Err(ECONNABORTED);
+        }
+        inner.engine = Some(engine);
+        inner.queues.state = State::Rts;
+        Ok(())
+    }
+
+    /// The connection manager attaches an established connection: the QP goes to RTS, then
+    /// `announce` tells the peer and iw_cm (the MPA reply, ESTABLISHED or CONNECT_REPLY: the
+    /// ULP must find the QP in RTS when it hears), then data flows. If the QP cannot take the
+    /// connection, `announce` gets the error instead (to report a failed connect). If
+    /// `announce` fails, iw_cm has not seen the connection up: the QP goes to ERROR without a
+    /// CLOSE.
+    pub(crate) fn attach(
+        self: &Arc<Self>,
+        est: Established,
+        announce: impl FnOnce(&TcpSocket, &IwCmId, Result) -> Result,
+    ) -> Result {
+        if let Err(e) = self.ready_engine(&est) {
+            let _ = announce(&est.socket, &est.cm_id, Err(e));
+            return Err(e);
         }
         est.socket.set_nodelay();
+        if let Err(e) = announce(&est.socket, &est.cm_id, Ok(())) {
+            let mut guard = self.inner.lock();
+            let Inner { engine, queues, .. } = &mut *guard;
+            queues.state = State::Error;
+            let mut ctx = Ctx { queues, qp: self };
+            if let Some(e) = engine.as_mut() {
+                e.flush(&mut ctx);
+            }
+            *engine = None;
+            return Err(e);
+        }
         let socket = est.socket.clone();
         *self.connection.lock() = Some(Connection {
             socket: est.socket,

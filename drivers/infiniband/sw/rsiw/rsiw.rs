@@ -39,6 +39,7 @@ mod kernel_crc32c;
 mod mr;
 pub mod proto;
 mod qp;
+mod settings;
 mod slots;
 
 module! {

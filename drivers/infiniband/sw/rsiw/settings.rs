@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-device protocol settings, files in the device's sysfs directory
+//! (`/sys/class/infiniband/rsiw0/`): they apply to connections set up after the change.
+//!
+//! - `mpa_crc`: `required` (ask for CRC, refuse a peer that will not use it), `optional` (use
+//!   CRC when the peer asks; RFC 5044's default; the default here) or `disabled` (never; a
+//!   peer that insists is refused — the C siw's "strict" mode).
+//! - `mpa_revision`: the MPA revision rsiw initiates with: `2` (RFC 6581 enhanced, with
+//!   IRD/ORD negotiation; the default) or `1`.
+//! - `max_ird`, `max_ord`: caps on the inbound and outbound RDMA Read/Atomic queue depths a
+//!   connection negotiates, 1 to 128 (the default, the C siw's limit).
+//! - `peer_to_peer`: `0`; peer-to-peer mode (RFC 6581 RTR messages) is not implemented in the
+//!   connection manager yet, and writing `1` fails with `EOPNOTSUPP`.
+
+use core::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
+
+use crate::proto::{mpa_negotiation::CrcPolicy, ord_ird::MAX_DEPTH};
+
+/// The names, in the order of [`Settings::show`] and [`Settings::store`]'s index.
+pub(crate) const NAMES: &[&CStr] = &[
+    c_str!("mpa_crc"),
+    c_str!("mpa_revision"),
+    c_str!("max_ird"),
+    c_str!("max_ord"),
+    c_str!("peer_to_peer"),
+];
+
+/// The settings of one device.
+pub(crate) struct Settings {
+    crc: AtomicU8,
+    revision: AtomicU8,
+    max_ird: AtomicU16,
+    max_ord: AtomicU16,
+}
+
+fn crc_name(p: CrcPolicy) -> &'static str {
+    match p {
+        CrcPolicy::Required => "required",
+        CrcPolicy::Optional => "optional",
+        CrcPolicy::Disabled => "disabled",
+    }
+}
+
+const CRC_POLICIES: [CrcPolicy; 3] = [
+    CrcPolicy::Required,
+    CrcPolicy::Optional,
+    CrcPolicy::Disabled,
+];
+
+impl Settings {
+    pub(crate) const fn new() -> Self {
+        Self {
+            crc: AtomicU8::new(1),
+            revision: AtomicU8::new(2),
+            max_ird: AtomicU16::new(MAX_DEPTH),
+            max_ord: AtomicU16::new(MAX_DEPTH),
+        }
+    }
+
+    /// The CRC policy.
+    pub(crate) fn crc(&self) -> CrcPolicy {
+        let i = self.crc.load(Ordering::Relaxed) as usize;
+        CRC_POLICIES.get(i).copied().unwrap_or(CrcPolicy::Optional)
+    }
+
+    /// Whether to initiate with MPA revision 2 (enhanced) rather than 1.
+    pub(crate) fn enhanced(&self) -> bool {
+        self.revision.load(Ordering::Relaxed) == 2
+    }
+
+    /// The cap on a connection's IRD.
+    pub(crate) fn max_ird(&self) -> u16 {
+        self.max_ird.load(Ordering::Relaxed)
+    }
+
+    /// The cap on a connection's ORD.
+    pub(crate) fn max_ord(&self) -> u16 {
+        self.max_ord.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn show(&self, index: usize, out: &mut SettingOutput<'_>) -> Result {
+        use core::fmt::Write;
+        let r = match index {
+            0 => write!(out, "{}", crc_name(self.crc())),
+            1 => write!(out, "{}", self.revision.load(Ordering::Relaxed)),
+            2 => write!(out, "{}", self.max_ird()),
+            3 => write!(out, "{}", self.max_ord()),
+            4 => write!(out, "0"),
+            _ => return Err(EINVAL),
+        };
+        r.map_err(|_| EINVAL)
+    }
+
+    pub(crate) fn store(&self, index: usize, value: &str) -> Result {
+        let depth = |v: &str| -> Result<u16> {
+            let d: u16 = v.parse().map_err(|_| EINVAL)?;
+            if d == 0 || d > MAX_DEPTH {
+                return Err(EINVAL);
+            }
+            Ok(d)
+        };
+        match index {
+            0 => {
+                let i = CRC_POLICIES
+                    .iter()
+                    .position(|p| crc_name(*p) == value)
+                    .ok_or(EINVAL)?;
+                self.crc.store(i as u8, Ordering::Relaxed);
+            }
+            1 => match value {
+                "1" | "2" => self
+                    .revision
+                    .store(value.as_bytes()[0] - b'0', Ordering::Relaxed),
+                _ => return Err(EINVAL),
+            },
+            2 => self.max_ird.store(depth(value)?, Ordering::Relaxed),
+            3 => self.max_ord.store(depth(value)?, Ordering::Relaxed),
+            4 => match value {
+                "0" => {}
+                "1" => return Err(EOPNOTSUPP),
+                _ => return Err(EINVAL),
+            },
+            _ => return Err(EINVAL),
+        }
+        Ok(())
+    }
+}
