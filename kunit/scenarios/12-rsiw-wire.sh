@@ -3,7 +3,9 @@
 # rsiw0 (198.18.0.1) and plays the remote side with a kernel TCP socket: garbage and a
 # markers request are refused before the ULP hears of them; on established connections a
 # Send without a posted receive, an RDMA Write to an unknown STag and a bad DDP version get
-# the TERMINATE the RFCs prescribe, and the ULP sees the connection end.
+# the TERMINATE the RFCs prescribe, and so do Atomic Requests with an unsupported AOpCode, a
+# misaligned or out-of-bounds offset, an STag without remote-atomic access or an unknown
+# STag (RFC 7306 section 8); each time the ULP sees the connection end.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"

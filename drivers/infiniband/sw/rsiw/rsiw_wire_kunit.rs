@@ -15,9 +15,13 @@ use kernel::{
     net::tcp::{MsgFlags, TcpSocket},
     prelude::*,
     rdma::{
+        client::ProtectionDomain,
         cm::{CmEvent, CmId, ConnParam},
-        kernel_qp::QpCaps,
+        dma_buffer::DmaBuffer,
+        fast_reg::{Access, FastRegMr},
+        kernel_qp::{QpCaps, SendWr, WcOpcode},
     },
+    sync::Arc,
     sync::Completion,
     time::msecs_to_jiffies,
 };
@@ -28,6 +32,7 @@ mod kernel_crc32c;
 use kernel_crc32c::KernelCrc32c;
 
 use proto::{
+    atomic::{AtomicOpcode, AtomicRequestHeader},
     mpa::{encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKinds},
     mpa_handshake::{InitiatorEvent, InitiatorHandshake, MAX_FRAME_LEN},
     mpa_negotiation::{CrcPolicy, InitiatorConfig},
@@ -161,7 +166,10 @@ fn markers_are_rejected(test: &mut Test) -> Result {
 
 /// An established connection: rsiw's side (accepted by the ULP, with a QP and no receive
 /// posted) and ours (the socket past the MPA exchange).
-fn established(test: &mut Test, port: u16) -> Result<(CmId, CmId, TcpSocket)> {
+fn established(
+    test: &mut Test,
+    port: u16,
+) -> Result<(CmId, CmId, TcpSocket, Arc<ProtectionDomain>)> {
     let l = listener(port)?;
     let sock = connect(port)?;
     let mut hs = InitiatorHandshake::new(InitiatorConfig {
@@ -208,7 +216,7 @@ fn established(test: &mut Test, port: u16) -> Result<(CmId, CmId, TcpSocket)> {
     }
     let e = server.next_event(msecs_to_jiffies(5000))?;
     kunit_expect_eq!(test, e.name(), "ESTABLISHED");
-    Ok((l, server, sock))
+    Ok((l, server, sock, pd))
 }
 
 /// The FPDUs of `wr` (payload `payload`), without CRC.
@@ -271,8 +279,13 @@ impl RxContext for Listen {
 /// Sends `bytes` on an established connection and returns the TERMINATE rsiw answers with;
 /// checks the ULP sees the connection end.
 fn terminate_for(test: &mut Test, port: u16, bytes: &[u8]) -> Result<Option<TermError>> {
-    let (_l, server, sock) = established(test, port)?;
+    let (_l, server, sock, _pd) = established(test, port)?;
     sock.send(bytes, MsgFlags::NONE)?;
+    terminate_after(test, &server, &sock)
+}
+
+/// Reads rsiw's answer on `sock` up to its TERMINATE; checks the ULP sees the connection end.
+fn terminate_after(test: &mut Test, server: &CmId, sock: &TcpSocket) -> Result<Option<TermError>> {
     let mut rx = RxEngine::new(KernelCrc32c, false, 1);
     let mut ctx = Listen {
         requester: Requester::new(4),
@@ -281,7 +294,7 @@ fn terminate_for(test: &mut Test, port: u16, bytes: &[u8]) -> Result<Option<Term
     };
     let mut buf = [0u8; 512];
     while ctx.term.is_none() {
-        let n = recv_some(&sock, &mut buf)?;
+        let n = recv_some(sock, &mut buf)?;
         if n == 0 {
             break;
         }
@@ -340,6 +353,83 @@ fn bad_ddp_version_terminates(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// An Atomic Request against a 64-byte region of rsiw's side registered with `access`:
+/// `adjust` shapes the request; returns the TERMINATE rsiw answers with.
+fn atomic_terminate(
+    test: &mut Test,
+    port: u16,
+    access: Access,
+    adjust: impl FnOnce(&mut AtomicRequestHeader),
+) -> Result<Option<TermError>> {
+    let (_l, server, sock, pd) = established(test, port)?;
+    let target = DmaBuffer::new(&pd, 64)?;
+    let mr = FastRegMr::new(&pd, 2)?;
+    let qp = server.qp()?;
+    qp.post_send(
+        &SendWr::RegMr {
+            mr: &mr,
+            buffer: &target,
+            access,
+        },
+        1,
+    )?;
+    let wc = qp.wait(msecs_to_jiffies(5000))?;
+    kunit_expect!(test, wc.status.is_success() && wc.opcode == WcOpcode::RegMr);
+    let mut header = AtomicRequestHeader {
+        reserved: 0,
+        aopcode: AtomicOpcode::FetchAdd as u8,
+        request_id: 1,
+        remote_stag: mr.rkey(),
+        remote_tagged_offset: mr.iova(),
+        add_swap_data: 1,
+        add_swap_mask: 0,
+        compare_data: 0,
+        compare_mask: 0,
+    };
+    adjust(&mut header);
+    let wire = fpdus(WorkRequest::AtomicRequest(header), &[])?;
+    sock.send(&wire, MsgFlags::NONE)?;
+    terminate_after(test, &server, &sock)
+}
+
+const ATOMIC_RIGHTS: Access = Access::REMOTE_ATOMIC;
+
+fn atomic_unsupported_opcode_terminates(test: &mut Test) -> Result {
+    let term = atomic_terminate(test, 7806, ATOMIC_RIGHTS, |h| h.aopcode = 0x1)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapUnexpectedOpcode));
+    Ok(())
+}
+
+fn atomic_misaligned_terminates(test: &mut Test) -> Result {
+    // RFC 7306 section 8.2: RDMAP remote operation error, catastrophic for the stream.
+    let term = atomic_terminate(test, 7807, ATOMIC_RIGHTS, |h| h.remote_tagged_offset += 4)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapCatastrophicStream));
+    Ok(())
+}
+
+fn atomic_without_atomic_access_terminates(test: &mut Test) -> Result {
+    let term = atomic_terminate(
+        test,
+        7808,
+        Access::REMOTE_READ | Access::REMOTE_WRITE,
+        |_| {},
+    )?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapAccessRights));
+    Ok(())
+}
+
+fn atomic_out_of_bounds_terminates(test: &mut Test) -> Result {
+    let term = atomic_terminate(test, 7809, ATOMIC_RIGHTS, |h| h.remote_tagged_offset += 64)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapBaseBounds));
+    Ok(())
+}
+
+fn atomic_to_unknown_stag_terminates(test: &mut Test) -> Result {
+    let term = atomic_terminate(test, 7810, ATOMIC_RIGHTS, |h| h.remote_stag = 0x00ab_cd00)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapInvalidStag));
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_wire,
     [
@@ -347,6 +437,11 @@ kernel::kunit_suite!(
         markers_are_rejected,
         send_without_receive_terminates,
         write_to_unknown_stag_terminates,
-        bad_ddp_version_terminates
+        bad_ddp_version_terminates,
+        atomic_unsupported_opcode_terminates,
+        atomic_misaligned_terminates,
+        atomic_without_atomic_access_terminates,
+        atomic_out_of_bounds_terminates,
+        atomic_to_unknown_stag_terminates
     ]
 );
