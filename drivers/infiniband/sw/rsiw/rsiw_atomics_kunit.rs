@@ -30,7 +30,7 @@ use kernel::{
         kernel_qp::{QpCaps, Remote, SendWr, Sge, WcOpcode, WorkCompletion},
     },
     sync::Arc,
-    time::msecs_to_jiffies,
+    time::{msecs_to_jiffies, Ktime},
 };
 
 module! {
@@ -203,6 +203,7 @@ fn word(buffer: &DmaBuffer, offset: usize) -> Result<u64> {
 
 fn fetch_add_from_k_qps_is_exact(test: &mut Test) -> Result {
     let s = setup(7701)?;
+    let start = Ktime::ktime_get();
     // Every client posts all of its M Fetch-and-Adds, interleaved across the clients.
     for i in 0..M {
         for c in s.clients.iter() {
@@ -225,6 +226,12 @@ fn fetch_add_from_k_qps_is_exact(test: &mut Test) -> Result {
             expect(&c.id, WcOpcode::FetchAdd)?;
         }
     }
+    // A figure for `make bench` (kunit/bench/30-atomics.sh), not a check.
+    let ns = (Ktime::ktime_get() - start).to_ns().max(1);
+    pr_info!(
+        "BENCH atomic_fetch_add_rate_4qp ops/s rsiw {}\n",
+        (K * M) as i64 * 1_000_000_000 / ns
+    );
     kunit_expect_eq!(test, word(&s.target, 0)?, (K * M) as u64);
     // The original values are 0..K*M, each exactly once.
     let mut seen = KVec::from_elem(false, K * M, GFP_KERNEL)?;
@@ -339,6 +346,27 @@ fn masked_atomics_match_rfc_7306(test: &mut Test) -> Result {
         offset: 0,
         len: 8,
     };
+    // A latency figure for `make bench`: one Fetch-and-Add at a time, round trip each.
+    const ROUNDS: i64 = 200;
+    let start = Ktime::ktime_get();
+    for i in 0..ROUNDS {
+        c.id.qp()?.post_send(
+            &SendWr::FetchAdd {
+                local: local(),
+                remote: s.remote,
+                add: 1,
+            },
+            i as u64,
+        )?;
+        expect(&c.id, WcOpcode::FetchAdd)?;
+    }
+    let ns = (Ktime::ktime_get() - start).to_ns();
+    pr_info!(
+        "BENCH atomic_fetch_add_lat us rsiw {}.{:03}\n",
+        ns / ROUNDS / 1000,
+        ns / ROUNDS % 1000
+    );
+    kunit_expect_eq!(test, word(&s.target, 0)?, ROUNDS as u64);
     // Masked Fetch-and-Add: two 32-bit fields; the low field's carry stops at bit 31.
     s.target.write(0, &0x0000_0001_ffff_ffffu64.to_ne_bytes())?;
     c.id.qp()?.post_send(
