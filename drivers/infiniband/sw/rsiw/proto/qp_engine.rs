@@ -1009,22 +1009,12 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
             RxEvent::ReadResponse { slot } => {
                 self.unblock_sq();
                 let o = self.take_outstanding(slot)?;
-                if o.invalidate && o.sge.length > 0 {
-                    if let Err(status) = self.ctx.invalidate_local(o.sge.lkey) {
-                        self.ctx
-                            .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
-                        return Err(LOCAL_FAILURE);
-                    }
-                }
-                if o.signaled {
-                    self.ctx.complete(Completion::recv(
-                        o.wr_id,
-                        WcStatus::Success,
-                        o.opcode,
-                        o.len,
-                    ));
-                }
-                Ok(())
+                let step = if o.invalidate && o.sge.length > 0 {
+                    self.ctx.invalidate_local(o.sge.lkey)
+                } else {
+                    Ok(())
+                };
+                self.finish_request(&o, step)
             }
             RxEvent::AtomicResponse { slot, header } => {
                 self.unblock_sq();
@@ -1035,20 +1025,8 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                     return Err(TermError::RdmapCatastrophicStream);
                 }
                 let value = header.original_value.to_ne_bytes();
-                if let Err(status) = self.ctx.local_write(&o.sge, 0, &value) {
-                    self.ctx
-                        .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
-                    return Err(LOCAL_FAILURE);
-                }
-                if o.signaled {
-                    self.ctx.complete(Completion::recv(
-                        o.wr_id,
-                        WcStatus::Success,
-                        o.opcode,
-                        o.len,
-                    ));
-                }
-                Ok(())
+                let step = self.ctx.local_write(&o.sge, 0, &value);
+                self.finish_request(&o, step)
             }
             RxEvent::Terminate(message) => {
                 let error = message
@@ -1085,6 +1063,30 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
         if self.st.sq_stalled {
             self.st.sq_unblocked = true;
         }
+    }
+
+    /// Completes a Read or Atomic request of ours whose response arrived, after the last local
+    /// `step` (writing the original value, invalidating the sink): an error there completes
+    /// it with that status (signaled or not) and terminates the stream.
+    fn finish_request(
+        &mut self,
+        o: &Outstanding,
+        step: Result<(), WcStatus>,
+    ) -> Result<(), TermError> {
+        if let Err(status) = step {
+            self.ctx
+                .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
+            return Err(LOCAL_FAILURE);
+        }
+        if o.signaled {
+            self.ctx.complete(Completion::recv(
+                o.wr_id,
+                WcStatus::Success,
+                o.opcode,
+                o.len,
+            ));
+        }
+        Ok(())
     }
 
     /// The live request of ORD `slot`, now completed.
