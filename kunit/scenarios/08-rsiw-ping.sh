@@ -1,13 +1,14 @@
 # timeout: 240
 # rsiw as a kernel-verbs iWARP device: the KUnit suite rsiw_ping runs the kernel RDMA ping
 # over rsiw0 (198.18.0.1) with itself, and with the C siw (siw1, 198.18.0.2) on the wire in
-# both directions, through rdma_cm and iw_cm: first with rsiw0's default MPA CRC setting
+# both directions, through rdma_cm and iw_cm (with itself over IPv6 too): first with rsiw0's default MPA CRC setting
 # (optional: no CRC, as the C siw does not ask), then again with mpa_crc=required (CRC on
 # every connection, the C siw following). The device's settings refuse bad values. Then the
 # sample runs on rsiw0 and is unloaded under traffic, and rsiw0 is deleted. Nothing may be
 # left behind, nothing may hang.
 . /tests/lib.sh
 two_dummies
+ip addr add fd00::1/128 dev dummy0 2>/dev/null || ip -6 addr show dev dummy0 | grep -q fd00::1 || fail "IPv6 address on dummy0"
 modprobe rsiw || fail "modprobe rsiw"
 rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
 modprobe siw

@@ -7,7 +7,7 @@
 //! Scenario `08-rsiw-ping` creates `rsiw0` on 198.18.0.1 (dummy0) and the C `siw1` on
 //! 198.18.0.2 (dummy1), then loads this module.
 
-use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use kernel::{
     c_str,
     kunit::suite::Test,
@@ -65,6 +65,18 @@ fn rsiw_with_itself(test: &mut Test) -> Result {
     rounds_and_disconnect(test, pair)
 }
 
+fn rsiw_with_itself_over_ipv6(test: &mut Test) -> Result {
+    // Scenario 08 gives dummy0 the address fd00::1.
+    let addr = SocketAddr::V6(SocketAddrV6::new(
+        Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+        7607,
+        0,
+        0,
+    ));
+    let pair = ping::Pair::connect(addr)?;
+    rounds_and_disconnect(test, pair)
+}
+
 fn rsiw_client_siw_server(test: &mut Test) -> Result {
     let pair = ping::Pair::connect_from(Some(at(RSIW, 0)), at(SIW, 7602))?;
     rounds_and_disconnect(test, pair)
@@ -104,6 +116,7 @@ kernel::kunit_suite!(
     rsiw_ping,
     [
         rsiw_with_itself,
+        rsiw_with_itself_over_ipv6,
         rsiw_client_siw_server,
         siw_client_rsiw_server,
         rsiw_immediate_and_atomics,
