@@ -49,3 +49,5 @@ dmesg | grep -q 'stopped, [1-9][0-9]* rounds' || fail "no ping rounds on rsiw0"
 left_behind "after the sample on rsiw0"
 timeout 30 rdma link del rsiw0 || fail "rdma link del rsiw0"
 rdma link del siw1
+# The module goes after all that traffic: its workqueue is drained and destroyed at unload.
+timeout 30 modprobe -r rsiw || fail "unloading rsiw after traffic"

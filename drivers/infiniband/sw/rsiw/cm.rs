@@ -23,11 +23,12 @@ use core::{
 use kernel::{
     net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket},
     new_mutex,
+    owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::iw_provider::{IwCmId, IwConnParam, IwEvent},
     sync::{Arc, Mutex},
     time::msecs_to_jiffies,
-    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+    workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
 
 use crate::{
@@ -59,16 +60,19 @@ pub(crate) struct Cm {
     next_pending: AtomicUsize,
     /// The device's protocol settings.
     pub(crate) settings: Settings,
+    /// The module's workqueue, for the connection work.
+    pub(crate) queue: Arc<OwnedQueue>,
 }
 
 impl Cm {
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    pub(crate) fn new(queue: Arc<OwnedQueue>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 listeners <- new_mutex!(Slots::new(), "Cm::listeners"),
                 pending <- new_mutex!(Slots::new(), "Cm::pending"),
                 next_pending: AtomicUsize::new(1),
                 settings: Settings::new(),
+                queue,
             }),
             GFP_KERNEL,
         )
@@ -285,7 +289,7 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         }),
         GFP_KERNEL,
     )?;
-    let _ = workqueue::system_long().enqueue(connecting);
+    let _ = cm.queue.enqueue(connecting);
     Ok(())
 }
 
@@ -321,7 +325,7 @@ struct ListenerCallbacks(Arc<Listener>);
 impl TcpCallbacks for ListenerCallbacks {
     fn data_ready(&self, _rx: &mut RxQueue<'_>) {
         if !self.0.closed.load(Ordering::Relaxed) {
-            let _ = workqueue::system_long().enqueue(self.0.clone());
+            let _ = self.0.cm.queue.enqueue(self.0.clone());
         }
     }
 }
@@ -350,7 +354,7 @@ impl WorkItem for Listener {
                 GFP_KERNEL,
             );
             if let Ok(p) = pending {
-                let _ = workqueue::system_long().enqueue(p);
+                let _ = this.cm.queue.enqueue(p);
             }
         }
     }
@@ -385,7 +389,7 @@ pub(crate) fn listen(cm: &Arc<Cm>, id: IwCmId, backlog: u32, ifindex: i32) -> Re
         .socket
         .install_callbacks(Arc::new(ListenerCallbacks(listener.clone()), GFP_KERNEL)?)?;
     // Connections that came in before the callbacks were there.
-    let _ = workqueue::system_long().enqueue(listener);
+    let _ = cm.queue.enqueue(listener);
     Ok(())
 }
 

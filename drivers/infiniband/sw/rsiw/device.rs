@@ -11,6 +11,7 @@ use kernel::{
     alloc::flags::GFP_ATOMIC,
     net::device::NetDevice,
     new_mutex, new_spinlock,
+    owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
         completion_queue::CqNotifier,
@@ -91,6 +92,8 @@ struct RsiwDevice {
     cm: Arc<Cm>,
     /// Kernel CQs and QPs.
     tables: Arc<Tables>,
+    /// The module's workqueue, for the QPs' work.
+    queue: Arc<OwnedQueue>,
 }
 
 /// The device's kernel CQs (by the core's id) and QPs, for iw_cm and QP creation.
@@ -141,6 +144,7 @@ impl RsiwDevice {
             rcq,
             *attr,
             place,
+            self.queue.clone(),
         )?;
         let mut table = self.tables.qps.lock();
         table.remove_where(|q| q.is_destroyed());
@@ -264,6 +268,7 @@ pub(crate) fn create(
     name: &CStr,
     netdev: &NetDevice,
     owner: &'static ThisModule,
+    queue: &Arc<OwnedQueue>,
 ) -> Result {
     // The GID must be unique; a netdev without a MAC has nothing unique to offer.
     let mac = netdev.mac().ok_or(EINVAL)?;
@@ -277,7 +282,8 @@ pub(crate) fn create(
             qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_qpn: AtomicU32::new(1),
             mrs: MrTable::new()?,
-            cm: Cm::new()?,
+            cm: Cm::new(queue.clone())?,
+            queue: queue.clone(),
             tables: Arc::pin_init(
                 pin_init!(Tables {
                     cqs <- new_mutex!(Slots::new(), "rsiw::Tables::cqs"),

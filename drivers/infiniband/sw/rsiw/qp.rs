@@ -27,6 +27,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
     new_mutex, new_spinlock_bh,
+    owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
         completion_queue::{self as wc, Wc},
@@ -36,7 +37,7 @@ use kernel::{
         work_request::{RecvWr, SendOp as IbSendOp, SendWr},
     },
     sync::{Arc, Mutex, SpinLockBh},
-    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+    workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
 
 use crate::{
@@ -219,6 +220,8 @@ pub(crate) struct Qp {
     #[pin]
     tx_buffer: Mutex<KVec<u8>>,
     kicker: Arc<Kicker>,
+    /// The module's workqueue, which runs `kicker`.
+    queue: Arc<OwnedQueue>,
     _place: CountedPlace,
 }
 
@@ -271,6 +274,7 @@ impl Qp {
         rcq: Arc<Cq>,
         caps: QpInitAttributes,
         place: CountedPlace,
+        queue: Arc<OwnedQueue>,
     ) -> Result<Arc<Self>> {
         let mut rx_chunk = KVec::with_capacity(RX_CHUNK, GFP_KERNEL)?;
         for _ in 0..RX_CHUNK {
@@ -311,6 +315,7 @@ impl Qp {
                 connection <- new_mutex!(None, "Qp::connection"),
                 tx_buffer <- new_mutex!(tx, "Qp::tx_buffer"),
                 kicker: own_kicker,
+                queue,
                 _place: place,
             }),
             GFP_KERNEL,
@@ -323,7 +328,7 @@ impl Qp {
     fn kick(&self) {
         if self.flags.load(Ordering::Relaxed) & flag::DEAD == 0 {
             // Already queued is fine: the queued run sees the new work.
-            let _ = workqueue::system().enqueue(self.kicker.clone());
+            let _ = self.queue.enqueue(self.kicker.clone());
         }
     }
 

@@ -23,6 +23,7 @@ use kernel::{
         device::NetDevice,
         notifier::{NetdevEvent, NetdevNotifier, NetdevNotifierRegistration},
     },
+    owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
         device::{netdev_has_device, DeviceSetOwner, DriverId, PortEvent},
@@ -52,8 +53,8 @@ module! {
 }
 
 /// The module: the link type, and the netdev events that remove devices. Dropping it
-/// unregisters both, then the last reference to the device set unregisters the devices and
-/// waits until they are gone.
+/// unregisters both, then the last reference to [`Rsiw`] unregisters the devices, waits until
+/// they are gone and shuts the workqueue down.
 struct RsiwModule {
     _netdev_events: Pin<KBox<NetdevNotifierRegistration>>,
     _link: Pin<KBox<LinkRegistration<RsiwLink>>>,
@@ -61,7 +62,13 @@ struct RsiwModule {
 
 impl kernel::Module for RsiwModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let devices = Arc::new(DeviceSetOwner::new()?, GFP_KERNEL)?;
+        let devices = Arc::new(
+            Rsiw {
+                devices: DeviceSetOwner::new()?,
+                queue: Arc::new(OwnedQueue::new(kernel::c_str!("rsiw"))?, GFP_KERNEL)?,
+            },
+            GFP_KERNEL,
+        )?;
         let events = Arc::new(NetdevEvents(devices.clone()), GFP_KERNEL)?;
         let netdev_events = KBox::pin_init(NetdevNotifierRegistration::new(events), GFP_KERNEL)?;
         let link = KBox::pin_init(LinkRegistration::<RsiwLink>::new(devices), GFP_KERNEL)?;
@@ -74,11 +81,26 @@ impl kernel::Module for RsiwModule {
 
 /// Removes a device when its netdev goes away (the netdev's unregistration waits for it), and
 /// reports the port going up and down.
-struct NetdevEvents(Arc<DeviceSetOwner>);
+struct NetdevEvents(Arc<Rsiw>);
+
+/// The driver's state: its devices and the workqueue their connections and QPs use.
+struct Rsiw {
+    devices: DeviceSetOwner,
+    queue: Arc<OwnedQueue>,
+}
+
+impl Drop for Rsiw {
+    fn drop(&mut self) {
+        // Devices first (their QPs and listeners stop queueing work), then the queue, which
+        // runs what is left: no work item of ours runs after the module is gone.
+        self.devices.set().unregister_all();
+        self.queue.shut_down();
+    }
+}
 
 impl NetdevNotifier for NetdevEvents {
     fn event(&self, event: NetdevEvent, dev: &NetDevice) {
-        let set = self.0.set();
+        let set = self.0.devices.set();
         match event {
             NetdevEvent::Unregister => set.unregister_netdev_queued(dev, DriverId::Siw),
             // The port follows the link: tell the device's consumers.
@@ -99,17 +121,17 @@ impl NetdevNotifier for NetdevEvents {
 struct RsiwLink;
 
 /// Where the link registration keeps the set of our devices for `newlink`.
-static LINK_CONTEXT: LinkContext<DeviceSetOwner> = LinkContext::new();
+static LINK_CONTEXT: LinkContext<Rsiw> = LinkContext::new();
 
 impl LinkType for RsiwLink {
-    type Data = DeviceSetOwner;
+    type Data = Rsiw;
     const TYPE: &'static CStr = kernel::c_str!("rsiw");
 
-    fn context() -> &'static LinkContext<DeviceSetOwner> {
+    fn context() -> &'static LinkContext<Rsiw> {
         &LINK_CONTEXT
     }
 
-    fn newlink(devices: &DeviceSetOwner, name: &CStr, netdev: &NetDevice) -> Result {
+    fn newlink(rsiw: &Rsiw, name: &CStr, netdev: &NetDevice) -> Result {
         if netdev.is_loopback() {
             return Err(EINVAL);
         }
@@ -117,6 +139,6 @@ impl LinkType for RsiwLink {
         if netdev_has_device(netdev, DriverId::Siw) {
             return Err(EEXIST);
         }
-        device::create(devices.set(), name, netdev, &THIS_MODULE)
+        device::create(rsiw.devices.set(), name, netdev, &THIS_MODULE, &rsiw.queue)
     }
 }
