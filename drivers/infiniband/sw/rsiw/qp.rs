@@ -374,14 +374,7 @@ impl Qp {
         }
         est.socket.set_nodelay();
         if let Err(e) = announce(&est.socket, &est.cm_id, Ok(())) {
-            let mut guard = self.inner.lock();
-            let Inner { engine, queues, .. } = &mut *guard;
-            queues.state = State::Error;
-            let mut ctx = Ctx { queues, qp: self };
-            if let Some(e) = engine.as_mut() {
-                e.flush(&mut ctx);
-            }
-            *engine = None;
+            self.to_error();
             return Err(e);
         }
         let socket = est.socket.clone();
@@ -457,12 +450,25 @@ impl Qp {
         }
     }
 
+    /// The QP to ERROR: every outstanding and queued work request completes as flushed and
+    /// the engine goes.
+    fn to_error(&self) {
+        let mut guard = self.inner.lock();
+        let Inner { engine, queues, .. } = &mut *guard;
+        queues.state = State::Error;
+        let mut ctx = Ctx { queues, qp: self };
+        match engine.as_mut() {
+            Some(e) => e.flush(&mut ctx),
+            None => ctx.flush_queues(),
+        }
+        *engine = None;
+    }
+
     /// Ends the connection: the QP to ERROR, everything flushed, TCP closed, iw_cm told.
     fn end(&self, peer_started: bool) {
         {
-            let mut guard = self.inner.lock();
-            let Inner { engine, queues, .. } = &mut *guard;
-            if let Some(e) = engine.as_ref() {
+            let guard = self.inner.lock();
+            if let Some(e) = guard.engine.as_ref() {
                 if let Some(error) = e.termination() {
                     let (layer, kind, code) =
                         (error.layer() as u8, error.error_type(), error.error_code());
@@ -473,14 +479,8 @@ impl Qp {
                     );
                 }
             }
-            queues.state = State::Error;
-            let mut ctx = Ctx { queues, qp: self };
-            match engine.as_mut() {
-                Some(e) => e.flush(&mut ctx),
-                None => ctx.flush_queues(),
-            }
-            *engine = None;
         }
+        self.to_error();
         let connection = self.connection.lock().take();
         if let Some(mut c) = connection {
             c.socket.remove_callbacks();

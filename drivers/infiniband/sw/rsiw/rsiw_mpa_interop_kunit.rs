@@ -28,7 +28,6 @@ use kernel::{
         cm::{CmEvent, CmId, ConnParam},
         kernel_qp::QpCaps,
     },
-    sync::Completion,
     time::msecs_to_jiffies,
 };
 
@@ -36,6 +35,8 @@ pub mod proto;
 
 mod kernel_crc32c;
 use kernel_crc32c::KernelCrc32c;
+mod kunit_socket;
+use kunit_socket::sleep_ms;
 
 use proto::{
     mpa::RtrKinds,
@@ -70,22 +71,13 @@ fn at(port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(SIW), port))
 }
 
-fn sleep_ms(ms: u32) {
-    let never = Completion::new();
-    kernel::stack_pin_init!(let never = never);
-    never.wait_timeout(msecs_to_jiffies(ms));
-}
-
-/// Receives what is there (up to `buf.len()`), waiting up to 5 s for the first byte.
+/// Receives what is there (up to `buf.len()`), waiting up to 5 s for the first byte; a closed
+/// connection is `ECONNRESET` here.
 fn recv_some(sock: &TcpSocket, buf: &mut [u8]) -> Result<usize> {
-    for _ in 0..500 {
-        match sock.recv(buf, MsgFlags::DONTWAIT) {
-            Err(e) if e == EAGAIN => sleep_ms(10),
-            Ok(0) => return Err(ECONNRESET),
-            other => return other,
-        }
+    match kunit_socket::recv_some(sock, buf)? {
+        0 => Err(ECONNRESET),
+        n => Ok(n),
     }
-    Err(ETIMEDOUT)
 }
 
 /// A C siw id with a QP, as iWARP needs one to connect or accept.

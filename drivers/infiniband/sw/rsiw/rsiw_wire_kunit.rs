@@ -22,7 +22,6 @@ use kernel::{
         kernel_qp::{QpCaps, SendWr, WcOpcode},
     },
     sync::Arc,
-    sync::Completion,
     time::msecs_to_jiffies,
 };
 
@@ -30,6 +29,8 @@ pub mod proto;
 
 mod kernel_crc32c;
 use kernel_crc32c::KernelCrc32c;
+mod kunit_socket;
+use kunit_socket::recv_some;
 
 use proto::{
     atomic::{AtomicOpcode, AtomicRequestHeader},
@@ -62,24 +63,6 @@ impl kernel::Module for RsiwWireKunit {
 
 fn at(port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), port))
-}
-
-fn sleep_ms(ms: u32) {
-    let never = Completion::new();
-    kernel::stack_pin_init!(let never = never);
-    never.wait_timeout(msecs_to_jiffies(ms));
-}
-
-/// Receives what is there (up to `buf.len()`), waiting up to 5 s for the first byte; `Ok(0)`
-/// when the peer closed.
-fn recv_some(sock: &TcpSocket, buf: &mut [u8]) -> Result<usize> {
-    for _ in 0..500 {
-        match sock.recv(buf, MsgFlags::DONTWAIT) {
-            Err(e) if e == EAGAIN => sleep_ms(10),
-            other => return other,
-        }
-    }
-    Err(ETIMEDOUT)
 }
 
 fn listener(port: u16) -> Result<CmId> {
