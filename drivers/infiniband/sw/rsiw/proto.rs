@@ -11,7 +11,9 @@
 //! [`tx_engine`] run the data path of one stream: received bytes to placed
 //! payload and completions, work requests to FPDUs; [`qp_engine`] ties them
 //! to the credit queues and the driver's queues and memory as the sans-IO
-//! data path of one RC queue pair.
+//! data path of one RC queue pair. [`user_queue`] decodes the work queue
+//! entries the siw user ABI shares with user space, input as untrusted as
+//! the wire's.
 //!
 //! # Why this code is pure and shared
 //!
@@ -53,4 +55,5 @@ pub mod rx_engine;
 pub mod segmenter;
 pub mod terminate;
 pub mod tx_engine;
+pub mod user_queue;
 pub mod wire;

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The siw user ABI decoders on arbitrary send and receive queue entries, as
+//! a hostile process may write them: they never panic, and what they accept
+//! is consistent with the entry.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rsiw_proto::proto::qp_engine::MAX_SGE;
+use rsiw_proto::proto::user_queue::*;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((sq, rest)) = data.split_first_chunk::<SQE_SIZE>() else {
+        return;
+    };
+    let Some((rq, rest)) = rest.split_first_chunk::<RQE_SIZE>() else {
+        return;
+    };
+    let signal_all = rest.first().is_some_and(|b| b & 1 != 0);
+
+    match decode_sqe(sq, signal_all) {
+        Ok(send) => {
+            let flags = entry_flags(sq);
+            assert!(flags & VALID != 0);
+            assert_eq!(send.request.wr_id, entry_id(sq));
+            assert!(send.request.signaled == (signal_all || flags & SIGNALLED != 0));
+            assert!(send.request.sges.as_slice().len() <= MAX_SGE);
+            match send.inline {
+                Some(range) => {
+                    assert!(flags & INLINE != 0);
+                    assert!(send.request.sges.as_slice().is_empty());
+                    assert_eq!(range.start, INLINE_OFFSET);
+                    assert!(range.end >= range.start && range.end <= SQE_SIZE);
+                    assert!(range.len() <= MAX_INLINE);
+                    assert!(sq.get(range).is_some());
+                }
+                None => {
+                    assert!(flags & INLINE == 0);
+                    assert_eq!(send.request.sges.as_slice().len(), usize::from(sq[10]));
+                }
+            }
+        }
+        Err(e) => {
+            let _ = e.status();
+        }
+    }
+
+    match decode_rqe(rq) {
+        Ok(recv) => {
+            assert!(entry_flags(rq) & VALID != 0);
+            assert_eq!(recv.wr_id, entry_id(rq));
+            assert_eq!(recv.sges.as_slice().len(), usize::from(rq[10]));
+        }
+        Err(e) => {
+            let _ = e.status();
+        }
+    }
+});
