@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/iter.h>
 #include <rdma/uverbs_ioctl.h>
 
 bool rust_helper_ib_device_try_get(struct ib_device *dev)
@@ -83,4 +85,20 @@ void rust_helper_sg_dma_set(struct scatterlist *sg, dma_addr_t addr, unsigned in
 struct ib_device *rust_helper_rdma_device_to_ibdev(struct device *device)
 {
 	return rdma_device_to_ibdev(device);
+}
+
+void rust_helper___rdma_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,
+					      unsigned long pgsz)
+{
+	__rdma_umem_block_iter_start(biter, umem, pgsz);
+}
+
+bool rust_helper___rdma_umem_block_iter_next(struct ib_block_iter *biter)
+{
+	return __rdma_umem_block_iter_next(biter);
+}
+
+dma_addr_t rust_helper_rdma_block_iter_dma_address(struct ib_block_iter *biter)
+{
+	return rdma_block_iter_dma_address(biter);
 }

@@ -39,7 +39,7 @@ use super::{
     },
     memory_region::{
         alloc_mr_callback, dereg_mr_callback, get_dma_mr_callback, map_mr_sg_callback,
-        reg_user_mr_callback, DmaMemory, NewMr,
+        reg_user_mr_callback, DmaMemory, NewMr, UserPages,
     },
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
@@ -302,6 +302,20 @@ pub trait Driver: Send + Sync {
         Err(EOPNOTSUPP)
     }
 
+    /// Registers the user memory `pages` (pinned by the core) as an MR of `pd` with
+    /// `IB_ACCESS_*` rights `access`; `udata` carries the provider library's request and room
+    /// for its response. The driver must drop `pages` in process context (it may sleep).
+    fn reg_user_mr(
+        &self,
+        _dev: &Device,
+        _pd: PdId,
+        _access: u32,
+        _pages: UserPages,
+        _udata: &mut UserData<'_>,
+    ) -> Result<NewMr> {
+        Err(EOPNOTSUPP)
+    }
+
     /// Creates a fast-registration MR of `pd` for up to `max_pages` pages, invalid until a
     /// REG_MR work request registers it.
     fn alloc_mr(&self, _dev: &Device, _pd: PdId, _max_pages: u32) -> Result<NewMr> {
@@ -376,6 +390,10 @@ pub struct DeviceInfo<'a> {
     pub num_comp_vectors: u32,
     /// The module providing the driver, which the RDMA core pins while user space uses it.
     pub owner: &'static ThisModule,
+    /// The provider library rings a doorbell with an empty `post_send` (as siw's does, whose
+    /// send queues live in memory shared with the process): lets that command through to
+    /// [`QueuePair::doorbell`](super::objects::QueuePair::doorbell).
+    pub user_doorbell: bool,
 }
 
 /// The memory `_ib_alloc_device` gives us: the device, then what the driver put behind it.
@@ -473,6 +491,10 @@ impl DeviceSet {
                 *d = s as _;
             }
             (*ibdev).iw_driver_flags = bindings::iw_flags_IW_F_NO_PORT_MAP;
+            if info.user_doorbell {
+                (*ibdev).uverbs_cmd_mask |=
+                    1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
+            }
         }
 
         // SAFETY: `ibdev` is allocated and not registered; the netdev is valid. On failure we

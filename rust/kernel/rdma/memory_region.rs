@@ -10,16 +10,14 @@
 //! contract the provider relies on, in C as here.
 //!
 //! This module turns those addresses into [`DmaRange`]s the provider copies through, and only
-//! from the two places the core hands them over:
+//! from the three places the core hands them over:
 //!
 //! - a DMA MR (`get_dma_mr`, the MR `ib_alloc_pd` makes for its `local_dma_lkey`) stands for
 //!   all of memory; its [`DmaMemory`] turns any address a consumer posts with its key into a
 //!   range;
 //! - a fast-registration MR (`alloc_mr`, filled by `map_mr_sg` and made valid by a REG_MR work
-//!   request) has a [`PageList`] of the pages the core's `ib_sg_to_pages` produced.
-//!
-//! User memory regions (`reg_user_mr`, which needs `ib_umem` pinning) are not wrapped yet: the
-//! verb answers `EOPNOTSUPP`.
+//!   request) has a [`PageList`] of the pages the core's `ib_sg_to_pages` produced;
+//! - a user MR (`reg_user_mr`) has the [`UserPages`] `ib_umem_get` pinned in the process.
 //!
 //! The core does not allocate MRs for providers (there is no `size_ib_mr`): the callbacks here
 //! allocate an [`MrContainer`] holding the `ib_mr` and the provider's object, and free it on
@@ -39,7 +37,7 @@ use crate::{
     prelude::*,
     sync::Arc,
 };
-use core::mem::ManuallyDrop;
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// `IB_ACCESS_LOCAL_WRITE`.
 pub const ACCESS_LOCAL_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
@@ -56,7 +54,8 @@ pub const ACCESS_REMOTE_ATOMIC: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE
 ///
 /// `addr..addr + len` is a kernel virtual address range that a kernel consumer handed to the
 /// device through the verbs (a posted scatter/gather entry under a DMA MR, or a page of a
-/// fast-registration MR), as described in the module documentation. The provider uses it only
+/// fast-registration MR), or part of a page pinned for a user MR, as described in the module
+/// documentation. The provider uses it only
 /// while the consumer's contract keeps it mapped.
 #[derive(Clone, Copy, Debug)]
 pub struct DmaRange {
@@ -324,20 +323,159 @@ pub(crate) unsafe extern "C" fn alloc_mr_callback(
     new_mr(unsafe { with_driver(ibdev, create) })
 }
 
-/// `reg_user_mr`: not wrapped yet (needs `ib_umem`).
+/// User memory pinned for a memory region (`ib_umem`), with its pages as a page list.
+///
+/// `ib_umem_get` pins the pages of the process's buffer and maps them for the device; for a
+/// software device that mapping is the identity (virtual DMA, see the module documentation),
+/// so each page's "DMA address" is the kernel virtual address of the pinned page, which the
+/// provider copies through as it does for fast-registration MRs. That holds where every page
+/// has a kernel mapping, i.e. without `CONFIG_HIGHMEM` (all 64-bit architectures).
+///
+/// Dropping it unpins the pages (`ib_umem_release`), which may sleep: drop it in process
+/// context, e.g. in [`MemoryRegion::deregister`].
+///
+/// # Invariants
+///
+/// `umem` is a live `ib_umem` from `ib_umem_get`, owned by this value. The first `count`
+/// entries of `list.pages` are the kernel virtual addresses of its pages, in order, pinned
+/// until `umem` is released; `list.iova` and `list.length` are the region's.
+pub struct UserPages {
+    umem: NonNull<bindings::ib_umem>,
+    list: PageList,
+}
+
+// SAFETY: The pinned pages and the `ib_umem` may be used and released from any thread.
+unsafe impl Send for UserPages {}
+// SAFETY: `&UserPages` only copies to and from the pages, as `DmaRange` does.
+unsafe impl Sync for UserPages {}
+
+#[cfg(CONFIG_HIGHMEM)]
+compile_error!("user MRs of software devices need every page mapped in the kernel");
+
+impl UserPages {
+    /// Pins `length` bytes of the current process at `start` for `ibdev`, named by the I/O
+    /// virtual address `iova` in work requests.
+    ///
+    /// # Safety
+    ///
+    /// `ibdev` is a registered device of ours; called in the process's context (a user verb).
+    unsafe fn pin(
+        ibdev: *mut bindings::ib_device,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+    ) -> Result<Self> {
+        if length == 0 {
+            return Err(EINVAL);
+        }
+        iova.checked_add(length).ok_or(EINVAL)?;
+        let addr = usize::try_from(start).map_err(|_| EINVAL)?;
+        let size = usize::try_from(length).map_err(|_| EINVAL)?;
+        let page = bindings::PAGE_SIZE as u64;
+        let first = start & !(page - 1);
+        let end = start.checked_add(length).ok_or(EINVAL)?;
+        let pages = end.div_ceil(page) - first / page;
+        let mut list = PageList::new(u32::try_from(pages).map_err(|_| ENOMEM)?)?;
+        // SAFETY: `ibdev` is live (the caller's guarantee); the core checks the range against
+        // the process's memory and its locked-memory limit.
+        let umem = crate::error::from_err_ptr(unsafe {
+            bindings::ib_umem_get(ibdev, addr as _, size, access)
+        })?;
+        // INVARIANT: `umem` is ours; the list is filled below before anyone sees it.
+        let mut this = Self {
+            umem: NonNull::new(umem).ok_or(ENOMEM)?,
+            list: PageList::new(0)?,
+        };
+        // SAFETY: `ib_block_iter` is plain data, set up by the start call.
+        let mut iter: bindings::ib_block_iter = unsafe { core::mem::zeroed() };
+        // SAFETY: `umem` is live; the iterator walks its DMA-mapped scatterlist in pages.
+        unsafe {
+            bindings::__rdma_umem_block_iter_start(&mut iter, umem, bindings::PAGE_SIZE as _)
+        };
+        // SAFETY: As above, `iter` started on `umem`.
+        while unsafe { bindings::__rdma_umem_block_iter_next(&mut iter) } {
+            let slot = list.pages.get_mut(list.count).ok_or(EINVAL)?;
+            // SAFETY: `iter` is on a block of `umem`.
+            *slot = unsafe { bindings::rdma_block_iter_dma_address(&mut iter) };
+            list.count += 1;
+        }
+        if list.count as u64 != pages {
+            return Err(EINVAL);
+        }
+        list.first_offset = start - first;
+        list.iova = iova;
+        list.length = length;
+        list.page_size = page;
+        this.list = list;
+        Ok(this)
+    }
+
+    /// The I/O virtual address of the first byte.
+    pub fn iova(&self) -> u64 {
+        self.list.iova()
+    }
+
+    /// The length of the region in bytes.
+    pub fn length(&self) -> u64 {
+        self.list.length()
+    }
+
+    /// Calls `f` with the memory of `len` bytes starting `offset` bytes after the start of the
+    /// region, in page-contiguous pieces and in order. Fails if the range is not inside.
+    pub fn for_each_range(
+        &self,
+        offset: u64,
+        len: u64,
+        f: &mut dyn FnMut(DmaRange) -> Result,
+    ) -> Result {
+        self.list.for_each_range(offset, len, f)
+    }
+}
+
+impl Drop for UserPages {
+    fn drop(&mut self) {
+        // SAFETY: Ours to release (type invariant); no `DmaRange` into the pages outlives a
+        // `for_each_range` call on `&self`.
+        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+    }
+}
+
+/// `reg_user_mr`: pins the process's buffer and hands it to the driver.
 ///
 /// # Safety
 ///
-/// Called by the RDMA core; no argument is used.
+/// Called by the RDMA core for a user verb, in the process's context, with a live PD of one
+/// of our devices and the verb's `udata`.
 pub(crate) unsafe extern "C" fn reg_user_mr_callback(
-    _pd: *mut bindings::ib_pd,
-    _start: u64,
-    _length: u64,
-    _virt_addr: u64,
-    _access: c_int,
-    _udata: *mut bindings::ib_udata,
+    pd: *mut bindings::ib_pd,
+    start: u64,
+    length: u64,
+    virt_addr: u64,
+    access: c_int,
+    udata: *mut bindings::ib_udata,
 ) -> *mut bindings::ib_mr {
-    EOPNOTSUPP.to_ptr()
+    if udata.is_null() {
+        return EINVAL.to_ptr();
+    }
+    if access as u32 & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND != 0 {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // SAFETY: `pd` is valid and its `device` set by the core.
+    let ibdev = unsafe { (*pd).device };
+    // SAFETY: Our device, in the process's context (the caller's guarantee).
+    let pages = match unsafe { UserPages::pin(ibdev, start, length, virt_addr, access) } {
+        Ok(p) => p,
+        Err(e) => return e.to_ptr(),
+    };
+    // SAFETY: `udata` is the verb's, valid for the call (checked non-null above).
+    let inner = unsafe { &*udata };
+    let mut udata = super::user::UserData { inner };
+    let id = PdId(pd as usize);
+    let create =
+        |d: &dyn Driver, dev: &Device| d.reg_user_mr(dev, id, access as u32, pages, &mut udata);
+    // SAFETY: A device of ours, alive while it has PDs.
+    new_mr(unsafe { with_driver(ibdev, create) })
 }
 
 /// The `set_page` callback of `ib_sg_to_pages`: appends a page to the list being filled.

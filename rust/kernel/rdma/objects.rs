@@ -114,6 +114,12 @@ pub trait QueuePair: Send + Sync {
         Err(EOPNOTSUPP)
     }
 
+    /// The doorbell: an empty `post_send` from user space, whose provider library wrote its
+    /// work requests into a send queue shared with the kernel and asks the provider to look.
+    fn doorbell(&self) -> Result {
+        Ok(())
+    }
+
     /// Queues a receive work request (`ib_post_recv`); an error refuses it.
     fn post_recv(&self, _wr: &RecvWr<'_>) -> Result {
         Err(EOPNOTSUPP)

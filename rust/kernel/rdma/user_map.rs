@@ -75,14 +75,20 @@ impl UserMemory {
         to_result(unsafe {
             bindings::rdma_user_mmap_entry_insert(verb.ucontext, &mut boxed.entry, len)
         })?;
+        let mem = boxed.mem.ptr;
         let raw = KBox::into_raw(boxed);
         // SAFETY: `raw` is valid: the core owns it now, and frees it only after `remove`,
         // which only our `UserMapping` calls.
         let entry = unsafe { core::ptr::addr_of_mut!((*raw).entry) };
         // SAFETY: As above; `start_pgoff` was set by the insert.
         let key = (unsafe { (*entry).start_pgoff } as u64) << bindings::PAGE_SHIFT;
-        // INVARIANT: Inserted and not removed.
-        Ok(UserMapping { entry, key })
+        // INVARIANT: Inserted and not removed; `mem` is the memory of that entry.
+        Ok(UserMapping {
+            entry,
+            key,
+            mem,
+            len,
+        })
     }
 }
 
@@ -102,23 +108,120 @@ struct MappedMemory {
 
 /// Memory registered for `mmap` with a user context; dropping it unregisters it.
 ///
+/// The kernel keeps access to the memory for as long as it holds the mapping: the queues in
+/// it are shared with the process, which reads and writes them concurrently, so the accessors
+/// copy bytes or access single aligned words ([`UserMapping::load_u16`] and friends, like
+/// `READ_ONCE`/`WRITE_ONCE`) and never hand out references. Ordering between such accesses is
+/// the caller's, with `core::sync::atomic::fence`.
+///
 /// # Invariants
 ///
-/// `entry` is the entry of a `MappedMemory`, inserted and not yet removed.
+/// `entry` is the entry of a `MappedMemory`, inserted and not yet removed; `mem` is the start
+/// of that `MappedMemory`'s allocation of at least `len` bytes, which lives until the entry is
+/// freed (after its removal, which only our `Drop` does).
 pub struct UserMapping {
     entry: *mut bindings::rdma_user_mmap_entry,
     key: u64,
+    mem: NonNull<u8>,
+    len: usize,
 }
 
 // SAFETY: The entry is only removed (once, on drop), which the core allows from any thread.
 unsafe impl Send for UserMapping {}
-// SAFETY: `&UserMapping` only reads the key.
+// SAFETY: Through `&UserMapping` the memory is only copied or accessed one aligned word at a
+// time, never referenced, which is sound from several threads (the process accesses it the
+// same way).
 unsafe impl Sync for UserMapping {}
 
 impl UserMapping {
     /// The offset the provider library passes to `mmap`.
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// The size of the memory in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no bytes (never: [`UserMemory::new`] refuses 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address of `size` bytes at `offset`, if they lie inside and are aligned to `align`.
+    fn at(&self, offset: usize, size: usize, align: usize) -> Result<*mut u8> {
+        let end = offset.checked_add(size).ok_or(EINVAL)?;
+        if end > self.len || offset % align != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `offset + size <= len`, inside the allocation (type invariant).
+        Ok(unsafe { self.mem.as_ptr().add(offset) })
+    }
+
+    /// Copies `out.len()` bytes at `offset` into `out`.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        let from = self.at(offset, out.len(), 1)?;
+        // SAFETY: `from` is valid for `out.len()` bytes while we hold the mapping (type
+        // invariant); the process may write them concurrently, so bytes are copied, never
+        // referenced; `out` is a distinct Rust buffer.
+        unsafe { core::ptr::copy_nonoverlapping(from, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `data` into the memory at `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result {
+        let to = self.at(offset, data.len(), 1)?;
+        // SAFETY: As in `read`; the memory is ours to write (it is the kernel's side of a
+        // shared queue).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len()) };
+        Ok(())
+    }
+
+    /// Reads the naturally aligned `u16` at `offset` once (`READ_ONCE`).
+    pub fn load_u16(&self, offset: usize) -> Result<u16> {
+        let at = self.at(offset, 2, 2)?;
+        // SAFETY: Inside the allocation and aligned (checked by `at`); a volatile access of an
+        // aligned word is a single load, whatever the process does meanwhile.
+        Ok(unsafe { core::ptr::read_volatile(at.cast::<u16>()) })
+    }
+
+    /// Writes the naturally aligned `u16` at `offset` once (`WRITE_ONCE`).
+    pub fn store_u16(&self, offset: usize, value: u16) -> Result {
+        let at = self.at(offset, 2, 2)?;
+        // SAFETY: As in `load_u16`.
+        unsafe { core::ptr::write_volatile(at.cast::<u16>(), value) };
+        Ok(())
+    }
+
+    /// Reads the naturally aligned `u32` at `offset` once (`READ_ONCE`).
+    pub fn load_u32(&self, offset: usize) -> Result<u32> {
+        let at = self.at(offset, 4, 4)?;
+        // SAFETY: As in `load_u16`.
+        Ok(unsafe { core::ptr::read_volatile(at.cast::<u32>()) })
+    }
+
+    /// Writes the naturally aligned `u32` at `offset` once (`WRITE_ONCE`).
+    pub fn store_u32(&self, offset: usize, value: u32) -> Result {
+        let at = self.at(offset, 4, 4)?;
+        // SAFETY: As in `load_u16`.
+        unsafe { core::ptr::write_volatile(at.cast::<u32>(), value) };
+        Ok(())
+    }
+
+    /// Writes the byte at `offset` once (`WRITE_ONCE`).
+    pub fn store_u8(&self, offset: usize, value: u8) -> Result {
+        let at = self.at(offset, 1, 1)?;
+        // SAFETY: As in `load_u16`.
+        unsafe { core::ptr::write_volatile(at, value) };
+        Ok(())
+    }
+
+    /// Reads the byte at `offset` once (`READ_ONCE`).
+    pub fn load_u8(&self, offset: usize) -> Result<u8> {
+        let at = self.at(offset, 1, 1)?;
+        // SAFETY: As in `load_u16`.
+        Ok(unsafe { core::ptr::read_volatile(at) })
     }
 }
 

@@ -265,7 +265,8 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
 ///
 /// # Safety
 ///
-/// Called by the RDMA core with a live QP of ours, a valid chain and a valid `bad`.
+/// Called by the RDMA core with a live QP of ours, a valid chain (null for a doorbell) and a
+/// valid `bad`.
 pub(crate) unsafe extern "C" fn post_send_callback(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_send_wr,
@@ -273,6 +274,14 @@ pub(crate) unsafe extern "C" fn post_send_callback(
 ) -> c_int {
     // SAFETY: A live QP of ours (the caller's guarantee).
     let queue: &dyn QueuePair = unsafe { queue_pair(qp) };
+    if wr.is_null() {
+        // An empty post from user space (`wr_count` 0): the doorbell of a send queue that
+        // lives in memory shared with the process.
+        return match queue.doorbell() {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+    }
     while !wr.is_null() {
         // SAFETY: Each element of the chain is a valid request for the call.
         let posted = unsafe { send_wr(wr) }.and_then(|view| queue.post_send(&view));
@@ -291,7 +300,8 @@ pub(crate) unsafe extern "C" fn post_send_callback(
 ///
 /// # Safety
 ///
-/// Called by the RDMA core with a live QP of ours, a valid chain and a valid `bad`.
+/// Called by the RDMA core with a live QP of ours, a valid chain (null for a doorbell) and a
+/// valid `bad`.
 pub(crate) unsafe extern "C" fn post_recv_callback(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_recv_wr,
