@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The user ABI rsiw shares with the C siw (`include/uapi/rdma/siw-abi.h`), so that
-//! rdma-core's stock siw provider drives rsiw unmodified. Only what rsiw answers so far.
+//! rdma-core's stock siw provider drives rsiw unmodified: the responses of the verbs here, the
+//! entries of the shared queues in `proto/user_queue.rs`.
+
+pub(crate) use crate::proto::user_queue::{CQE_SIZE, CQ_CTRL_SIZE, RQE_SIZE, SQE_SIZE};
 
 /// The siw user ABI version (`SIW_ABI_VERSION`).
 pub(crate) const ABI_VERSION: u32 = 1;
@@ -14,12 +17,6 @@ pub(crate) fn alloc_ctx_response(dev_id: u32) -> [u8; 8] {
     r
 }
 
-/// Size of one completion queue entry in the shared ring (`struct siw_cqe`).
-pub(crate) const CQE_SIZE: usize = 32;
-
-/// Size of the control word after the ring's entries (`struct siw_cq_ctrl`).
-pub(crate) const CQ_CTRL_SIZE: usize = 8;
-
 /// The response to creating a completion queue (`struct siw_uresp_create_cq`): its id, its
 /// number of entries and the `mmap` offset of its ring.
 pub(crate) fn create_cq_response(cq_id: u32, num_cqe: u32, cq_key: u64) -> [u8; 16] {
@@ -29,12 +26,6 @@ pub(crate) fn create_cq_response(cq_id: u32, num_cqe: u32, cq_key: u64) -> [u8; 
     r[8..].copy_from_slice(&cq_key.to_ne_bytes());
     r
 }
-
-/// Size of one send queue entry in the shared ring (`struct siw_sqe`).
-pub(crate) const SQE_SIZE: usize = 120;
-
-/// Size of one receive queue entry in the shared ring (`struct siw_rqe`).
-pub(crate) const RQE_SIZE: usize = 112;
 
 /// The response to creating a queue pair (`struct siw_uresp_create_qp`): its number, the sizes
 /// of its send and receive queues, and the `mmap` offsets of their rings (0 for none).
@@ -51,5 +42,13 @@ pub(crate) fn create_qp_response(
     r[8..12].copy_from_slice(&num_rqe.to_ne_bytes());
     r[16..24].copy_from_slice(&sq_key.to_ne_bytes());
     r[24..].copy_from_slice(&rq_key.to_ne_bytes());
+    r
+}
+
+/// The response to registering a user memory region (`struct siw_uresp_reg_mr`): its STag,
+/// then 4 bytes of padding.
+pub(crate) fn reg_mr_response(stag: u32) -> [u8; 8] {
+    let mut r = [0u8; 8];
+    r[..4].copy_from_slice(&stag.to_ne_bytes());
     r
 }

@@ -1,32 +1,58 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Completion queues of kernel consumers.
+//! Completion queues, of kernel consumers and of processes.
 //!
 //! Completions arrive from the receive path (softirq) and the transmit work (process context),
-//! so the ring is under a bottom-half-disabling lock. The consumer's handler runs after the
-//! lock is dropped, once per arming: `IB_CQ_NEXT_COMP` fires on any completion,
-//! `IB_CQ_SOLICITED` on a solicited receive or any error. A full ring drops the completion and
-//! counts it (`overflows`), as there is no room to report it; the consumer sized the CQ.
+//! so the ring is under a bottom-half-disabling lock. Where the ring lives depends on who
+//! created the CQ:
+//!
+//! - a kernel consumer's is a ring of [`Wc`]s here, polled through `ib_poll_cq`; its handler
+//!   runs after the lock is dropped, once per arming: `IB_CQ_NEXT_COMP` fires on any
+//!   completion, `IB_CQ_SOLICITED` on a solicited receive or any error;
+//! - a process's is the ring of `struct siw_cqe` it mapped (the siw user ABI,
+//!   `proto/user_queue.rs`). The kernel fills an entry and sets its VALID flag last; the
+//!   provider library polls the ring itself and clears the flag. The process arms the CQ by
+//!   writing the control word after the entries, which the kernel reads, and resets, on each
+//!   completion.
+//!
+//! A full ring drops the completion and counts it (`overflows`), as there is no room to report
+//! it; the consumer sized the CQ.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use kernel::{
     new_spinlock_bh,
     prelude::*,
     rdma::{
-        completion_queue::{Arm, CqNotifier, Wc, WcStatus},
-        objects::CompletionQueue,
+        completion_queue::{self as wc, Arm, CqNotifier, Wc},
+        objects::{CompletionQueue, QpHandle},
+        user_map::UserMapping,
     },
     sync::{Arc, SpinLockBh},
 };
 
+use crate::proto::{
+    qp_engine::{Completion, WcOpcode, WcStatus},
+    user_queue,
+};
+
+/// Where the entries are.
+enum Entries {
+    /// A kernel consumer's ring.
+    Kernel(KVec<Option<Wc>>),
+    /// The ring a process mapped: `num` entries, then the control word.
+    User { ring: UserMapping, num: u32 },
+    /// Destroyed: a process's ring went back to it.
+    Released,
+}
+
 struct Ring {
-    entries: KVec<Option<Wc>>,
+    entries: Entries,
     head: usize,
     len: usize,
     armed: Option<Arm>,
 }
 
-/// A kernel CQ.
+/// A CQ.
 #[pin_data]
 pub(crate) struct Cq {
     #[pin]
@@ -40,75 +66,18 @@ pub(crate) struct Cq {
     _place: crate::device::CountedPlace,
 }
 
-impl Cq {
-    pub(crate) fn new(
-        entries: u32,
-        notifier: CqNotifier,
-        place: crate::device::CountedPlace,
-    ) -> Result<Arc<Self>> {
-        let mut v = KVec::with_capacity(entries as usize, GFP_KERNEL)?;
-        for _ in 0..entries {
-            v.push(None, GFP_KERNEL)?;
-        }
-        Arc::pin_init(
-            pin_init!(Self {
-                ring <- new_spinlock_bh!(
-                    Ring { entries: v, head: 0, len: 0, armed: None },
-                    "Cq::ring"
-                ),
-                notifier,
-                overflows: AtomicU32::new(0),
-                destroyed: AtomicBool::new(false),
-                _place: place,
-            }),
-            GFP_KERNEL,
-        )
-    }
-
-    /// Whether the consumer destroyed it.
-    pub(crate) fn is_destroyed(&self) -> bool {
-        self.destroyed.load(Ordering::Relaxed)
-    }
-
-    /// Adds a completion; `solicited` marks a receive the sender asked an event for.
-    pub(crate) fn push(&self, wc: Wc, solicited: bool) {
-        let fire = {
-            let mut r = self.ring.lock();
-            let cap = r.entries.len();
-            if r.len == cap {
-                self.overflows.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            let at = (r.head + r.len) % cap;
-            if let Some(slot) = r.entries.get_mut(at) {
-                *slot = Some(wc);
-            }
-            r.len += 1;
-            let fire = match r.armed {
-                Some(Arm::NextCompletion) => true,
-                Some(Arm::Solicited) => solicited || wc.status != WcStatus::Success,
-                None => false,
-            };
-            if fire {
-                r.armed = None;
-            }
-            fire
-        };
-        if fire {
-            self.notifier.notify();
-        }
-    }
-}
-
 impl CompletionQueue for Cq {
     fn poll(&self) -> Option<Wc> {
         let mut r = self.ring.lock();
         if r.len == 0 {
             return None;
         }
-        let cap = r.entries.len();
         let head = r.head;
-        let wc = r.entries.get_mut(head).and_then(Option::take);
+        let Entries::Kernel(entries) = &mut r.entries else {
+            return None;
+        };
+        let cap = entries.len();
+        let wc = entries.get_mut(head).and_then(Option::take);
         r.head = (head + 1) % cap;
         r.len -= 1;
         wc
@@ -125,5 +94,193 @@ impl CompletionQueue for Cq {
 
     fn destroy(&self) {
         self.destroyed.store(true, Ordering::Relaxed);
+        // A process's ring leaves with the CQ (its user context checks that it did); dropped
+        // outside the lock, as removing a mapping may sleep.
+        let entries = core::mem::replace(&mut self.ring.lock().entries, Entries::Released);
+        drop(entries);
+    }
+}
+
+impl Cq {
+    /// A kernel consumer's CQ of `entries` entries.
+    pub(crate) fn new(
+        entries: u32,
+        notifier: CqNotifier,
+        place: crate::device::CountedPlace,
+    ) -> Result<Arc<Self>> {
+        let mut v = KVec::with_capacity(entries as usize, GFP_KERNEL)?;
+        for _ in 0..entries {
+            v.push(None, GFP_KERNEL)?;
+        }
+        Self::with_entries(Entries::Kernel(v), notifier, place)
+    }
+
+    /// A process's CQ of `num` entries in `ring`, which has room for the control word after
+    /// them.
+    pub(crate) fn new_user(
+        ring: UserMapping,
+        num: u32,
+        notifier: CqNotifier,
+        place: crate::device::CountedPlace,
+    ) -> Result<Arc<Self>> {
+        let needed = (num as usize)
+            .checked_mul(user_queue::CQE_SIZE)
+            .and_then(|n| n.checked_add(user_queue::CQ_CTRL_SIZE))
+            .ok_or(EINVAL)?;
+        if num == 0 || ring.len() < needed {
+            return Err(EINVAL);
+        }
+        Self::with_entries(Entries::User { ring, num }, notifier, place)
+    }
+
+    fn with_entries(
+        entries: Entries,
+        notifier: CqNotifier,
+        place: crate::device::CountedPlace,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                ring <- new_spinlock_bh!(
+                    Ring { entries, head: 0, len: 0, armed: None },
+                    "Cq::ring"
+                ),
+                notifier,
+                overflows: AtomicU32::new(0),
+                destroyed: AtomicBool::new(false),
+                _place: place,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether the consumer destroyed it.
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Relaxed)
+    }
+
+    /// Adds the completion `c` of a work request of QP `qpn` (`qp` to the RDMA core).
+    pub(crate) fn push(&self, c: &Completion, qp: QpHandle, qpn: u32) {
+        let fire = {
+            let mut r = self.ring.lock();
+            let solicited = c.solicited || c.status != WcStatus::Success;
+            let stored = match &r.entries {
+                Entries::Kernel(_) => Self::push_kernel(&mut r, to_wc(c, qp), solicited),
+                Entries::User { ring, num } => {
+                    let written = Self::push_user(ring, *num, r.head, c, qpn, solicited);
+                    if written.is_ok() {
+                        r.head = r.head.wrapping_add(1);
+                    }
+                    written
+                }
+                Entries::Released => Err(ENODEV),
+            };
+            match stored {
+                Ok(fire) => fire,
+                Err(_) => {
+                    self.overflows.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        };
+        if fire {
+            self.notifier.notify();
+        }
+    }
+
+    /// Stores `wc` in a kernel ring; returns whether the consumer is to be notified.
+    fn push_kernel(r: &mut Ring, wc: Wc, solicited: bool) -> Result<bool> {
+        let Entries::Kernel(entries) = &mut r.entries else {
+            return Err(EINVAL);
+        };
+        let cap = entries.len();
+        if r.len == cap {
+            return Err(ENOSPC);
+        }
+        let at = (r.head + r.len) % cap;
+        if let Some(slot) = entries.get_mut(at) {
+            *slot = Some(wc);
+        }
+        r.len += 1;
+        let fire = match r.armed {
+            Some(Arm::NextCompletion) => true,
+            Some(Arm::Solicited) => solicited,
+            None => false,
+        };
+        if fire {
+            r.armed = None;
+        }
+        Ok(fire)
+    }
+
+    /// Writes `c` into a process's ring at position `tail` (the count of entries written so
+    /// far); returns whether the process is to be notified.
+    fn push_user(
+        ring: &UserMapping,
+        num: u32,
+        tail: usize,
+        c: &Completion,
+        qpn: u32,
+        solicited: bool,
+    ) -> Result<bool> {
+        let at = (tail % num as usize) * user_queue::CQE_SIZE;
+        let flags_at = at + user_queue::FLAGS_OFFSET;
+        if ring.load_u8(flags_at)? & user_queue::VALID as u8 != 0 {
+            // The process has not polled this entry yet.
+            return Err(ENOSPC);
+        }
+        ring.write(at, &user_queue::encode_cqe(c, qpn))?;
+        // The entry is complete before the process can see it valid (`smp_wmb`).
+        fence(Ordering::Release);
+        ring.store_u8(flags_at, user_queue::cqe_flags(c))?;
+        // The entry is visible before the arming is read (the process arms, then polls).
+        fence(Ordering::SeqCst);
+        let ctrl = num as usize * user_queue::CQE_SIZE;
+        let fire = user_queue::should_notify(ring.load_u32(ctrl)?, solicited);
+        if fire {
+            ring.store_u32(ctrl, 0)?;
+        }
+        Ok(fire)
+    }
+}
+
+/// The kernel consumer's view of completion `c` of QP `qp`.
+fn to_wc(c: &Completion, qp: QpHandle) -> Wc {
+    let status = match c.status {
+        WcStatus::Success => wc::WcStatus::Success,
+        WcStatus::LocLenErr => wc::WcStatus::LocalLength,
+        WcStatus::LocQpOpErr => wc::WcStatus::LocalQpOperation,
+        WcStatus::LocProtErr => wc::WcStatus::LocalProtection,
+        WcStatus::WrFlushErr => wc::WcStatus::Flushed,
+        WcStatus::MwBindErr => wc::WcStatus::MwBind,
+        WcStatus::BadRespErr => wc::WcStatus::BadResponse,
+        WcStatus::LocAccessErr => wc::WcStatus::LocalAccess,
+        WcStatus::RemInvReqErr => wc::WcStatus::RemoteInvalidRequest,
+        WcStatus::RemAccessErr => wc::WcStatus::RemoteAccess,
+        WcStatus::RemOpErr => wc::WcStatus::RemoteOperation,
+        WcStatus::FatalErr => wc::WcStatus::Fatal,
+        WcStatus::GeneralErr => wc::WcStatus::General,
+    };
+    let opcode = match c.opcode {
+        WcOpcode::Send => wc::WcOpcode::Send,
+        WcOpcode::RdmaWrite => wc::WcOpcode::RdmaWrite,
+        WcOpcode::RdmaRead => wc::WcOpcode::RdmaRead,
+        WcOpcode::CompSwap => wc::WcOpcode::CompareSwap,
+        WcOpcode::FetchAdd => wc::WcOpcode::FetchAdd,
+        WcOpcode::MaskedCompSwap => wc::WcOpcode::MaskedCompareSwap,
+        WcOpcode::MaskedFetchAdd => wc::WcOpcode::MaskedFetchAdd,
+        WcOpcode::LocalInv => wc::WcOpcode::LocalInvalidate,
+        WcOpcode::RegMr => wc::WcOpcode::RegisterMr,
+        WcOpcode::Recv => wc::WcOpcode::Recv,
+        WcOpcode::RecvRdmaWithImm => wc::WcOpcode::RecvRdmaWithImmediate,
+    };
+    Wc {
+        wr_id: c.wr_id,
+        status,
+        opcode,
+        byte_len: c.byte_len,
+        qp,
+        // The consumer's 32 bits travel as the big-endian value they are.
+        imm: c.imm.map(u32::to_be),
+        invalidated: c.invalidated,
     }
 }

@@ -22,10 +22,9 @@ use kernel::{
         },
         device_settings::SettingOutput,
         iw_provider::{IwCmId, IwConnParam},
-        memory_region::{DmaMemory, NewMr},
+        memory_region::{DmaMemory, NewMr, UserPages},
         objects::{
-            CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QpModify,
-            QpQuery, QueuePair,
+            CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QueuePair,
         },
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
@@ -38,9 +37,9 @@ use crate::{
     cm::{self, Cm},
     cq::Cq,
     mr::MrTable,
-    proto::qp_state::{self, Errno, IbQpState, Input, QpState, SendWork},
     qp::Qp,
     slots::Slots,
+    user_queues::UserQueues,
 };
 
 /// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.
@@ -66,7 +65,9 @@ mod limits {
     pub(super) const MAX_SRQ_WR: u32 = MAX_QP_WR * 64;
     pub(super) const MAX_SGE_PBL: u32 = 256;
     pub(super) const MAX_CONTEXT: u32 = MAX_PD;
-    pub(super) const MAX_INLINE: u32 = MAX_SGE * 16;
+    /// Inline data travels in the send queue entry, in the room of all SGEs but the first
+    /// (`SIW_MAX_INLINE`).
+    pub(super) const MAX_INLINE: u32 = (MAX_SGE - 1) * 16;
 }
 
 /// What the RDMA core calls us with for one device.
@@ -123,18 +124,27 @@ impl RsiwDevice {
             .ok_or(EINVAL)
     }
 
-    fn create_kernel_qp(
+    /// Creates a QP; a process's (`user`) has its rings in memory it maps.
+    fn create_rc_qp(
         &self,
         attr: &mut QpInitAttributes,
         handle: QpHandle,
+        user: Option<&mut UserVerb<'_>>,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
-        let scq = self.kernel_cq(attr.send_cq)?;
-        let rcq = self.kernel_cq(attr.recv_cq)?;
+        let scq = self.cq(attr.send_cq)?;
+        let rcq = self.cq(attr.recv_cq)?;
         take_one(&self.qps, limits::MAX_QP)?;
+        // From here our place is given back when `place` (or the QP holding it) drops.
         let place = CountedPlace(self.qps.clone());
-        attr.max_send_wr = attr.max_send_wr.max(1);
-        attr.max_inline_data = 0;
         let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        let queues = match user {
+            Some(user) => Some(Self::user_queues(attr, user, qpn)?),
+            None => {
+                attr.max_send_wr = attr.max_send_wr.max(1);
+                attr.max_inline_data = 0;
+                None
+            }
+        };
         let qp = Qp::new(
             qpn,
             handle,
@@ -145,6 +155,7 @@ impl RsiwDevice {
             *attr,
             place,
             self.queue.clone(),
+            queues,
         )?;
         let mut table = self.tables.qps.lock();
         table.remove_where(|q| q.is_destroyed());
@@ -152,7 +163,48 @@ impl RsiwDevice {
         Ok((qp, qpn))
     }
 
-    fn kernel_cq(&self, id: Option<CqId>) -> Result<Arc<Cq>> {
+    /// Maps a process's send and receive rings for QP `qpn` and tells the provider library
+    /// where they are; `attr` gets the ring sizes.
+    fn user_queues(
+        attr: &mut QpInitAttributes,
+        user: &mut UserVerb<'_>,
+        qpn: u32,
+    ) -> Result<UserQueues> {
+        let num_sqe = attr.max_send_wr.checked_next_power_of_two().ok_or(EINVAL)?;
+        let num_rqe = match attr.max_recv_wr {
+            0 => 0,
+            n => n.checked_next_power_of_two().ok_or(EINVAL)?,
+        };
+        let ring = |n: u32, size: usize| -> Result<UserMapping> {
+            UserMemory::new((n as usize).checked_mul(size).ok_or(EINVAL)?)?.map(user)
+        };
+        let sq = ring(num_sqe, abi::SQE_SIZE)?;
+        let rq = match num_rqe {
+            0 => None,
+            n => Some(ring(n, abi::RQE_SIZE)?),
+        };
+        let (sq_key, rq_key) = (sq.key(), rq.as_ref().map_or(0, |r| r.key()));
+        let queues = UserQueues::new(
+            sq,
+            num_sqe,
+            rq,
+            num_rqe,
+            attr.signal_all,
+            attr.max_inline_data > 0,
+        )?;
+        write_response(
+            user.udata(),
+            &abi::create_qp_response(qpn, num_sqe, num_rqe, sq_key, rq_key),
+        )?;
+        attr.max_send_wr = num_sqe;
+        attr.max_recv_wr = num_rqe;
+        if attr.max_inline_data > 0 {
+            attr.max_inline_data = limits::MAX_INLINE;
+        }
+        Ok(queues)
+    }
+
+    fn cq(&self, id: Option<CqId>) -> Result<Arc<Cq>> {
         let id = id.ok_or(EINVAL)?;
         self.tables
             .cqs
@@ -164,61 +216,6 @@ impl RsiwDevice {
     }
 }
 
-/// A queue pair. It follows the iWARP state machine (`proto::qp_state`) on verbs requests;
-/// there is no connection and no data path yet, so it never reaches RTS and has nothing to
-/// flush.
-#[pin_data]
-struct RsiwQp {
-    /// The iWARP state and the remote access flags.
-    #[pin]
-    state: SpinLock<(QpState, u32)>,
-    /// The capacities it was created with.
-    caps: QpInitAttributes,
-    /// The user mappings of its send and receive rings, for a user QP.
-    _rings: [Option<UserMapping>; 2],
-    /// Our place in the device's QP count.
-    _count: CountedPlace,
-}
-
-impl QueuePair for RsiwQp {
-    fn modify(&self, req: &QpModify) -> Result {
-        let mut state = self.state.lock();
-        if let Some(target) = req.state {
-            let target = IbQpState::from_raw(target).ok_or(EINVAL)?;
-            let input = Input::Modify {
-                target,
-                connection: false,
-            };
-            let next = qp_state::transition(state.0, input, SendWork::Idle).map_err(|e| match e
-                .errno()
-            {
-                Errno::Inval => EINVAL,
-                Errno::OpNotSupp => EOPNOTSUPP,
-            })?;
-            // The actions (flushes, connection handling) have nothing to act on yet: no work
-            // request is ever queued to the kernel and no connection is attached.
-            state.0 = next.state;
-        }
-        if let Some(flags) = req.access_flags {
-            state.1 = flags;
-        }
-        Ok(())
-    }
-
-    fn query(&self) -> Result<QpQuery> {
-        let (state, access_flags) = *self.state.lock();
-        Ok(QpQuery {
-            state: state.to_ib().raw(),
-            access_flags,
-            max_send_wr: self.caps.max_send_wr,
-            max_recv_wr: self.caps.max_recv_wr,
-            max_send_sge: self.caps.max_send_sge,
-            max_recv_sge: self.caps.max_recv_sge,
-            max_inline_data: self.caps.max_inline_data,
-        })
-    }
-}
-
 /// A place taken in one of the device's object counts, given back on drop.
 pub(crate) struct CountedPlace(Arc<AtomicU32>);
 
@@ -227,16 +224,6 @@ impl Drop for CountedPlace {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
-
-/// A completion queue. The data path that fills its ring is not there yet.
-struct RsiwCq {
-    /// The user mapping of its ring, for a user CQ.
-    _ring: Option<UserMapping>,
-    /// Our place in the device's CQ count.
-    _count: CountedPlace,
-}
-
-impl CompletionQueue for RsiwCq {}
 
 /// Takes one of at most `max` from `count`; `ENOMEM` when all are taken.
 fn take_one(count: &AtomicU32, max: u32) -> Result {
@@ -304,6 +291,7 @@ pub(crate) fn create(
         netdev,
         num_comp_vectors: 1,
         owner,
+        user_doorbell: true,
     };
     devices.register(&info, driver)
 }
@@ -419,28 +407,41 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         }
         let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
         take_one(&self.cqs, limits::MAX_CQ)?;
-        let Some(user) = user else {
-            let cq = Cq::new(entries, notifier, CountedPlace(self.cqs.clone()))?;
-            let mut table = self.tables.cqs.lock();
-            table.remove_where(|(_, c)| c.is_destroyed());
-            table.insert((id, cq.clone()), GFP_KERNEL)?;
-            return Ok((cq, entries));
+        // From here our place is given back when the CQ (or this error path) drops it.
+        let place = CountedPlace(self.cqs.clone());
+        let cq = match user {
+            None => Cq::new(entries, notifier, place)?,
+            Some(user) => {
+                let ring_len = (entries as usize)
+                    .checked_mul(abi::CQE_SIZE)
+                    .and_then(|n| n.checked_add(abi::CQ_CTRL_SIZE))
+                    .ok_or(EINVAL)?;
+                let ring = UserMemory::new(ring_len)?.map(user)?;
+                let user_id = self.next_cq_id.fetch_add(1, Ordering::Relaxed);
+                let response = abi::create_cq_response(user_id, entries, ring.key());
+                let cq = Cq::new_user(ring, entries, notifier, place)?;
+                write_response(user.udata(), &response)?;
+                cq
+            }
         };
-        // From here our place is given back when `cq` (or this error path) drops it.
-        let mut cq = RsiwCq {
-            _ring: None,
-            _count: CountedPlace(self.cqs.clone()),
-        };
-        let ring_len = (entries as usize)
-            .checked_mul(abi::CQE_SIZE)
-            .and_then(|n| n.checked_add(abi::CQ_CTRL_SIZE))
-            .ok_or(EINVAL)?;
-        let ring = UserMemory::new(ring_len)?.map(user)?;
-        let id = self.next_cq_id.fetch_add(1, Ordering::Relaxed);
-        let response = abi::create_cq_response(id, entries, ring.key());
-        cq._ring = Some(ring);
-        write_response(user.udata(), &response)?;
-        Ok((Arc::new(cq, GFP_KERNEL)?, entries))
+        let mut table = self.tables.cqs.lock();
+        table.remove_where(|(_, c)| c.is_destroyed());
+        table.insert((id, cq.clone()), GFP_KERNEL)?;
+        Ok((cq, entries))
+    }
+
+    fn reg_user_mr(
+        &self,
+        _dev: &Device,
+        pd: PdId,
+        access: u32,
+        pages: UserPages,
+        udata: &mut UserData<'_>,
+    ) -> Result<NewMr> {
+        let (mr, key) = self.mrs.add_user(pd, access, pages)?;
+        // `struct siw_uresp_reg_mr`: the STag, then padding.
+        write_response(udata, &abi::reg_mr_response(key))?;
+        Ok(NewMr { mr, key })
     }
 
     fn get_dma_mr(&self, _dev: &Device, pd: PdId, access: u32, mem: DmaMemory) -> Result<NewMr> {
@@ -521,56 +522,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         {
             return Err(EINVAL);
         }
-        let Some(user) = user else {
-            return self.create_kernel_qp(attr, handle);
-        };
-        let num_sqe = attr.max_send_wr.checked_next_power_of_two().ok_or(EINVAL)?;
-        let num_rqe = match attr.max_recv_wr {
-            0 => 0,
-            n => n.checked_next_power_of_two().ok_or(EINVAL)?,
-        };
-        take_one(&self.qps, MAX_QP)?;
-        // From here our place is given back when `qp` (or this error path) drops it.
-        let mut rings = [None, None];
-        // Our place is given back when `place` (or the QP holding it) drops.
-        let place = CountedPlace(self.qps.clone());
-        let sq = UserMemory::new(
-            (num_sqe as usize)
-                .checked_mul(abi::SQE_SIZE)
-                .ok_or(EINVAL)?,
-        )?
-        .map(user)?;
-        let sq_key = sq.key();
-        rings[0] = Some(sq);
-        let mut rq_key = 0;
-        if num_rqe > 0 {
-            let rq = UserMemory::new(
-                (num_rqe as usize)
-                    .checked_mul(abi::RQE_SIZE)
-                    .ok_or(EINVAL)?,
-            )?
-            .map(user)?;
-            rq_key = rq.key();
-            rings[1] = Some(rq);
-        }
-        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
-        write_response(
-            user.udata(),
-            &abi::create_qp_response(qpn, num_sqe, num_rqe, sq_key, rq_key),
-        )?;
-        attr.max_send_wr = num_sqe;
-        attr.max_recv_wr = num_rqe;
-        let caps = *attr;
-        let qp = Arc::pin_init(
-            pin_init!(RsiwQp {
-                state <- new_spinlock!((QpState::Idle, 0)),
-                caps,
-                _rings: rings,
-                _count: place,
-            }),
-            GFP_KERNEL,
-        )?;
-        Ok((qp, qpn))
+        self.create_rc_qp(attr, handle, user)
     }
 }
 

@@ -8,10 +8,11 @@
 //! (an SGE's lkey) or remote (a tagged DDP segment's STag), looks the region up, compares the
 //! whole STag, and then checks state, protection domain, rights and bounds.
 //!
-//! Two kinds of region exist so far: the DMA MR of kernel consumers (all of memory; local
-//! access only, as the 6.12 core never asks for more) and fast-registration MRs (a page list
-//! from `map_mr_sg`, made valid by a REG_MR work request and invalid by LOCAL_INV or a
-//! received Send with Invalidate).
+//! Three kinds of region exist: the DMA MR of kernel consumers (all of memory; local access
+//! only, as the 6.12 core never asks for more), fast-registration MRs (a page list from
+//! `map_mr_sg`, made valid by a REG_MR work request and invalid by LOCAL_INV or a received
+//! Send with Invalidate), and user MRs (a process's pages, pinned by `reg_user_mr` until the
+//! region is deregistered).
 
 use kernel::{
     alloc::flags::GFP_ATOMIC,
@@ -19,8 +20,8 @@ use kernel::{
     prelude::*,
     rdma::{
         memory_region::{
-            DmaMemory, DmaRange, MemoryRegion, PageList, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC,
-            ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+            DmaMemory, DmaRange, MemoryRegion, PageList, UserPages, ACCESS_LOCAL_WRITE,
+            ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
         },
         objects::PdId,
     },
@@ -35,6 +36,21 @@ enum Backing {
     Dma(DmaMemory),
     /// The pages `map_mr_sg` set.
     Pages(PageList),
+    /// A process's pages, pinned by `reg_user_mr`.
+    User(UserPages),
+    /// Deregistered: nothing (a user MR's pages went back to the process).
+    Gone,
+}
+
+impl Backing {
+    /// The I/O virtual address range of a region with bounds.
+    fn bounds(&self) -> Option<(u64, u64)> {
+        match self {
+            Self::Pages(p) => Some((p.iova(), p.length())),
+            Self::User(p) => Some((p.iova(), p.length())),
+            Self::Dma(_) | Self::Gone => None,
+        }
+    }
 }
 
 /// The mutable part of a region.
@@ -70,7 +86,10 @@ impl Mr {
         let s = self.state.lock();
         let (base, len, zero_based) = match &s.backing {
             Backing::Dma(_) => (0, u64::MAX, false),
-            Backing::Pages(p) => (p.iova(), p.length(), false),
+            other => {
+                let (base, len) = other.bounds().unwrap_or((0, 0));
+                (base, len, false)
+            }
         };
         let access = AccessFlags::from_ib(s.access);
         placement::MemoryRegion {
@@ -101,6 +120,11 @@ impl Mr {
                 let offset = addr.checked_sub(pages.iova()).ok_or(EINVAL)?;
                 pages.for_each_range(offset, len, f)
             }
+            Backing::User(pages) => {
+                let offset = addr.checked_sub(pages.iova()).ok_or(EINVAL)?;
+                pages.for_each_range(offset, len, f)
+            }
+            Backing::Gone => Err(EINVAL),
         }
     }
 }
@@ -114,13 +138,22 @@ impl MemoryRegion for Mr {
         }
         match &mut s.backing {
             Backing::Pages(pages) => fill(pages),
-            Backing::Dma(_) => Err(EINVAL),
+            _ => Err(EINVAL),
         }
     }
 
     fn deregister(&self) {
-        let index = self.state.lock().stag >> 8;
+        let (index, backing) = {
+            let mut s = self.state.lock();
+            s.valid = false;
+            (
+                s.stag >> 8,
+                core::mem::replace(&mut s.backing, Backing::Gone),
+            )
+        };
         self.table.remove(index);
+        // Here, in the verb's process context: unpinning user pages may sleep.
+        drop(backing);
     }
 }
 
@@ -221,6 +254,18 @@ impl MrTable {
         self.add(pd, 0, Backing::Pages(PageList::new(max_pages)?))
     }
 
+    /// A user MR of `pd` over `pages`, valid at once.
+    pub(crate) fn add_user(
+        self: &Arc<Self>,
+        pd: PdId,
+        access: u32,
+        pages: UserPages,
+    ) -> Result<(Arc<Mr>, u32)> {
+        let (mr, stag) = self.add(pd, access, Backing::User(pages))?;
+        mr.state.lock().valid = true;
+        Ok((mr, stag))
+    }
+
     /// Runs `f` with the device's atomic operations serialised.
     pub(crate) fn with_atomics_serialised<R>(&self, f: impl FnOnce() -> R) -> R {
         let _guard = self.atomics.lock();
@@ -289,9 +334,9 @@ impl MrTable {
             if write && s.access & ACCESS_LOCAL_WRITE == 0 {
                 return Err(LocalError::Access);
             }
-            if let Backing::Pages(p) = &s.backing {
+            if let Some((base, length)) = s.backing.bounds() {
                 let end = addr.checked_add(len).ok_or(LocalError::Access)?;
-                if addr < p.iova() || end > p.iova().saturating_add(p.length()) {
+                if addr < base || end > base.saturating_add(length) {
                     return Err(LocalError::Access);
                 }
             }
@@ -321,7 +366,7 @@ impl MrTable {
             Backing::Pages(p) => p
                 .register_at(iova, length)
                 .map_err(|_| LocalError::Access)?,
-            Backing::Dma(_) => return Err(LocalError::Access),
+            _ => return Err(LocalError::Access),
         }
         s.stag = stag;
         s.access = access;

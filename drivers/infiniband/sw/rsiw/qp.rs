@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs of kernel consumers, with their data path.
+//! Queue pairs, with their data path.
 //!
 //! The protocol work is [`QpEngine`]'s (`proto/qp_engine.rs`); this file gives it a home:
 //!
-//! - the send and receive queues are rings here, filled by `post_send`/`post_recv`;
+//! - a kernel consumer's send and receive queues are rings here, filled by
+//!   `post_send`/`post_recv`; a process's are rings in memory it shares with the kernel
+//!   ([`UserQueues`]), filled by the provider library, with `post_send` as the doorbell;
 //! - received bytes reach the engine in the socket's `sk_data_ready` (softirq), under the QP's
 //!   bottom-half lock, and are placed straight into the consumer's memory;
 //! - FPDUs leave from a work item (process context, may block in `sendmsg`): it asks the
@@ -30,7 +32,6 @@ use kernel::{
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
-        completion_queue::{self as wc, Wc},
         iw_provider::{IwCmId, IwEvent},
         memory_region::DmaRange,
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
@@ -53,6 +54,7 @@ use crate::{
         },
         terminate::TermError,
     },
+    user_queues::{UserQueues, INLINE_LKEY},
 };
 
 /// `IB_QPS_*` values the verbs use.
@@ -134,11 +136,23 @@ impl<T: Copy> Ring<T> {
     }
 }
 
+/// Where the work requests wait.
+enum WorkQueues {
+    /// A kernel consumer's rings.
+    Kernel {
+        sq: Ring<SendRequest>,
+        rq: Ring<RecvRequest>,
+    },
+    /// A process's rings.
+    User(UserQueues),
+    /// Destroyed: a process's rings went back to it.
+    Released,
+}
+
 /// What the engine's context borrows besides the engine.
 struct Queues {
     state: State,
-    sq: Ring<SendRequest>,
-    rq: Ring<RecvRequest>,
+    work: WorkQueues,
 }
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
@@ -275,6 +289,7 @@ impl Qp {
         caps: QpInitAttributes,
         place: CountedPlace,
         queue: Arc<OwnedQueue>,
+        user: Option<UserQueues>,
     ) -> Result<Arc<Self>> {
         let mut rx_chunk = KVec::with_capacity(RX_CHUNK, GFP_KERNEL)?;
         for _ in 0..RX_CHUNK {
@@ -291,10 +306,16 @@ impl Qp {
             }),
             GFP_KERNEL,
         )?;
+        let work = match user {
+            Some(u) => WorkQueues::User(u),
+            None => WorkQueues::Kernel {
+                sq: Ring::new(caps.max_send_wr)?,
+                rq: Ring::new(caps.max_recv_wr.max(1))?,
+            },
+        };
         let queues = Queues {
             state: State::Idle(ib_state::RESET),
-            sq: Ring::new(caps.max_send_wr)?,
-            rq: Ring::new(caps.max_recv_wr.max(1))?,
+            work,
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -583,25 +604,17 @@ impl Qp {
         let state = {
             let mut inner = self.inner.lock();
             let state = inner.queues.state;
+            let WorkQueues::Kernel { sq, .. } = &mut inner.queues.work else {
+                // A process posts through its shared ring.
+                return Err(EINVAL);
+            };
             if state != State::Error {
-                inner.queues.sq.push(request)?;
+                sq.push(request)?;
             }
             state
         };
         match state {
-            State::Error => {
-                let op = request.op.wc_opcode();
-                let (entry, _, _) = self.completion(Completion {
-                    wr_id: request.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: op,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                });
-                self.flushed(entry.wr_id, entry.opcode, false);
-            }
+            State::Error => self.flushed(request.wr_id, request.op.wc_opcode()),
             State::Rts => {
                 // `post_send` has no `Arc` of the QP: the device's table has one.
                 self.kick();
@@ -620,68 +633,41 @@ impl Qp {
     fn shut(&self) {
         self.flags.fetch_or(flag::DEAD, Ordering::Relaxed);
         self.end(false);
+        // The process's rings leave with the QP (its user context checks that they did);
+        // dropped outside the lock, as removing a mapping may sleep.
+        let work = core::mem::replace(&mut self.inner.lock().queues.work, WorkQueues::Released);
+        drop(work);
         // The work item lets go of the QP (a run in progress keeps its own reference).
         *self.kicker.qp.lock() = None;
     }
 
-    fn completion(&self, c: Completion) -> (Wc, bool, bool) {
-        let status = match c.status {
-            WcStatus::Success => wc::WcStatus::Success,
-            WcStatus::LocLenErr => wc::WcStatus::LocalLength,
-            WcStatus::LocQpOpErr => wc::WcStatus::LocalQpOperation,
-            WcStatus::LocProtErr => wc::WcStatus::LocalProtection,
-            WcStatus::WrFlushErr => wc::WcStatus::Flushed,
-            WcStatus::MwBindErr => wc::WcStatus::MwBind,
-            WcStatus::BadRespErr => wc::WcStatus::BadResponse,
-            WcStatus::LocAccessErr => wc::WcStatus::LocalAccess,
-            WcStatus::RemInvReqErr => wc::WcStatus::RemoteInvalidRequest,
-            WcStatus::RemAccessErr => wc::WcStatus::RemoteAccess,
-            WcStatus::RemOpErr => wc::WcStatus::RemoteOperation,
-            WcStatus::FatalErr => wc::WcStatus::Fatal,
-            WcStatus::GeneralErr => wc::WcStatus::General,
+    /// Reports the completion `c` to the send or receive CQ.
+    fn complete(&self, c: &Completion) {
+        let cq = match c.opcode {
+            WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => &self.rcq,
+            _ => &self.scq,
         };
-        let (opcode, recv) = match c.opcode {
-            WcOpcode::Send => (wc::WcOpcode::Send, false),
-            WcOpcode::RdmaWrite => (wc::WcOpcode::RdmaWrite, false),
-            WcOpcode::RdmaRead => (wc::WcOpcode::RdmaRead, false),
-            WcOpcode::CompSwap => (wc::WcOpcode::CompareSwap, false),
-            WcOpcode::FetchAdd => (wc::WcOpcode::FetchAdd, false),
-            WcOpcode::MaskedCompSwap => (wc::WcOpcode::MaskedCompareSwap, false),
-            WcOpcode::MaskedFetchAdd => (wc::WcOpcode::MaskedFetchAdd, false),
-            WcOpcode::LocalInv => (wc::WcOpcode::LocalInvalidate, false),
-            WcOpcode::RegMr => (wc::WcOpcode::RegisterMr, false),
-            WcOpcode::Recv => (wc::WcOpcode::Recv, true),
-            WcOpcode::RecvRdmaWithImm => (wc::WcOpcode::RecvRdmaWithImmediate, true),
-        };
-        let entry = Wc {
-            wr_id: c.wr_id,
-            status,
-            opcode,
-            byte_len: c.byte_len,
-            qp: self.handle,
-            // The consumer's 32 bits travel as the big-endian value they are.
-            imm: c.imm.map(u32::to_be),
-            invalidated: c.invalidated,
-        };
-        (entry, recv, c.solicited)
+        cq.push(c, self.handle, self.qpn);
     }
 
     /// A flushed completion for a work request posted in ERROR.
-    fn flushed(&self, wr_id: u64, opcode: wc::WcOpcode, recv: bool) {
-        let entry = Wc {
+    fn flushed(&self, wr_id: u64, opcode: WcOpcode) {
+        self.complete(&Completion {
             wr_id,
-            status: wc::WcStatus::Flushed,
+            status: WcStatus::WrFlushErr,
             opcode,
             byte_len: 0,
-            qp: self.handle,
             imm: None,
             invalidated: None,
-        };
-        if recv {
-            self.rcq.push(entry, false);
-        } else {
-            self.scq.push(entry, false);
-        }
+            solicited: false,
+        });
+    }
+
+    /// A process's entry was malformed: it completed with an error, and the QP fails.
+    fn bad_user_entry(&self, c: &Completion) {
+        self.complete(c);
+        self.flags.fetch_or(flag::ABORT, Ordering::Relaxed);
+        self.kick();
     }
 }
 
@@ -692,29 +678,26 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Flushes the queues without an engine (never connected).
+    /// Flushes the queues without an engine (never connected, or posted to in ERROR).
     fn flush_queues(&mut self) {
-        while let Some(wr) = self.queues.sq.pop() {
-            self.complete(Completion {
-                wr_id: wr.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: wr.op.wc_opcode(),
-                byte_len: 0,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            });
+        let flushed = |wr_id, opcode| Completion {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            byte_len: 0,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        };
+        // A process may keep posting: at most one ring's worth each.
+        for _ in 0..self.qp.caps.max_send_wr {
+            let Some(wr) = self.peek_send() else { break };
+            self.pop_send();
+            self.complete(flushed(wr.wr_id, wr.op.wc_opcode()));
         }
-        while let Some(wr) = self.queues.rq.pop() {
-            self.complete(Completion {
-                wr_id: wr.wr_id,
-                status: WcStatus::WrFlushErr,
-                opcode: WcOpcode::Recv,
-                byte_len: 0,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            });
+        for _ in 0..self.qp.caps.max_recv_wr {
+            let Some(wr) = self.pop_recv() else { break };
+            self.complete(flushed(wr.wr_id, WcOpcode::Recv));
         }
     }
 
@@ -778,24 +761,45 @@ impl Ctx<'_> {
 
 impl QpContext for Ctx<'_> {
     fn peek_send(&mut self) -> Option<SendRequest> {
-        self.queues.sq.peek()
+        match &mut self.queues.work {
+            WorkQueues::Kernel { sq, .. } => sq.peek(),
+            WorkQueues::User(u) => match u.peek_send() {
+                Ok(wr) => wr,
+                Err(bad) => {
+                    self.qp.bad_user_entry(&bad);
+                    None
+                }
+            },
+            WorkQueues::Released => None,
+        }
     }
 
     fn pop_send(&mut self) {
-        self.queues.sq.pop();
+        match &mut self.queues.work {
+            WorkQueues::Kernel { sq, .. } => {
+                sq.pop();
+            }
+            WorkQueues::User(u) => u.pop_send(),
+            WorkQueues::Released => {}
+        }
     }
 
     fn pop_recv(&mut self) -> Option<RecvRequest> {
-        self.queues.rq.pop()
+        match &mut self.queues.work {
+            WorkQueues::Kernel { rq, .. } => rq.pop(),
+            WorkQueues::User(u) => match u.pop_recv() {
+                Ok(wr) => wr,
+                Err(bad) => {
+                    self.qp.bad_user_entry(&bad);
+                    None
+                }
+            },
+            WorkQueues::Released => None,
+        }
     }
 
     fn complete(&mut self, c: Completion) {
-        let (entry, recv, solicited) = self.qp.completion(c);
-        if recv {
-            self.qp.rcq.push(entry, solicited);
-        } else {
-            self.qp.scq.push(entry, solicited);
-        }
+        self.qp.complete(&c);
     }
 
     fn local_read(
@@ -804,6 +808,15 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         out: &mut [u8],
     ) -> core::result::Result<(), WcStatus> {
+        if let WorkQueues::User(u) = &self.queues.work {
+            if sge.lkey == INLINE_LKEY {
+                let data = u
+                    .inline_data(sge, offset, out.len())
+                    .ok_or(WcStatus::LocLenErr)?;
+                out.copy_from_slice(data);
+                return Ok(());
+            }
+        }
         let len = out.len();
         self.local(sge, offset, len, false, &mut |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
@@ -951,7 +964,8 @@ impl QueuePair for Qp {
 
     fn query(&self) -> Result<QpQuery> {
         let state = match self.inner.lock().queues.state {
-            State::Idle(s) => s,
+            // iWARP has no RESET: IDLE reads as INIT, as with the C siw.
+            State::Idle(s) => s.max(ib_state::INIT),
             State::Rts => ib_state::RTS,
             State::Closing => ib_state::SQD,
             State::Error => ib_state::ERR,
@@ -963,7 +977,7 @@ impl QueuePair for Qp {
             max_recv_wr: self.caps.max_recv_wr,
             max_send_sge: self.caps.max_send_sge,
             max_recv_sge: self.caps.max_recv_sge,
-            max_inline_data: 0,
+            max_inline_data: self.caps.max_inline_data,
         })
     }
 
@@ -982,15 +996,38 @@ impl QueuePair for Qp {
         };
         let flushed = {
             let mut inner = self.inner.lock();
-            if inner.queues.state == State::Error {
+            let state = inner.queues.state;
+            let WorkQueues::Kernel { rq, .. } = &mut inner.queues.work else {
+                return Err(EINVAL);
+            };
+            if state == State::Error {
                 true
             } else {
-                inner.queues.rq.push(request)?;
+                rq.push(request)?;
                 false
             }
         };
         if flushed {
-            self.flushed(request.wr_id, wc::WcOpcode::Recv, true);
+            self.flushed(request.wr_id, WcOpcode::Recv);
+        }
+        Ok(())
+    }
+
+    fn doorbell(&self) -> Result {
+        let state = {
+            let mut guard = self.inner.lock();
+            let Inner { queues, .. } = &mut *guard;
+            if !matches!(queues.work, WorkQueues::User(_)) {
+                return Err(EINVAL);
+            }
+            if queues.state == State::Error {
+                // New work requests complete at once as flushed.
+                Ctx { queues, qp: self }.flush_queues();
+            }
+            queues.state
+        };
+        if state == State::Rts {
+            self.kick();
         }
         Ok(())
     }

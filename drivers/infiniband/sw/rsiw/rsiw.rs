@@ -42,6 +42,7 @@ pub mod proto;
 mod qp;
 mod settings;
 mod slots;
+mod user_queues;
 
 module! {
     type: RsiwModule,

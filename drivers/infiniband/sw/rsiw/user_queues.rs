@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send and receive queues of a process's QP, shared with it through `mmap`.
+//!
+//! rdma-core's siw provider (which drives rsiw unmodified) posts work requests by writing
+//! `struct siw_sqe`/`struct siw_rqe` entries into rings it mapped, setting each entry's VALID
+//! flag last; it never hands them to the kernel. The kernel takes entries in ring order:
+//!
+//! - a send queue entry is looked at when the engine wants the next request
+//!   ([`UserQueues::peek_send`]) and released, its flag cleared, when the engine takes it
+//!   ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`) only
+//!   if the entry before the ones it just wrote was already released, i.e. when it believes
+//!   the kernel idle. So the release is a full barrier before the next entry is looked at,
+//!   and after releasing an entry the transmit path always looks at the next one: between
+//!   them nothing is missed (the library stores its entry, then loads the previous flag);
+//! - a receive queue entry is taken, and released, when a message needs it.
+//!
+//! Entries are copied out of the shared memory before they are decoded
+//! (`proto/user_queue.rs`), so the process cannot change a request under the kernel. Inline
+//! data, which travels inside the send queue entry, is copied to a buffer of the kernel's,
+//! one slot per entry; the engine reads it through an SGE with the [`INLINE_LKEY`], a key no
+//! memory region has (STag index 0 is never used).
+
+use core::sync::atomic::{fence, Ordering};
+use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
+
+use crate::proto::{
+    qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
+    user_queue::{self, RQE_SIZE, SQE_SIZE},
+};
+
+/// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
+pub(crate) const INLINE_LKEY: u32 = 0;
+
+/// A process's send queue and, unless it uses none, receive queue.
+pub(crate) struct UserQueues {
+    sq: UserMapping,
+    num_sqe: u32,
+    /// The count of send queue entries taken.
+    sq_get: u32,
+    /// The decoded entry at `sq_get`, looked at and not yet taken.
+    peeked: Option<SendRequest>,
+    rq: Option<UserMapping>,
+    num_rqe: u32,
+    rq_get: u32,
+    /// Every send queue entry is signalled.
+    signal_all: bool,
+    /// Inline data, [`user_queue::MAX_INLINE`] bytes per send queue entry (empty if the QP
+    /// has no inline data).
+    inline: KVVec<u8>,
+}
+
+impl UserQueues {
+    /// Queues in `sq` (`num_sqe` entries) and `rq` (`num_rqe` entries).
+    pub(crate) fn new(
+        sq: UserMapping,
+        num_sqe: u32,
+        rq: Option<UserMapping>,
+        num_rqe: u32,
+        signal_all: bool,
+        with_inline: bool,
+    ) -> Result<Self> {
+        let sq_len = (num_sqe as usize).checked_mul(SQE_SIZE).ok_or(EINVAL)?;
+        let rq_len = (num_rqe as usize).checked_mul(RQE_SIZE).ok_or(EINVAL)?;
+        if num_sqe == 0 || sq.len() < sq_len || rq.as_ref().map_or(0, |r| r.len()) < rq_len {
+            return Err(EINVAL);
+        }
+        let inline_len = if with_inline {
+            (num_sqe as usize)
+                .checked_mul(user_queue::MAX_INLINE)
+                .ok_or(EINVAL)?
+        } else {
+            0
+        };
+        Ok(Self {
+            sq,
+            num_sqe,
+            sq_get: 0,
+            peeked: None,
+            rq,
+            num_rqe,
+            rq_get: 0,
+            signal_all,
+            inline: KVVec::from_elem(0u8, inline_len, GFP_KERNEL)?,
+        })
+    }
+
+    /// The send queue entry the engine gets next, if the process posted one. A malformed
+    /// entry is taken and its error completion returned: the caller reports it and fails the
+    /// QP, as the C siw does.
+    pub(crate) fn peek_send(&mut self) -> core::result::Result<Option<SendRequest>, Completion> {
+        if let Some(request) = self.peeked {
+            return Ok(Some(request));
+        }
+        let slot = self.sq_get % self.num_sqe;
+        let at = slot as usize * SQE_SIZE;
+        let valid = self
+            .sq
+            .load_u16(at + user_queue::FLAGS_OFFSET)
+            .is_ok_and(|f| f & user_queue::VALID != 0);
+        if !valid {
+            return Ok(None);
+        }
+        // The entry's content is read after its flag (`smp_rmb`).
+        fence(Ordering::Acquire);
+        let mut raw = [0u8; SQE_SIZE];
+        let decoded = match self.sq.read(at, &mut raw) {
+            Ok(()) => user_queue::decode_sqe(&raw, self.signal_all).map_err(|e| e.status()),
+            Err(_) => Err(WcStatus::GeneralErr),
+        };
+        let bad = |status| Completion {
+            wr_id: user_queue::entry_id(&raw),
+            status,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        };
+        let mut send = match decoded {
+            Ok(send) => send,
+            Err(status) => {
+                self.pop_send();
+                return Err(bad(status));
+            }
+        };
+        match send.inline.clone() {
+            Some(range) => {
+                let data = raw.get(range).unwrap_or(&[]);
+                let base = slot as usize * user_queue::MAX_INLINE;
+                let Some(room) = self.inline.get_mut(base..base + data.len()) else {
+                    // The QP was created without inline data.
+                    self.pop_send();
+                    return Err(bad(WcStatus::LocQpOpErr));
+                };
+                room.copy_from_slice(data);
+                send.request.sges = SgeList::single(Sge {
+                    addr: base as u64,
+                    length: data.len() as u32,
+                    lkey: INLINE_LKEY,
+                });
+            }
+            None => {
+                if send
+                    .request
+                    .sges
+                    .as_slice()
+                    .iter()
+                    .any(|s| s.lkey == INLINE_LKEY)
+                {
+                    self.pop_send();
+                    return Err(bad(WcStatus::LocProtErr));
+                }
+            }
+        }
+        self.peeked = Some(send.request);
+        Ok(Some(send.request))
+    }
+
+    /// The engine took the entry [`Self::peek_send`] returned: release it to the process.
+    pub(crate) fn pop_send(&mut self) {
+        self.peeked = None;
+        let at = (self.sq_get % self.num_sqe) as usize * SQE_SIZE;
+        let _ = self.sq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
+        // `smp_store_mb`: the release is visible before the next entry's flag is read.
+        fence(Ordering::SeqCst);
+        self.sq_get = self.sq_get.wrapping_add(1);
+    }
+
+    /// Takes the next receive queue entry, if the process posted one. A malformed entry is
+    /// taken and its error completion returned.
+    pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<RecvRequest>, Completion> {
+        let Some(rq) = self.rq.as_ref() else {
+            return Ok(None);
+        };
+        let at = (self.rq_get % self.num_rqe) as usize * RQE_SIZE;
+        let valid = rq
+            .load_u16(at + user_queue::FLAGS_OFFSET)
+            .is_ok_and(|f| f & user_queue::VALID != 0);
+        if !valid {
+            return Ok(None);
+        }
+        fence(Ordering::Acquire);
+        let mut raw = [0u8; RQE_SIZE];
+        let read = rq.read(at, &mut raw);
+        let _ = rq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
+        self.rq_get = self.rq_get.wrapping_add(1);
+        let decoded = read
+            .map_err(|_| WcStatus::GeneralErr)
+            .and_then(|()| user_queue::decode_rqe(&raw).map_err(|e| e.status()));
+        match decoded {
+            Ok(request) => Ok(Some(request)),
+            Err(status) => Err(Completion {
+                wr_id: user_queue::entry_id(&raw),
+                status,
+                opcode: WcOpcode::Recv,
+                byte_len: 0,
+                imm: None,
+                invalidated: None,
+                solicited: false,
+            }),
+        }
+    }
+
+    /// The inline data `sge` (with [`INLINE_LKEY`]) stands for, from `offset` on, `len` bytes.
+    pub(crate) fn inline_data(&self, sge: &Sge, offset: u32, len: usize) -> Option<&[u8]> {
+        if offset as usize + len > sge.length as usize {
+            return None;
+        }
+        let start = usize::try_from(sge.addr)
+            .ok()?
+            .checked_add(offset as usize)?;
+        self.inline.get(start..start.checked_add(len)?)
+    }
+}

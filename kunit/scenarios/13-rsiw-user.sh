@@ -1,0 +1,71 @@
+# timeout: 900
+# rsiw from user space: rdma-core's stock siw provider drives rsiw through the siw user ABI
+# (mapped send, receive and completion rings, the doorbell, user memory regions), with the
+# stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
+# Write, data verified) and perftest over rdma_cm (-R). First rsiw with itself (rsiw0 on
+# dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
+# dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
+. /tests/lib.sh
+two_dummies
+modprobe rsiw || fail "modprobe rsiw"
+modprobe siw || fail "modprobe siw"
+
+count=20; [ "$RSIW_MODE" = test ] || count=1000
+iters=200; [ "$RSIW_MODE" = test ] || iters=5000
+
+# rping_pair NAME SERVER_ADDR CLIENT_ADDR: rping -V, COUNT rounds of 4 KiB, data verified.
+rping_pair() {
+  timeout 60 rping -s -a $2 -C $count -S 4096 -V >/tmp/rping-server.log 2>&1 &
+  local server=$!
+  wait_port 7174 || fail "$1: rping server did not listen"
+  timeout 60 rping -c -a $2 -I $3 -C $count -S 4096 -V -v >/tmp/rping-client.log 2>&1 || {
+    cat /tmp/rping-client.log /tmp/rping-server.log; fail "$1: rping client failed"; }
+  wait $server || { cat /tmp/rping-server.log; fail "$1: rping server failed"; }
+  n=$(grep -c 'ping data' /tmp/rping-client.log)
+  [ "$n" = "$count" ] || fail "$1: rping: expected $count pings, saw $n"
+  echo "$1: rping $n rounds of 4096 bytes, verified"
+}
+
+# perf_pair NAME SERVER_DEV CLIENT_DEV SERVER_ADDR TOOL ARGS...: a perftest run over rdma_cm.
+perf_pair() {
+  local name=$1 sdev=$2 cdev=$3 addr=$4 tool=$5; shift 5
+  timeout 120 $tool -R -d $sdev "$@" >/tmp/perf-server.log 2>&1 &
+  local server=$!
+  sleep 1
+  timeout 120 $tool -R -d $cdev "$@" $addr >/tmp/perf-client.log 2>&1 || {
+    cat /tmp/perf-client.log /tmp/perf-server.log; fail "$name: $tool $* failed"; }
+  wait $server || { cat /tmp/perf-server.log; fail "$name: $tool server failed"; }
+  line=$(awk '$1 ~ /^[0-9]+$/ && NF >= 4 {l=$0} END {print l}' /tmp/perf-client.log)
+  [ -n "$line" ] || { cat /tmp/perf-client.log; fail "$name: $tool printed no result line"; }
+  echo "$name: $tool $*: $line"
+}
+
+perf_all() {
+  perf_pair "$1" $2 $3 $4 ib_write_bw -s 65536 -n $iters -F
+  perf_pair "$1" $2 $3 $4 ib_read_bw -s 65536 -n $iters -F
+  perf_pair "$1" $2 $3 $4 ib_send_bw -s 65536 -n $iters -F
+  perf_pair "$1" $2 $3 $4 ib_send_lat -s 8 -n $iters -F
+  perf_pair "$1" $2 $3 $4 ib_write_lat -s 8 -n $iters -F
+  perf_pair "$1" $2 $3 $4 ib_read_lat -s 8 -n $iters -F
+}
+
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
+rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
+rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
+perf_all "rsiw-rsiw" rsiw1 rsiw0 $ADDR1
+rdma link del rsiw1
+left_behind "after rsiw with itself"
+
+rdma link add siw1 type siw netdev dummy1 || fail "rdma link add siw1"
+for crc in optional required; do
+  echo $crc >/sys/class/infiniband/rsiw0/mpa_crc || fail "mpa_crc $crc"
+  rping_pair "rsiw client, siw server, crc $crc" $ADDR1 $ADDR0
+  rping_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
+  perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_write_bw -s 65536 -n $iters -F
+  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_write_bw -s 65536 -n $iters -F
+  perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_read_bw -s 65536 -n $iters -F
+  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_send_lat -s 8 -n $iters -F
+done
+rdma link del siw1
+rdma link del rsiw0
+left_behind "at the end"
