@@ -242,6 +242,39 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
         n
     }
 
+    /// Collects the length field from the start of `input`; once it is
+    /// complete, starts the FPDU and moves on to its header. Returns the
+    /// number of bytes consumed.
+    fn take_length(&mut self, input: &[u8]) -> usize {
+        let mut seen = self.part_seen;
+        let mut bytes = self.length_bytes;
+        let n = Self::fill(&mut bytes, &mut seen, input);
+        self.length_bytes = bytes;
+        self.part_seen = seen;
+        if seen < LENGTH_FIELD_LEN {
+            return n;
+        }
+        self.digest = Crc32cDigest::new(self.engine);
+        self.hash(&bytes);
+        self.ulpdu_len = usize::from(u16::from_be_bytes(bytes));
+        self.part_seen = 0;
+        self.header_wanted = self.ulpdu_len.min(2);
+        self.state = RxState::Header;
+        n
+    }
+
+    /// Collects header bytes from the start of `input` into the header
+    /// buffer; returns the number of bytes consumed.
+    fn take_header(&mut self, input: &[u8]) -> usize {
+        let mut seen = self.part_seen;
+        let n = match self.header.get_mut(..self.header_wanted) {
+            Some(dst) => Self::fill(dst, &mut seen, input),
+            None => 0,
+        };
+        self.part_seen = seen;
+        n
+    }
+
     /// Parses from the start of `input` until the next event or the end of
     /// `input`. Returns the number of bytes consumed and the event, if any.
     /// Feed the unconsumed rest again; after an error the stream is dead and
@@ -250,47 +283,52 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
         &'s mut self,
         input: &'i [u8],
     ) -> Result<(usize, Option<RxEvent<'s, 'i>>), FpduError> {
+        // The length field and the header yield no event of their own: go
+        // on to the header in the same call, without a round trip through
+        // the caller per part.
+        let mut skip = 0;
+        if self.state == RxState::Length {
+            skip = self.take_length(input);
+            if self.state == RxState::Length || skip >= input.len() {
+                return Ok((skip, None));
+            }
+        }
+        let input = input.get(skip..).unwrap_or(&[]);
+        let (n, event) = self.step_part(input)?;
+        Ok((n.saturating_add(skip), event))
+    }
+
+    /// [`Self::step`] in the part after the length field.
+    fn step_part<'s, 'i>(
+        &'s mut self,
+        input: &'i [u8],
+    ) -> Result<(usize, Option<RxEvent<'s, 'i>>), FpduError> {
         match self.state {
             RxState::Failed(e) => Err(e),
-            RxState::Length => {
-                let mut seen = self.part_seen;
-                let mut bytes = self.length_bytes;
-                let n = Self::fill(&mut bytes, &mut seen, input);
-                self.length_bytes = bytes;
-                self.part_seen = seen;
-                if seen < LENGTH_FIELD_LEN {
-                    return Ok((n, None));
-                }
-                self.digest = Crc32cDigest::new(self.engine);
-                self.hash(&bytes);
-                self.ulpdu_len = usize::from(u16::from_be_bytes(bytes));
-                self.part_seen = 0;
-                self.header_wanted = self.ulpdu_len.min(2);
-                self.state = RxState::Header;
-                Ok((n, None))
-            }
+            // Handled by `step`.
+            RxState::Length => Ok((0, None)),
             RxState::Header => {
-                let mut seen = self.part_seen;
+                let mut n = self.take_header(input);
                 let wanted = self.header_wanted;
-                let n = match self.header.get_mut(..wanted) {
-                    Some(dst) => Self::fill(dst, &mut seen, input),
-                    None => 0,
-                };
-                self.part_seen = seen;
-                if seen < wanted {
+                if self.part_seen < wanted {
                     return Ok((n, None));
                 }
-                if seen == 2 && wanted == 2 && self.ulpdu_len > 2 {
+                if self.part_seen == 2 && wanted == 2 && self.ulpdu_len > 2 {
                     // The control bytes tell how long the header is.
                     let control = wire::read_array(&self.header, 0).unwrap_or([0; 2]);
                     self.header_wanted = wanted_header_len(control, self.ulpdu_len);
-                    if self.header_wanted > seen {
-                        return Ok((n, None));
+                    if self.header_wanted > self.part_seen {
+                        n = n.saturating_add(self.take_header(input.get(n..).unwrap_or(&[])));
+                        if self.part_seen < self.header_wanted {
+                            return Ok((n, None));
+                        }
                     }
                 }
                 let header_len = self.header_wanted;
-                let header = self.header;
-                self.hash(header.get(..header_len).unwrap_or(&[]));
+                let header = self.header.get(..header_len).unwrap_or(&[]);
+                if self.crc_enabled {
+                    self.digest.update(header);
+                }
                 self.part_seen = 0;
                 self.state = if header_len < self.ulpdu_len {
                     RxState::Payload
@@ -298,7 +336,7 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
                     RxState::Trailer
                 };
                 let event = RxEvent::Header {
-                    header: self.header.get(..header_len).unwrap_or(&[]),
+                    header,
                     ulpdu_len: self.ulpdu_len,
                 };
                 Ok((n, Some(event)))

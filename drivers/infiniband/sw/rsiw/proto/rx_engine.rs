@@ -399,37 +399,30 @@ impl State {
     }
 
     fn on_header<X: RxContext>(&mut self, header: &[u8], ulpdu_len: usize, ctx: &mut X) {
-        let mut cur = Current {
+        let header_len = header.len().min(MAX_HEADER_LEN);
+        let payload_len = ulpdu_len.saturating_sub(header_len);
+        let planned = self.plan(header, payload_len, ctx);
+        // Built in place: the segment is copied neither here nor when it
+        // completes.
+        let cur = self.current.insert(Current {
             header: [0; MAX_HEADER_LEN],
-            header_len: header.len().min(MAX_HEADER_LEN),
+            header_len,
             ulpdu_len,
             place: Place::Drop,
             done: Done::Nothing,
             held: None,
-        };
-        if let (Some(dst), Some(src)) = (
-            cur.header.get_mut(..cur.header_len),
-            header.get(..cur.header_len),
-        ) {
+        });
+        if let (Some(dst), Some(src)) = (cur.header.get_mut(..header_len), header.get(..header_len))
+        {
             dst.copy_from_slice(src);
         }
-        let payload_len = ulpdu_len.saturating_sub(cur.header_len);
-        match self.plan(header, payload_len, ctx) {
+        match planned {
             Ok((place, done)) => {
                 cur.place = place;
                 cur.done = done;
-                self.current = Some(cur);
             }
-            Err(e) => {
-                self.current = Some(cur);
-                if self.crc_enabled {
-                    if let Some(cur) = self.current.as_mut() {
-                        cur.held = Some(e);
-                    }
-                } else {
-                    self.fail(e);
-                }
-            }
+            Err(e) if self.crc_enabled => cur.held = Some(e),
+            Err(e) => self.fail(e),
         }
     }
 
@@ -594,13 +587,13 @@ impl State {
     }
 
     fn on_complete<X: RxContext>(&mut self, ctx: &mut X) -> Result<(), TermError> {
-        let Some(cur) = self.current else {
+        let Some((held, done)) = self.current.as_ref().map(|cur| (cur.held, cur.done)) else {
             return Ok(());
         };
-        if let Some(e) = cur.held {
+        if let Some(e) = held {
             return Err(e);
         }
-        let event = match cur.done {
+        let event = match done {
             Done::Nothing => return Ok(()),
             Done::Write => {
                 ctx.rdma_write_done();
@@ -653,7 +646,8 @@ impl State {
             },
             Done::Terminate => {
                 self.stage = Stage::Closed;
-                let message = match Segment::decode(cur.header()) {
+                let header = self.current.as_ref().map_or(&[][..], Current::header);
+                let message = match Segment::decode(header) {
                     Ok(Segment {
                         header: OpcodeHeader::Terminate(m),
                         ..
