@@ -7,6 +7,7 @@
 //!
 //! C headers: [`include/rdma/`](srctree/include/rdma/)
 
+pub mod async_event;
 pub mod client;
 pub mod cm;
 pub mod completion_queue;
@@ -20,6 +21,7 @@ pub mod kernel_qp;
 pub mod link;
 pub mod memory_region;
 pub mod objects;
+pub mod shared_receive_queue;
 pub mod user;
 pub mod user_map;
 pub mod work_request;

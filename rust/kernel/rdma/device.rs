@@ -31,6 +31,7 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
+    async_event::{QpEvents, SrqEvents},
     completion_queue::{poll_cq_callback, req_notify_cq_callback, CqNotifier},
     device_settings::{SettingOutput, SettingsGroup},
     iw_provider::{
@@ -46,6 +47,10 @@ use super::{
         destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
         modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId,
         PdId, QpContainer, QpHandle, QpInitAttributes, QueuePair,
+    },
+    shared_receive_queue::{
+        create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
+        query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer, SrqId,
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
@@ -285,15 +290,31 @@ pub trait Driver: Send + Sync {
     }
 
     /// Creates a queue pair, for user space if `user`; may lower or raise the capacities in
-    /// `attr` to what it provides. `handle` is the core's object for completions and iw_cm.
-    /// Returns the queue pair and its number.
+    /// `attr` to what it provides. `handle` is the core's object for completions and iw_cm,
+    /// `events` raises its asynchronous events. Returns the queue pair and its number.
     fn create_qp(
         &self,
         _dev: &Device,
         _attr: &mut QpInitAttributes,
         _user: Option<&mut UserVerb<'_>>,
         _handle: QpHandle,
+        _events: QpEvents,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Creates a shared receive queue of `pd`, for user space if `user`; may raise the sizes
+    /// in `attr` to what it provides. `events` raises its limit event, `id` is how QPs name
+    /// it. Returns the queue, which lives until the SRQ is destroyed.
+    fn create_srq(
+        &self,
+        _dev: &Device,
+        _pd: PdId,
+        _attr: &mut SrqAttributes,
+        _user: Option<&mut UserVerb<'_>>,
+        _events: SrqEvents,
+        _id: SrqId,
+    ) -> Result<Arc<dyn SharedReceiveQueue>> {
         Err(EOPNOTSUPP)
     }
 
@@ -906,6 +927,12 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.modify_qp = Some(modify_qp_callback);
     ops.query_qp = Some(query_qp_callback);
     ops.size_ib_qp = core::mem::size_of::<QpContainer>();
+    ops.create_srq = Some(create_srq_callback);
+    ops.modify_srq = Some(modify_srq_callback);
+    ops.query_srq = Some(query_srq_callback);
+    ops.destroy_srq = Some(destroy_srq_callback);
+    ops.post_srq_recv = Some(post_srq_recv_callback);
+    ops.size_ib_srq = core::mem::size_of::<SrqContainer>();
     ops.post_send = Some(post_send_callback);
     ops.post_recv = Some(post_recv_callback);
     ops.poll_cq = Some(poll_cq_callback);

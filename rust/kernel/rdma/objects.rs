@@ -11,8 +11,10 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
+    async_event::QpEvents,
     completion_queue::{Arm, CqNotifier, Wc},
     device::{c_int_of, with_driver, Device, Driver},
+    shared_receive_queue::SrqId,
     user::user_verb,
     work_request::{RecvWr, SendWr},
 };
@@ -59,8 +61,8 @@ pub struct QpInitAttributes {
     pub send_cq: Option<CqId>,
     /// The receive CQ.
     pub recv_cq: Option<CqId>,
-    /// A shared receive queue was given.
-    pub has_srq: bool,
+    /// The shared receive queue its receives come from, if any.
+    pub srq: Option<SrqId>,
     /// `IB_QP_CREATE_*` flags.
     pub create_flags: u32,
 }
@@ -320,6 +322,7 @@ pub(crate) unsafe extern "C" fn destroy_cq_callback(
 pub(crate) struct QpContainer {
     ibqp: bindings::ib_qp,
     qp: ManuallyDrop<Arc<dyn QueuePair>>,
+    events: ManuallyDrop<QpEvents>,
     refs: AtomicUsize,
     released: bindings::completion,
 }
@@ -351,14 +354,17 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
             pd: PdId(pd as usize),
             send_cq: (!i.send_cq.is_null()).then_some(CqId(i.send_cq as usize)),
             recv_cq: (!i.recv_cq.is_null()).then_some(CqId(i.recv_cq as usize)),
-            has_srq: !i.srq.is_null(),
+            srq: (!i.srq.is_null()).then_some(SrqId(i.srq as usize)),
             create_flags: i.create_flags,
         };
         // SAFETY: A non-null udata is the user verb's, valid for the call.
         let mut user = unsafe { user_verb(udata) };
         // INVARIANT: `qp` is the core's object being set up.
         let handle = QpHandle(qp);
-        let create = |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle);
+        let events = QpEvents::new(qp)?;
+        let given = events.clone();
+        let create =
+            |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle, given);
         // SAFETY: A device of ours, alive while it has QPs.
         let (queue, qpn) = unsafe { with_driver(ibdev, create) }?;
         i.cap.max_send_wr = a.max_send_wr;
@@ -371,6 +377,7 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         // here and taken once in `destroy_qp_callback`.
         unsafe {
             core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
+            core::ptr::addr_of_mut!((*container).events).write(ManuallyDrop::new(events));
             core::ptr::addr_of_mut!((*container).refs).write(AtomicUsize::new(1));
             bindings::init_completion(core::ptr::addr_of_mut!((*container).released));
             (*qp).qp_num = qpn;
@@ -464,8 +471,14 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
     let container = qp.cast::<QpContainer>();
-    // SAFETY: Written by `create_qp_callback`; no verb uses it after this.
-    let queue = unsafe { ManuallyDrop::take(&mut (*container).qp) };
+    // SAFETY: Written by `create_qp_callback`; no verb uses them after this.
+    let (queue, events) = unsafe {
+        (
+            ManuallyDrop::take(&mut (*container).qp),
+            ManuallyDrop::take(&mut (*container).events),
+        )
+    };
+    events.shut();
     queue.destroy();
     drop(queue);
     // The iWARP connection manager may still hold the QP: the core frees it on return, so

@@ -161,6 +161,22 @@ unsafe fn sges<'a>(list: *const bindings::ib_sge, n: c_int) -> Result<&'a [Sge]>
     Ok(unsafe { core::slice::from_raw_parts(list.cast::<Sge>(), n) })
 }
 
+/// The typed view of the receive work request `wr`.
+///
+/// # Safety
+///
+/// `wr` must be a valid receive work request, valid for `'a`.
+pub(crate) unsafe fn recv_wr<'a>(wr: *const bindings::ib_recv_wr) -> Result<RecvWr<'a>> {
+    // SAFETY: Valid (the caller's guarantee).
+    let w = unsafe { &*wr };
+    Ok(RecvWr {
+        // SAFETY: Both members of the id union are 64 bits the consumer wrote.
+        wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+        // SAFETY: The request's list, valid as the request is.
+        sges: unsafe { sges(w.sg_list, w.num_sge) }?,
+    })
+}
+
 /// The typed view of `wr`.
 ///
 /// # Safety
@@ -310,17 +326,8 @@ pub(crate) unsafe extern "C" fn post_recv_callback(
     // SAFETY: A live QP of ours (the caller's guarantee).
     let queue: &dyn QueuePair = unsafe { queue_pair(qp) };
     while !wr.is_null() {
-        // SAFETY: Each element of the chain is a valid request for the call; both members of
-        // the id union are 64 bits the consumer wrote.
-        let posted = unsafe {
-            let w = &*wr;
-            sges(w.sg_list, w.num_sge).and_then(|sges| {
-                queue.post_recv(&RecvWr {
-                    wr_id: w.__bindgen_anon_1.wr_id,
-                    sges,
-                })
-            })
-        };
+        // SAFETY: Each element of the chain is a valid request for the call.
+        let posted = unsafe { recv_wr(wr) }.and_then(|view| queue.post_recv(&view));
         if let Err(e) = posted {
             // SAFETY: `bad` is valid for writes.
             unsafe { *bad = wr };
