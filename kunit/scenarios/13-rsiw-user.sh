@@ -1,7 +1,7 @@
 # timeout: 900
 # rsiw from user space: rdma-core's stock siw provider drives rsiw through the siw user ABI
-# (mapped send, receive and completion rings, the doorbell, user memory regions), with the
-# stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
+# (mapped send, receive, shared receive and completion rings, the doorbell, user memory
+# regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
 # Write, data verified) and perftest over rdma_cm (-R). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
@@ -47,6 +47,9 @@ perf_all() {
   perf_pair "$1" $2 $3 $4 ib_send_lat -s 8 -n $iters -F
   perf_pair "$1" $2 $3 $4 ib_write_lat -s 8 -n $iters -F
   perf_pair "$1" $2 $3 $4 ib_read_lat -s 8 -n $iters -F
+  # Receives from a shared receive queue (the siw ABI's mapped SRQ ring).
+  perf_pair "$1" $2 $3 $4 ib_send_bw -s 65536 -n $iters -F --use-srq
+  perf_pair "$1" $2 $3 $4 ib_send_lat -s 8 -n $iters -F --use-srq
 }
 
 rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"

@@ -52,3 +52,12 @@ pub(crate) fn reg_mr_response(stag: u32) -> [u8; 8] {
     r[..4].copy_from_slice(&stag.to_ne_bytes());
     r
 }
+
+/// The response to creating a shared receive queue (`struct siw_uresp_create_srq`): its
+/// number of entries, padding, and the `mmap` offset of its ring.
+pub(crate) fn create_srq_response(num_rqe: u32, srq_key: u64) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..4].copy_from_slice(&num_rqe.to_ne_bytes());
+    r[8..].copy_from_slice(&srq_key.to_ne_bytes());
+    r
+}

@@ -14,6 +14,7 @@ use kernel::{
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
+        async_event::{QpEvents, SrqEvents},
         completion_queue::CqNotifier,
         device::{
             AtomicCap, Device, DeviceAttributes, DeviceInfo, DeviceSet, DriverId, NodeType,
@@ -26,6 +27,7 @@ use kernel::{
         objects::{
             CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QueuePair,
         },
+        shared_receive_queue::{SharedReceiveQueue, SrqAttributes, SrqId},
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
     },
@@ -39,6 +41,7 @@ use crate::{
     mr::MrTable,
     qp::Qp,
     slots::Slots,
+    srq::Srq,
     user_queues::UserQueues,
 };
 
@@ -85,6 +88,8 @@ struct RsiwDevice {
     next_cq_id: AtomicU32,
     /// Queue pairs, at most [`limits::MAX_QP`]; shared with each QP like `cqs`.
     qps: Arc<AtomicU32>,
+    /// Shared receive queues, at most [`limits::MAX_SRQ`]; shared with each SRQ like `cqs`.
+    srqs: Arc<AtomicU32>,
     /// The number of the next queue pair.
     next_qpn: AtomicU32,
     /// The STag table.
@@ -105,6 +110,8 @@ struct Tables {
     /// A spinlock: iw_cm looks QPs up (`iw_get_qp`) with interrupts disabled.
     #[pin]
     qps: SpinLock<Slots<Arc<Qp>>>,
+    #[pin]
+    srqs: Mutex<Slots<(SrqId, Arc<Srq>)>>,
 }
 
 impl Drop for RsiwDevice {
@@ -129,10 +136,19 @@ impl RsiwDevice {
         &self,
         attr: &mut QpInitAttributes,
         handle: QpHandle,
+        events: QpEvents,
         user: Option<&mut UserVerb<'_>>,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
         let scq = self.cq(attr.send_cq)?;
         let rcq = self.cq(attr.recv_cq)?;
+        let srq = match attr.srq {
+            Some(id) => {
+                // Its receives come from the SRQ: the QP has no receive queue of its own.
+                attr.max_recv_wr = 0;
+                Some(self.srq(id)?)
+            }
+            None => None,
+        };
         take_one(&self.qps, limits::MAX_QP)?;
         // From here our place is given back when `place` (or the QP holding it) drops.
         let place = CountedPlace(self.qps.clone());
@@ -156,6 +172,8 @@ impl RsiwDevice {
             place,
             self.queue.clone(),
             queues,
+            srq,
+            events,
         )?;
         let mut table = self.tables.qps.lock();
         table.remove_where(|q| q.is_destroyed());
@@ -202,6 +220,16 @@ impl RsiwDevice {
             attr.max_inline_data = limits::MAX_INLINE;
         }
         Ok(queues)
+    }
+
+    fn srq(&self, id: SrqId) -> Result<Arc<Srq>> {
+        self.tables
+            .srqs
+            .lock()
+            .iter()
+            .find(|(i, s)| *i == id && !s.is_destroyed())
+            .map(|(_, s)| s.clone())
+            .ok_or(EINVAL)
     }
 
     fn cq(&self, id: Option<CqId>) -> Result<Arc<Cq>> {
@@ -267,6 +295,7 @@ pub(crate) fn create(
             cqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_cq_id: AtomicU32::new(1),
             qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
+            srqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_qpn: AtomicU32::new(1),
             mrs: MrTable::new()?,
             cm: Cm::new(queue.clone())?,
@@ -275,6 +304,7 @@ pub(crate) fn create(
                 pin_init!(Tables {
                     cqs <- new_mutex!(Slots::new(), "rsiw::Tables::cqs"),
                     qps <- new_spinlock!(Slots::new(), "rsiw::Tables::qps"),
+                    srqs <- new_mutex!(Slots::new(), "rsiw::Tables::srqs"),
                 }),
                 GFP_KERNEL,
             )?,
@@ -502,13 +532,10 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         attr: &mut QpInitAttributes,
         user: Option<&mut UserVerb<'_>>,
         handle: QpHandle,
+        events: QpEvents,
     ) -> Result<(Arc<dyn QueuePair>, u32)> {
         use limits::*;
         if attr.create_flags != 0 || !attr.reliable_connected {
-            return Err(EOPNOTSUPP);
-        }
-        if attr.has_srq {
-            // Shared receive queues are not there yet.
             return Err(EOPNOTSUPP);
         }
         if attr.max_send_wr == 0
@@ -522,7 +549,47 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         {
             return Err(EINVAL);
         }
-        self.create_rc_qp(attr, handle, user)
+        self.create_rc_qp(attr, handle, events, user)
+    }
+
+    fn create_srq(
+        &self,
+        _dev: &Device,
+        _pd: PdId,
+        attr: &mut SrqAttributes,
+        user: Option<&mut UserVerb<'_>>,
+        events: SrqEvents,
+        id: SrqId,
+    ) -> Result<Arc<dyn SharedReceiveQueue>> {
+        use limits::*;
+        if attr.max_wr == 0
+            || attr.max_wr > MAX_SRQ_WR
+            || attr.max_sge > MAX_SGE
+            || attr.limit > attr.max_wr
+        {
+            return Err(EINVAL);
+        }
+        take_one(&self.srqs, MAX_SRQ)?;
+        // From here our place is given back when the SRQ (or this error path) drops it.
+        let place = CountedPlace(self.srqs.clone());
+        attr.max_sge = attr.max_sge.max(1);
+        let srq = match user {
+            None => Srq::new(attr.max_wr, attr.max_sge, attr.limit, events, place)?,
+            Some(user) => {
+                let num = attr.max_wr.checked_next_power_of_two().ok_or(EINVAL)?;
+                let len = (num as usize).checked_mul(abi::RQE_SIZE).ok_or(EINVAL)?;
+                let ring = UserMemory::new(len)?.map(user)?;
+                let response = abi::create_srq_response(num, ring.key());
+                let srq = Srq::new_user(ring, num, attr.max_sge, attr.limit, events, place)?;
+                write_response(user.udata(), &response)?;
+                attr.max_wr = num;
+                srq
+            }
+        };
+        let mut table = self.tables.srqs.lock();
+        table.remove_where(|(_, s)| s.is_destroyed());
+        table.insert((id, srq.clone()), GFP_KERNEL)?;
+        Ok(srq)
     }
 }
 

@@ -32,6 +32,7 @@ use kernel::{
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
+        async_event::{QpEvent, QpEvents},
         iw_provider::{IwCmId, IwEvent},
         memory_region::DmaRange,
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
@@ -54,6 +55,8 @@ use crate::{
         },
         terminate::TermError,
     },
+    ring::Ring,
+    srq::Srq,
     user_queues::{UserQueues, INLINE_LKEY},
 };
 
@@ -84,57 +87,6 @@ enum State {
     Closing,
     /// Failed or closed: work requests are flushed.
     Error,
-}
-
-/// A fixed-size ring of work requests.
-struct Ring<T: Copy> {
-    slots: KVec<Option<T>>,
-    head: usize,
-    len: usize,
-}
-
-impl<T: Copy> Ring<T> {
-    fn new(n: u32) -> Result<Self> {
-        let mut slots = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        for _ in 0..n {
-            slots.push(None, GFP_KERNEL)?;
-        }
-        Ok(Self {
-            slots,
-            head: 0,
-            len: 0,
-        })
-    }
-
-    fn push(&mut self, v: T) -> Result {
-        let cap = self.slots.len();
-        if self.len == cap {
-            return Err(ENOMEM);
-        }
-        let at = (self.head + self.len) % cap;
-        if let Some(slot) = self.slots.get_mut(at) {
-            *slot = Some(v);
-        }
-        self.len += 1;
-        Ok(())
-    }
-
-    fn peek(&self) -> Option<T> {
-        if self.len == 0 {
-            return None;
-        }
-        *self.slots.get(self.head)?
-    }
-
-    fn pop(&mut self) -> Option<T> {
-        let v = self.peek()?;
-        if let Some(slot) = self.slots.get_mut(self.head) {
-            *slot = None;
-        }
-        self.head = (self.head + 1) % self.slots.len();
-        self.len -= 1;
-        Some(v)
-    }
 }
 
 /// Where the work requests wait.
@@ -227,6 +179,10 @@ pub(crate) struct Qp {
     rcq: Arc<Cq>,
     signal_all: bool,
     caps: QpInitAttributes,
+    /// The shared receive queue its receives come from, if any.
+    srq: Option<Arc<Srq>>,
+    /// Raises its asynchronous events.
+    events: QpEvents,
     flags: AtomicU32,
     #[pin]
     inner: SpinLockBh<Inner>,
@@ -291,6 +247,8 @@ impl Qp {
         place: CountedPlace,
         queue: Arc<OwnedQueue>,
         user: Option<UserQueues>,
+        srq: Option<Arc<Srq>>,
+        events: QpEvents,
     ) -> Result<Arc<Self>> {
         let rx_chunk = KVec::from_elem(0u8, RX_CHUNK, GFP_KERNEL)?;
         let tx = KVec::from_elem(0u8, TX_BUFFER, GFP_KERNEL)?;
@@ -323,6 +281,8 @@ impl Qp {
                 rcq,
                 signal_all: caps.signal_all,
                 caps,
+                srq,
+                events,
                 flags: AtomicU32::new(0),
                 inner <- new_spinlock_bh!(
                     Inner { engine: None, queues, rx_chunk },
@@ -416,7 +376,11 @@ impl Qp {
             rx_chunk,
         } = &mut *guard;
         let engine = engine.as_mut()?;
-        let mut ctx = Ctx { queues, qp: self };
+        let mut ctx = Ctx {
+            queues,
+            qp: self,
+            flushing: false,
+        };
         Some(f(engine, &mut ctx, rx_chunk))
     }
 
@@ -471,21 +435,33 @@ impl Qp {
     fn to_error(&self) {
         let mut guard = self.inner.lock();
         let Inner { engine, queues, .. } = &mut *guard;
+        let was_in_error = queues.state == State::Error;
         queues.state = State::Error;
-        let mut ctx = Ctx { queues, qp: self };
+        let mut ctx = Ctx {
+            queues,
+            qp: self,
+            flushing: true,
+        };
         match engine.as_mut() {
             Some(e) => e.flush(&mut ctx),
             None => ctx.flush_queues(),
         }
         *engine = None;
+        drop(guard);
+        if self.srq.is_some() && !was_in_error {
+            // No receive will be taken from the SRQ any more (`ib_drain_qp` waits for this).
+            self.events.raise(QpEvent::LastWqeReached);
+        }
     }
 
     /// Ends the connection: the QP to ERROR, everything flushed, TCP closed, iw_cm told.
     fn end(&self, peer_started: bool) {
+        let mut terminated = false;
         {
             let guard = self.inner.lock();
             if let Some(e) = guard.engine.as_ref() {
                 if let Some(error) = e.termination() {
+                    terminated = true;
                     let (layer, kind, code) =
                         (error.layer() as u8, error.error_type(), error.error_code());
                     let by = if e.peer_terminated() { "peer" } else { "rsiw" };
@@ -497,6 +473,10 @@ impl Qp {
             }
         }
         self.to_error();
+        if terminated {
+            // The stream failed (TERMINATE sent or received): the QP is in error.
+            self.events.raise(QpEvent::Fatal);
+        }
         let connection = self.connection.lock().take();
         if let Some(mut c) = connection {
             c.socket.remove_callbacks();
@@ -670,6 +650,8 @@ impl Qp {
 struct Ctx<'a> {
     queues: &'a mut Queues,
     qp: &'a Qp,
+    /// The QP is being flushed: a shared receive queue keeps its work requests.
+    flushing: bool,
 }
 
 impl Ctx<'_> {
@@ -780,6 +762,18 @@ impl QpContext for Ctx<'_> {
     }
 
     fn pop_recv(&mut self) -> Option<RecvRequest> {
+        if let Some(srq) = &self.qp.srq {
+            if self.flushing {
+                return None;
+            }
+            return match srq.take() {
+                Ok(wr) => wr,
+                Err(bad) => {
+                    self.qp.bad_user_entry(&bad);
+                    None
+                }
+            };
+        }
         match &mut self.queues.work {
             WorkQueues::Kernel { rq, .. } => rq.pop(),
             WorkQueues::User(u) => match u.pop_recv() {
@@ -903,7 +897,7 @@ impl QpContext for Ctx<'_> {
 }
 
 /// The engine's form of a verbs scatter/gather list.
-fn sge_list(sges: &[kernel::rdma::work_request::Sge]) -> Result<SgeList> {
+pub(crate) fn sge_list(sges: &[kernel::rdma::work_request::Sge]) -> Result<SgeList> {
     let mut v = [Sge::default(); crate::proto::qp_engine::MAX_SGE];
     if sges.len() > v.len() {
         return Err(EINVAL);
@@ -1017,7 +1011,12 @@ impl QueuePair for Qp {
             }
             if queues.state == State::Error {
                 // New work requests complete at once as flushed.
-                Ctx { queues, qp: self }.flush_queues();
+                Ctx {
+                    queues,
+                    qp: self,
+                    flushing: true,
+                }
+                .flush_queues();
             }
             queues.state
         };

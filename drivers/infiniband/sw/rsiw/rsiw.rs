@@ -40,8 +40,10 @@ mod kernel_crc32c;
 mod mr;
 pub mod proto;
 mod qp;
+mod ring;
 mod settings;
 mod slots;
+mod srq;
 mod user_queues;
 
 module! {

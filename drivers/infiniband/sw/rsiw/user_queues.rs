@@ -170,35 +170,9 @@ impl UserQueues {
     /// Takes the next receive queue entry, if the process posted one. A malformed entry is
     /// taken and its error completion returned.
     pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<RecvRequest>, Completion> {
-        let Some(rq) = self.rq.as_ref() else {
-            return Ok(None);
-        };
-        let at = (self.rq_get % self.num_rqe) as usize * RQE_SIZE;
-        let valid = rq
-            .load_u16(at + user_queue::FLAGS_OFFSET)
-            .is_ok_and(|f| f & user_queue::VALID != 0);
-        if !valid {
-            return Ok(None);
-        }
-        fence(Ordering::Acquire);
-        let mut raw = [0u8; RQE_SIZE];
-        let read = rq.read(at, &mut raw);
-        let _ = rq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
-        self.rq_get = self.rq_get.wrapping_add(1);
-        let decoded = read
-            .map_err(|_| WcStatus::GeneralErr)
-            .and_then(|()| user_queue::decode_rqe(&raw).map_err(|e| e.status()));
-        match decoded {
-            Ok(request) => Ok(Some(request)),
-            Err(status) => Err(Completion {
-                wr_id: user_queue::entry_id(&raw),
-                status,
-                opcode: WcOpcode::Recv,
-                byte_len: 0,
-                imm: None,
-                invalidated: None,
-                solicited: false,
-            }),
+        match self.rq.as_ref() {
+            Some(rq) => take_rqe(rq, self.num_rqe, &mut self.rq_get),
+            None => Ok(None),
         }
     }
 
@@ -212,4 +186,46 @@ impl UserQueues {
             .checked_add(offset as usize)?;
         self.inline.get(start..start.checked_add(len)?)
     }
+}
+
+/// Takes the receive queue entry `*get` of the ring `rq` of `num` entries, if the process
+/// posted it, releases it and advances `*get`. A malformed entry is taken and its error
+/// completion returned.
+pub(crate) fn take_rqe(
+    rq: &UserMapping,
+    num: u32,
+    get: &mut u32,
+) -> core::result::Result<Option<RecvRequest>, Completion> {
+    let at = (*get % num) as usize * RQE_SIZE;
+    if !rqe_posted(rq, num, *get) {
+        return Ok(None);
+    }
+    // The entry's content is read after its flag (`smp_rmb`).
+    fence(Ordering::Acquire);
+    let mut raw = [0u8; RQE_SIZE];
+    let read = rq.read(at, &mut raw);
+    let _ = rq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
+    *get = get.wrapping_add(1);
+    let decoded = read
+        .map_err(|_| WcStatus::GeneralErr)
+        .and_then(|()| user_queue::decode_rqe(&raw).map_err(|e| e.status()));
+    match decoded {
+        Ok(request) => Ok(Some(request)),
+        Err(status) => Err(Completion {
+            wr_id: user_queue::entry_id(&raw),
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len: 0,
+            imm: None,
+            invalidated: None,
+            solicited: false,
+        }),
+    }
+}
+
+/// Whether the receive queue entry `index` of the ring `rq` of `num` entries is posted.
+pub(crate) fn rqe_posted(rq: &UserMapping, num: u32, index: u32) -> bool {
+    let at = (index % num) as usize * RQE_SIZE;
+    rq.load_u16(at + user_queue::FLAGS_OFFSET)
+        .is_ok_and(|f| f & user_queue::VALID != 0)
 }
