@@ -834,4 +834,39 @@ impl SkbSlice<'_> {
         // `start..start + n` is inside them; `dst` is writable for `n` bytes.
         to_result(unsafe { bindings::skb_copy_bits(self.skb, start, dst.as_mut_ptr().cast(), n) })
     }
+
+    /// Hands the bytes of the slice to `f` in place, as the contiguous pieces the socket
+    /// buffer holds them in (its head, then each page fragment, mapped for the call), in
+    /// order, without copying them. `f` returns `false` to stop early.
+    pub fn for_each_piece(&self, f: &mut dyn FnMut(&[u8]) -> bool) {
+        let Some(to) = u32::try_from(self.len)
+            .ok()
+            .and_then(|len| self.offset.checked_add(len))
+        else {
+            return;
+        };
+        // SAFETY: Plain data, set up by `skb_prepare_seq_read`.
+        let mut st: bindings::skb_seq_state = unsafe { core::mem::zeroed() };
+        // SAFETY: `skb` holds the bytes `offset..to` and is valid for `'a` (type invariant).
+        unsafe { bindings::skb_prepare_seq_read(self.skb, self.offset, to, &mut st) };
+        let mut consumed = 0;
+        loop {
+            let mut data: *const u8 = core::ptr::null();
+            // SAFETY: `st` was prepared on our skb; `consumed` is what we were given so far.
+            let n = unsafe { bindings::skb_seq_read(consumed, &mut data, &mut st) };
+            if n == 0 || data.is_null() {
+                // The walk is over; `skb_seq_read` released its state.
+                return;
+            }
+            // SAFETY: `skb_seq_read` made `n` bytes at `data` readable (mapping a fragment if
+            // need be) until the next call on `st`; the slice does not outlive this iteration.
+            let piece = unsafe { core::slice::from_raw_parts(data, n as usize) };
+            if !f(piece) {
+                // SAFETY: A walk in progress on `st`: unmaps what it mapped.
+                unsafe { bindings::skb_abort_seq_read(&mut st) };
+                return;
+            }
+            consumed += n;
+        }
+    }
 }

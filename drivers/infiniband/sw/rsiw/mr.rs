@@ -110,8 +110,14 @@ impl Mr {
     /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
     /// The caller has checked the region's key, state, rights and bounds.
     fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
-        let s = self.state.lock();
-        match &s.backing {
+        self.state.lock().with_memory(addr, len, f)
+    }
+}
+
+impl MrState {
+    /// [`Mr::with_memory`] with the region's state locked.
+    fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
+        match &self.backing {
             Backing::Dma(mem) => {
                 let len = u32::try_from(len).map_err(|_| EINVAL)?;
                 f(mem.range(addr, len).ok_or(EINVAL)?)
@@ -300,15 +306,19 @@ impl MrTable {
         Some(mr.describe(number))
     }
 
-    /// Copies between memory and a buffer for a tagged access the placement checks allowed.
+    /// Copies between memory and a buffer for a tagged access the placement checks allowed,
+    /// `offset` bytes after the region's base.
     pub(crate) fn tagged(
         &self,
         stag: u32,
-        addr: u64,
+        offset: u64,
         len: u64,
         f: &mut dyn FnMut(DmaRange) -> Result,
     ) -> Result {
-        self.get(stag).ok_or(EINVAL)?.with_memory(addr, len, f)
+        let mr = self.get(stag).ok_or(EINVAL)?;
+        let s = mr.state.lock();
+        let base = s.backing.bounds().map_or(0, |(base, _)| base);
+        s.with_memory(base.checked_add(offset).ok_or(EINVAL)?, len, f)
     }
 
     /// Runs `f` over the memory of a local SGE after checking the key, PD, state, bounds and,

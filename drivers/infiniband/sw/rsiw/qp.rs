@@ -72,9 +72,6 @@ mod ib_state {
 
 /// Bytes of FPDUs the transmit work builds per `sendmsg`.
 const TX_BUFFER: usize = 64 * 1024;
-/// Bytes copied out of a socket buffer per engine call in the receive path: each call looks
-/// regions up and takes locks, so fewer, larger calls are cheaper.
-const RX_CHUNK: usize = 16 * 1024;
 
 /// The iWARP state of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,7 +143,6 @@ type Engine = QpEngine<KernelCrc32c, HeapSlots>;
 struct Inner {
     engine: Option<KBox<Engine>>,
     queues: Queues,
-    rx_chunk: KVec<u8>,
 }
 
 /// The connection of a QP, used from process context.
@@ -250,7 +246,6 @@ impl Qp {
         srq: Option<Arc<Srq>>,
         events: QpEvents,
     ) -> Result<Arc<Self>> {
-        let rx_chunk = KVec::from_elem(0u8, RX_CHUNK, GFP_KERNEL)?;
         let tx = KVec::from_elem(0u8, TX_BUFFER, GFP_KERNEL)?;
         let kicker = Arc::pin_init(
             pin_init!(Kicker {
@@ -285,7 +280,7 @@ impl Qp {
                 events,
                 flags: AtomicU32::new(0),
                 inner <- new_spinlock_bh!(
-                    Inner { engine: None, queues, rx_chunk },
+                    Inner { engine: None, queues },
                     "Qp::inner"
                 ),
                 connection <- new_mutex!(None, "Qp::connection"),
@@ -365,23 +360,16 @@ impl Qp {
     }
 
     /// Runs the engine with its context.
-    fn with_engine<R>(
-        &self,
-        f: impl FnOnce(&mut Engine, &mut Ctx<'_>, &mut [u8]) -> R,
-    ) -> Option<R> {
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut Ctx<'_>) -> R) -> Option<R> {
         let mut guard = self.inner.lock();
-        let Inner {
-            engine,
-            queues,
-            rx_chunk,
-        } = &mut *guard;
+        let Inner { engine, queues } = &mut *guard;
         let engine = engine.as_mut()?;
         let mut ctx = Ctx {
             queues,
             qp: self,
             flushing: false,
         };
-        Some(f(engine, &mut ctx, rx_chunk))
+        Some(f(engine, &mut ctx))
     }
 
     /// Builds FPDUs and writes them to the socket until the engine has nothing more.
@@ -395,7 +383,7 @@ impl Qp {
                 return;
             }
             let n = self
-                .with_engine(|engine, ctx, _| {
+                .with_engine(|engine, ctx| {
                     if ctx.queues.state != State::Rts && !engine.wants_transmit() {
                         return 0;
                     }
@@ -718,11 +706,6 @@ impl Ctx<'_> {
         len: usize,
         f: &mut dyn FnMut(DmaRange, usize) -> Result,
     ) -> core::result::Result<(), TermError> {
-        let region = self.region(stag).ok_or(TermError::DdpInvalidStag)?;
-        let addr = region
-            .base
-            .checked_add(offset)
-            .ok_or(TermError::DdpBaseBounds)?;
         let mut at = 0;
         let mut piece = |r: DmaRange| {
             f(r, at)?;
@@ -731,7 +714,7 @@ impl Ctx<'_> {
         };
         self.qp
             .mrs
-            .tagged(stag, addr, len as u64, &mut piece)
+            .tagged(stag, offset, len as u64, &mut piece)
             .map_err(|_| TermError::DdpBaseBounds)
     }
 }
@@ -1039,19 +1022,15 @@ impl TcpCallbacks for Qp {
     fn data_ready(&self, rx: &mut RxQueue<'_>) {
         let mut wants_tx = false;
         let mut failed = false;
-        let _ = self.with_engine(|engine, ctx, chunk| {
+        let _ = self.with_engine(|engine, ctx| {
             rx.read(&mut |slice| {
-                let mut at = 0;
-                while at < slice.len() && !failed {
-                    let n = (slice.len() - at).min(chunk.len());
-                    let Some(buf) = chunk.get_mut(..n) else { break };
-                    if slice.copy_to(at, buf).is_err() {
-                        break;
-                    }
-                    if engine.receive(buf, ctx).is_err() {
-                        failed = true;
-                    }
-                    at += n;
+                // The engine takes the socket buffer's bytes in place: payload is copied once,
+                // straight into the consumer's memory.
+                if !failed {
+                    slice.for_each_piece(&mut |bytes| {
+                        failed = engine.receive(bytes, ctx).is_err();
+                        !failed
+                    });
                 }
                 // Bytes after a failure are dropped: the stream is over.
                 slice.len()
