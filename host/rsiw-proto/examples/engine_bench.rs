@@ -237,6 +237,7 @@ fn engine(fpdu: usize) -> Engine {
             pd: PD,
             ird: 128,
             ord: 128,
+            rtr: RtrState::None,
         },
         CountingCrc,
     )

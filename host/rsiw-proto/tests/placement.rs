@@ -511,3 +511,31 @@ proptest! {
         prop_assert_eq!(r, Err(TermError::DdpMessageTooLong));
     }
 }
+
+#[test]
+fn skip_message_counts_an_rtr_without_a_buffer() {
+    // A zero-length Send RTR consumed by connection setup: MSN 1 is gone,
+    // no buffer was bound.
+    let mut q = UntaggedQueue::with_posted_buffers(QueueNumber::Send);
+    assert!(q.skip_message());
+    assert_eq!((q.expected_msn(), q.message_offset()), (2, 0));
+    assert!(q.needs_buffer());
+    assert_eq!(q.place(&seg(0, 1, 0, true, 0)), Err(TermError::DdpMsnRange));
+    q.bind_buffer(10);
+    // A message in progress (a buffer bound, then a segment placed) cannot
+    // be skipped.
+    assert!(!q.skip_message());
+    q.place(&seg(0, 2, 0, false, 4)).unwrap();
+    assert!(!q.skip_message());
+    assert_eq!((q.expected_msn(), q.message_offset()), (2, 4));
+    q.place(&seg(0, 2, 4, true, 6)).unwrap();
+    assert_eq!(q.expected_msn(), 3);
+
+    // A Read Request RTR on the header-only queue 1.
+    let mut q = UntaggedQueue::header_only(QueueNumber::ReadRequest);
+    assert!(q.skip_message());
+    assert_eq!(q.expected_msn(), 2);
+    assert_eq!(q.buffer_len(), Some(0));
+    let p = q.place(&seg(1, 2, 0, true, 0)).unwrap();
+    assert_eq!(p.msn, 2);
+}

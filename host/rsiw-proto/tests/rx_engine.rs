@@ -666,3 +666,41 @@ fn garbage_never_panics() {
         let _ = feed_chunked(&mut rx, &mut mem, &bytes, &[3, 1, 8]);
     }
 }
+
+#[test]
+fn skip_message_expects_the_next_msn() {
+    use rsiw_proto::proto::ddp::QueueNumber;
+    for crc in [true, false] {
+        let mut m = receiver();
+        let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+        assert!(rx.skip_message(QueueNumber::Send));
+        assert!(rx.skip_message(QueueNumber::ReadRequest));
+        assert_eq!(rx.queues().send.expected_msn(), 2);
+        assert_eq!(rx.queues().read_request.expected_msn(), 2);
+        let stream: Vec<u8> = [send(2, 0, true, b"hi"), read_request(4, R, 0, 2)]
+            .iter()
+            .flat_map(|u| fpdu(u, crc))
+            .collect();
+        feed_chunked(&mut rx, &mut m, &stream, &[]).unwrap();
+        // No receive was taken for the skipped Send, one for MSN 2.
+        assert_eq!(m.taken.len(), 1);
+        assert!(matches!(m.events[0], Ev::Send { msn: 2, .. }));
+        assert!(matches!(m.events[1], Ev::ReadRequest { .. }));
+    }
+    // MSN 1 after the skip is out of range.
+    let mem = || {
+        let mut m = receiver();
+        m.posted.clear();
+        m.posted.push_back(16);
+        m
+    };
+    for crc in [true, false] {
+        let mut m = mem();
+        let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+        rx.skip_message(QueueNumber::Send);
+        let stream = fpdu(&send(1, 0, true, b""), crc);
+        let term = feed_chunked(&mut rx, &mut m, &stream, &[]).unwrap_err();
+        assert_eq!(term.error(), TermError::DdpMsnRange);
+        assert!(m.taken.is_empty());
+    }
+}

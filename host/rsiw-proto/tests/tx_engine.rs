@@ -267,3 +267,36 @@ fn terminate_echo_round_trips() {
         _ => panic!("not a terminate"),
     }
 }
+
+#[test]
+fn skip_msn_counts_a_message_sent_outside() {
+    let mut tx = TxEngine::<SoftCrc32c>::new(None, 1024);
+    // The RFC 6581 Send RTR took MSN 1 of queue 0, a Read RTR MSN 1 of
+    // queue 1.
+    assert_eq!(tx.skip_msn(QueueNumber::Send), 1);
+    assert_eq!(tx.skip_msn(QueueNumber::ReadRequest), 1);
+    assert_eq!(tx.next_msn(QueueNumber::Send), 2);
+    assert_eq!(tx.next_msn(QueueNumber::ReadRequest), 2);
+    assert_eq!(tx.next_msn(QueueNumber::Terminate), 1);
+    let send = tx
+        .start(WorkRequest::Send {
+            len: 0,
+            solicited: false,
+            invalidate: None,
+        })
+        .unwrap();
+    assert_eq!(send.msn(), 2);
+    let imm = tx
+        .start(WorkRequest::Immediate {
+            data: ImmediateData::from_be32(1),
+            solicited: false,
+        })
+        .unwrap();
+    assert_eq!(imm.msn(), 3);
+    let atomic = tx
+        .start(WorkRequest::AtomicRequest(AtomicRequestHeader::fetch_add(
+            0, 0x100, 0, 1, 0,
+        )))
+        .unwrap();
+    assert_eq!(atomic.msn(), 2);
+}

@@ -3,9 +3,10 @@
 //! The QP engine fed arbitrary bytes in fuzzer-chosen chunks, transmitting
 //! after every chunk, over a small in-memory RNIC with work requests posted
 //! on both queues (some Reads and Atomics already outstanding, so that
-//! responses can match them). It never panics, never writes a transmit
+//! responses can match them), in the client-server model or past any RFC
+//! 6581 RTR sent or received. It never panics, never writes a transmit
 //! buffer past its end, and after the final flush every posted work request
-//! has completed exactly once.
+//! has completed exactly once (the RTR, no work request, never completes).
 
 #![no_main]
 
@@ -13,6 +14,7 @@ use std::collections::VecDeque;
 
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
+use rsiw_proto::proto::mpa::RtrKind;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::terminate::TermError;
@@ -181,6 +183,8 @@ impl QpContext for Node {
     }
 }
 
+const KINDS: [RtrKind; 3] = [RtrKind::Send, RtrKind::Write, RtrKind::Read];
+
 fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
     Sge { addr, length, lkey }
 }
@@ -190,6 +194,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let fpdu_size = [64, 200, 1024, 4096][usize::from(config >> 6)];
+    // The RFC 6581 RTR connection setup exchanged, from the split byte (its
+    // other uses only need it to vary): 0 (the seeds' 7) is the
+    // client-server model.
+    let rtr = match split % 7 {
+        0 => RtrState::None,
+        n @ 1..=3 => RtrState::Sent(KINDS[usize::from(n - 1)]),
+        n => RtrState::Received(KINDS[usize::from(n - 4)]),
+    };
     let mut engine = QpEngine::new(
         EngineConfig {
             crc: config & 1 != 0,
@@ -197,6 +209,7 @@ fuzz_target!(|data: &[u8]| {
             pd: PD,
             ird: u16::from(config >> 1 & 7),
             ord: u16::from(config >> 4 & 3) + 1,
+            rtr,
         },
         SoftCrc32c,
     );

@@ -44,6 +44,11 @@
 //!   zero-length Read Response ([`ResponderHandshake::rtr_response`]),
 //!   which the initiator's QP then receives like any other.
 //!
+//! [`super::qp_engine::EngineConfig::rtr`] tells the QP engine which RTR
+//! was sent or received ([`super::qp_engine::RtrState::initiator`] and
+//! [`super::qp_engine::RtrState::responder`] build it from the outcomes
+//! here), so that it starts past it.
+//!
 //! The RTR segments use STag 1 and offset 0: a zero-length tagged segment is
 //! not validated (see [`super::placement`]), and some RNICs treat STag 0
 //! specially, which is why the C siw does the same.

@@ -399,6 +399,21 @@ impl UntaggedQueue {
         true
     }
 
+    /// Counts one whole message as received without placing anything: the
+    /// RFC 6581 ready-to-receive message that connection setup consumed
+    /// before the stream was handed over (a zero-length Send takes MSN 1 of
+    /// queue 0 and no receive buffer, a zero-length Read Request MSN 1 of
+    /// queue 1). The next message must carry the following MSN. Returns
+    /// `false`, changing nothing, while a message is in progress (a segment
+    /// of it placed, or a receive buffer bound to it).
+    pub fn skip_message(&mut self) -> bool {
+        let idle = self.message_offset == 0 && (self.header_only || self.buffer.is_none());
+        if idle {
+            self.expected_msn = self.expected_msn.wrapping_add(1);
+        }
+        idle
+    }
+
     /// Validates `segment` and, if it may be placed, advances the queue past
     /// it. On error the queue is unchanged; the stream is then terminated.
     ///

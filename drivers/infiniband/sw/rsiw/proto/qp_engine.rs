@@ -52,6 +52,28 @@
 //! posted right after an RDMA Write reaches the peer as an RDMA Write with
 //! Immediate: the wire cannot tell them apart.
 //!
+//! # Peer-to-peer connections
+//!
+//! In the peer-to-peer model of RFC 6581 the initiator's first FPDU is a
+//! zero-length ready-to-receive (RTR) message, sent and checked by
+//! connection setup ([`super::mpa_handshake`]) before the engine starts; the
+//! responder also answers a Read RTR there. The RTR is a message of the
+//! RDMAP stream all the same, and [`EngineConfig::rtr`] makes the engine
+//! start past it ([`RtrState`]):
+//!
+//! - a Send RTR took MSN 1 of queue 0: the initiator's first Send family or
+//!   Immediate Data message carries MSN 2, and the responder expects MSN 2
+//!   (the RTR consumed no receive request);
+//! - a Read RTR took MSN 1 of queue 1, which Read and Atomic Requests share
+//!   (RFC 7306 section 5.2): the initiator's first Read or Atomic Request
+//!   carries MSN 2, and the responder expects MSN 2 with no IRD entry
+//!   taken (its Read Response is already sent). At the initiator the RTR
+//!   holds an ORD credit ([`Requester::issue_rtr_read`]) until its
+//!   zero-length Read Response (STag [`RTR_STAG`], offset 0) arrives, which
+//!   frees it and completes nothing; any other Read Response is refused as
+//!   before;
+//! - a Write RTR changes nothing.
+//!
 //! # Errors
 //!
 //! A local error on a work request (a bad local key, a Read with more than
@@ -76,6 +98,8 @@ use super::crc32c::Crc32c;
 use super::ddp::{DdpHeader, QueueNumber};
 use super::fpdu::CRC_LEN;
 use super::immediate::ImmediateData;
+use super::mpa::RtrKind;
+use super::mpa_handshake::{ReceivedRtr, RTR_STAG};
 use super::ord_ird::{IssueError, RequestKind, Requester, Responder, MAX_DEPTH};
 use super::placement::{check_tagged, MemoryRegion, TaggedAccess, TaggedUse};
 use super::rdmap::ReadRequestHeader;
@@ -563,6 +587,52 @@ pub struct EngineConfig {
     pub ird: u16,
     /// Outbound Read/Atomic queue depth (as requester).
     pub ord: u16,
+    /// The ready-to-receive message of a peer-to-peer connection (RFC 6581),
+    /// which connection setup exchanged before the engine starts;
+    /// [`RtrState::None`] in the client-server model.
+    pub rtr: RtrState,
+}
+
+/// The RFC 6581 ready-to-receive (RTR) message of a connection, as the
+/// engine has to account for it (see the module documentation).
+///
+/// Connection setup ([`super::mpa_handshake`]) sends and checks the RTR,
+/// and the responder answers a Read RTR, before the engine starts; the RTR
+/// is nonetheless a message of the RDMAP stream, so the engine starts past
+/// it. The default is the client-server model: no RTR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RtrState {
+    /// No RTR: the client-server model, or a peer-to-peer connection whose
+    /// RTR the engine has nothing to account for.
+    #[default]
+    None,
+    /// This side is the initiator and sent an RTR of this kind.
+    Sent(RtrKind),
+    /// This side is the responder and received an RTR of this kind (and, for
+    /// a Read RTR, has sent its zero-length Read Response).
+    Received(RtrKind),
+}
+
+impl RtrState {
+    /// The state of an initiator whose negotiation chose `rtr`
+    /// ([`super::mpa_negotiation::InitiatorDecision::rtr`]), once it has sent
+    /// [`super::mpa_handshake::InitiatorHandshake::rtr_fpdu`].
+    pub const fn initiator(rtr: Option<RtrKind>) -> Self {
+        match rtr {
+            Some(kind) => Self::Sent(kind),
+            None => Self::None,
+        }
+    }
+
+    /// The state of a responder established with `rtr` (none in the
+    /// client-server model), once it has sent
+    /// [`super::mpa_handshake::ResponderHandshake::rtr_response`].
+    pub const fn responder(rtr: Option<ReceivedRtr>) -> Self {
+        match rtr {
+            Some(rtr) => Self::Received(rtr.kind()),
+            None => Self::None,
+        }
+    }
 }
 
 /// A Read or Atomic request of ours in an ORD slot.
@@ -582,6 +652,9 @@ pub struct Outstanding {
     invalidate: bool,
     /// Not completed yet.
     live: bool,
+    /// The RFC 6581 Read RTR, sent by connection setup: no work request,
+    /// so it completes nothing.
+    rtr: bool,
 }
 
 const NO_OUTSTANDING: Outstanding = Outstanding {
@@ -598,6 +671,7 @@ const NO_OUTSTANDING: Outstanding = Outstanding {
     request_id: 0,
     invalidate: false,
     live: false,
+    rtr: false,
 };
 
 /// A request of the peer in an IRD slot, ready to be answered.
@@ -1078,7 +1152,7 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
                 .complete(Completion::recv(o.wr_id, status, o.opcode, 0));
             return Err(LOCAL_FAILURE);
         }
-        if o.signaled {
+        if o.signaled && !o.rtr {
             self.ctx.complete(Completion::recv(
                 o.wr_id,
                 WcStatus::Success,
@@ -1119,8 +1193,10 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
             .find(|o| o.live && o.msn == h.msn)
         {
             o.live = false;
-            let c = Completion::recv(o.wr_id, remote_status(error), o.opcode, 0);
-            self.ctx.complete(c);
+            if !o.rtr {
+                let c = Completion::recv(o.wr_id, remote_status(error), o.opcode, 0);
+                self.ctx.complete(c);
+            }
         }
     }
 }
@@ -1158,7 +1234,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// The data path of a connection whose MPA negotiation gave `config`, keeping its
     /// per-slot state in `slots` (which should be empty).
     pub fn with_slots(config: EngineConfig, crc: C, slots: S) -> Self {
-        Self {
+        let mut engine = Self {
             rx: RxEngine::new(crc, config.crc, config.pd),
             tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
             fpdu_size: config.fpdu_size,
@@ -1176,6 +1252,50 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 sq_unblocked: false,
                 next_request_id: 0,
             },
+        };
+        engine.start_past_rtr(config.rtr);
+        engine
+    }
+
+    /// Accounts for the RTR message connection setup exchanged (see the
+    /// module documentation).
+    fn start_past_rtr(&mut self, rtr: RtrState) {
+        match rtr {
+            RtrState::None
+            | RtrState::Sent(RtrKind::Write)
+            | RtrState::Received(RtrKind::Write) => {}
+            RtrState::Sent(RtrKind::Send) => {
+                self.tx.skip_msn(QueueNumber::Send);
+            }
+            RtrState::Sent(RtrKind::Read) => {
+                let msn = self.tx.skip_msn(QueueNumber::ReadRequest);
+                // Nothing is outstanding yet, so the credit is free. Without
+                // slot storage for it the RTR's response finds no sink and
+                // terminates the stream, as any response to a request that
+                // could not be tracked would.
+                let Ok(slot) = self.st.requester.issue_rtr_read() else {
+                    return;
+                };
+                if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
+                    *o = Outstanding {
+                        sge: Sge {
+                            addr: 0,
+                            length: 0,
+                            lkey: RTR_STAG,
+                        },
+                        msn,
+                        live: true,
+                        rtr: true,
+                        ..NO_OUTSTANDING
+                    };
+                }
+            }
+            RtrState::Received(RtrKind::Send) => {
+                self.rx.skip_message(QueueNumber::Send);
+            }
+            RtrState::Received(RtrKind::Read) => {
+                self.rx.skip_message(QueueNumber::ReadRequest);
+            }
         }
     }
 
@@ -1615,6 +1735,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 request_id,
                 invalidate: matches!(wr.op, SendOp::ReadInv { .. }),
                 live: true,
+                rtr: false,
             };
         }
         ctx.pop_send();
@@ -1725,7 +1846,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
                 if o.live {
                     o.live = false;
-                    ctx.complete(Completion::recv(o.wr_id, WcStatus::WrFlushErr, o.opcode, 0));
+                    if !o.rtr {
+                        ctx.complete(Completion::recv(o.wr_id, WcStatus::WrFlushErr, o.opcode, 0));
+                    }
                 }
             }
         }

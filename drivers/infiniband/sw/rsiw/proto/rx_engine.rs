@@ -330,6 +330,19 @@ impl<C: Crc32c + Copy> RxEngine<C> {
         &self.state.queues
     }
 
+    /// Counts one whole message on `queue` as received outside the engine:
+    /// the RFC 6581 ready-to-receive message connection setup consumed
+    /// before the stream was handed over
+    /// ([`super::placement::UntaggedQueue::skip_message`]); the next message
+    /// on `queue` must carry the following MSN. Returns `false`, changing
+    /// nothing, while a message is in progress on `queue`.
+    pub fn skip_message(&mut self, queue: QueueNumber) -> bool {
+        self.state
+            .queues
+            .get_mut(queue as u32)
+            .is_ok_and(|q| q.skip_message())
+    }
+
     /// Whether the engine still accepts input.
     pub fn is_running(&self) -> bool {
         self.state.stage == Stage::Running

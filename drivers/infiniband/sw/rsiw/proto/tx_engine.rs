@@ -174,6 +174,15 @@ impl<C: Crc32c + Copy> TxEngine<C> {
         self.msns.0.get(queue as usize).copied().unwrap_or(0)
     }
 
+    /// Counts one message on `queue` that was sent outside the engine, so
+    /// that the next one gets the following MSN: the RFC 6581
+    /// ready-to-receive message connection setup sent before the stream was
+    /// handed over (a zero-length Send takes MSN 1 of queue 0, a zero-length
+    /// Read Request MSN 1 of queue 1). Returns the MSN it took.
+    pub fn skip_msn(&mut self, queue: QueueNumber) -> u32 {
+        self.msns.take(queue)
+    }
+
     /// Starts transmitting `wr`, assigning its MSNs. Messages must be sent in
     /// the order they are started; on error nothing is assigned.
     pub fn start<'a>(&mut self, wr: WorkRequest<'a>) -> Result<TxMessage<'a, C>, TxError> {
