@@ -32,6 +32,8 @@ copy() { # copy a file to the same path under $root, following links, keeping th
 mkdir -p "$out/tools"
 gcc -O2 -Wall -Werror -o "$out/tools/verbs-check" "$RSIW_TOP/kunit/tools/verbs-check.c" -libverbs
 bins+=("$out/tools/verbs-check")
+gcc -O2 -Wall -Werror -o "$out/tools/srq-limit" "$RSIW_TOP/kunit/tools/srq-limit.c" -libverbs -lrdmacm
+bins+=("$out/tools/srq-limit")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -41,6 +43,7 @@ for f in "${bins[@]}" "${libs[@]}"; do
 done
 copy /lib64/ld-linux-x86-64.so.2
 install -m 0755 "$out/tools/verbs-check" "$root/usr/bin/verbs-check"
+install -m 0755 "$out/tools/srq-limit" "$root/usr/bin/srq-limit"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"

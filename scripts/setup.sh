@@ -13,7 +13,7 @@ pkgs=(
   "$LINUX_SOURCE_PKG" clang lld llvm libclang-dev flex bison bc libelf-dev libssl-dev cpio
   busybox-static qemu-system-x86 ccache rdma-core ibverbs-utils ibverbs-providers rdmacm-utils
   perftest iproute2 nfs-kernel-server nfs-common fio iperf3 nvme-cli tcpdump kmod xz-utils
-  libibverbs-dev gcc
+  libibverbs-dev librdmacm-dev gcc
   python3 rsync
 )
 
