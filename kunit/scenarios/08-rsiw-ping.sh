@@ -18,7 +18,7 @@ settings=/sys/class/infiniband/rsiw0
 [ "$(cat $settings/mpa_crc)" = optional ] || fail "mpa_crc default: $(cat $settings/mpa_crc)"
 [ "$(cat $settings/mpa_revision)" = 2 ] || fail "mpa_revision default"
 [ "$(cat $settings/max_ird) $(cat $settings/max_ord)" = "128 128" ] || fail "IRD/ORD defaults"
-for bad in "mpa_crc sometimes" "mpa_revision 3" "max_ird 0" "max_ord 129" "peer_to_peer 1"; do
+for bad in "mpa_crc sometimes" "mpa_revision 3" "max_ird 0" "max_ord 129" "peer_to_peer 2" "rtr_kinds none"; do
   set -- $bad
   if echo $2 2>/dev/null >$settings/$1; then fail "$1 took $2"; fi
 done

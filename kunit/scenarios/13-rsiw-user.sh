@@ -2,7 +2,7 @@
 # rsiw from user space: rdma-core's stock siw provider drives rsiw through the siw user ABI
 # (mapped send, receive, shared receive and completion rings, the doorbell, user memory
 # regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
-# Write, data verified) and perftest over rdma_cm (-R). First rsiw with itself (rsiw0 on
+# Write, data verified), perftest over rdma_cm (-R), and an SRQ's limit event (srq-limit). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
 . /tests/lib.sh
@@ -40,6 +40,17 @@ perf_pair() {
   echo "$name: $tool $*: $line"
 }
 
+# srq_pair NAME SERVER_ADDR CLIENT_ADDR: the SRQ limit event (kunit/tools/srq-limit.c).
+srq_pair() {
+  timeout 60 srq-limit server $2 7471 >/tmp/srq-server.log 2>&1 &
+  local server=$!
+  wait_port 7471 || { cat /tmp/srq-server.log; fail "$1: srq-limit server did not listen"; }
+  timeout 60 srq-limit client $2 7471 $3 >/tmp/srq-client.log 2>&1 || {
+    cat /tmp/srq-client.log /tmp/srq-server.log; fail "$1: srq-limit client failed"; }
+  wait $server || { cat /tmp/srq-server.log; fail "$1: srq-limit server failed"; }
+  echo "$1: $(grep 'limit reached' /tmp/srq-server.log)"
+}
+
 perf_all() {
   perf_pair "$1" $2 $3 $4 ib_write_bw -s 65536 -n $iters -F
   perf_pair "$1" $2 $3 $4 ib_read_bw -s 65536 -n $iters -F
@@ -55,6 +66,28 @@ perf_all() {
 rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
 rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
+srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
+# The peer-to-peer model (RFC 6581): rsiw0 initiates with each RTR kind, rsiw1 accepts all.
+[ "$(cat /sys/class/infiniband/rsiw1/rtr_kinds)" = "send,write,read" ] || fail "rtr_kinds default"
+echo 1 >/sys/class/infiniband/rsiw0/peer_to_peer || fail "peer_to_peer 1"
+for kind in send write read; do
+  echo $kind >/sys/class/infiniband/rsiw0/rtr_kinds || fail "rtr_kinds $kind"
+  rping_pair "rsiw-rsiw, peer-to-peer, $kind RTR" $ADDR1 $ADDR0
+done
+# No RTR kind in common: the initiator refuses the reply (and tells the peer with a
+# TERMINATE), rping fails cleanly.
+echo read >/sys/class/infiniband/rsiw1/rtr_kinds
+echo write >/sys/class/infiniband/rsiw0/rtr_kinds
+timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
+wait_port 7174 || fail "rping server did not listen"
+if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
+  fail "peer-to-peer without a common RTR kind connected"
+fi
+kill %% 2>/dev/null; wait 2>/dev/null
+echo "rsiw-rsiw, peer-to-peer, no common RTR kind: refused"
+echo 0 >/sys/class/infiniband/rsiw0/peer_to_peer
+echo send,write,read >/sys/class/infiniband/rsiw0/rtr_kinds
+echo send,write,read >/sys/class/infiniband/rsiw1/rtr_kinds
 perf_all "rsiw-rsiw" rsiw1 rsiw0 $ADDR1
 rdma link del rsiw1
 left_behind "after rsiw with itself"
@@ -64,6 +97,7 @@ for crc in optional required; do
   echo $crc >/sys/class/infiniband/rsiw0/mpa_crc || fail "mpa_crc $crc"
   rping_pair "rsiw client, siw server, crc $crc" $ADDR1 $ADDR0
   rping_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
+  srq_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_write_bw -s 65536 -n $iters -F
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_write_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_read_bw -s 65536 -n $iters -F

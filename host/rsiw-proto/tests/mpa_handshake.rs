@@ -766,3 +766,47 @@ fn misuse_changes_nothing() {
     assert_eq!(res.decision(), Some(accepted.decision));
     assert_eq!(res.rtr_response(&mut buf), Ok(0));
 }
+
+#[test]
+fn terminate_fpdu_reports_setup_failures_on_queue_2() {
+    use rsiw_proto::proto::{
+        crc32c::SoftCrc32c, mpa_handshake::terminate_fpdu, terminate::TermError,
+    };
+    for (error, code) in [
+        (TermError::MpaNoMatchingRtr, 7u8),
+        (TermError::MpaInsufficientIrd, 6u8),
+    ] {
+        for crc in [false, true] {
+            let mut out = [0u8; 128];
+            let n = if crc {
+                terminate_fpdu(error, Some(SoftCrc32c), &mut out)
+            } else {
+                terminate_fpdu(error, None::<SoftCrc32c>, &mut out)
+            }
+            .unwrap();
+            // MPA length, then the untagged DDP header of queue 2, MSN 1, last, RDMAP
+            // opcode Terminate (7), then the TERMINATE control: layer 2, type 0, code.
+            let ulpdu = u16::from_be_bytes([out[0], out[1]]) as usize;
+            assert_eq!(n, (2 + ulpdu + 3) / 4 * 4 + 4);
+            assert_eq!(out[2] & 0x81, 0x01, "untagged, last");
+            assert_eq!(out[3] & 0x0f, 7, "RDMAP Terminate");
+            assert_eq!(
+                u32::from_be_bytes(out[8..12].try_into().unwrap()),
+                2,
+                "queue 2"
+            );
+            assert_eq!(
+                u32::from_be_bytes(out[12..16].try_into().unwrap()),
+                1,
+                "MSN 1"
+            );
+            assert_eq!(out[20] >> 4, 2, "layer 2 (LLP/MPA)");
+            assert_eq!(out[20] & 0x0f, 0, "error type 0");
+            assert_eq!(out[21], code);
+            if crc {
+                let c = u32::from_be_bytes(out[n - 4..n].try_into().unwrap());
+                assert_ne!(c, 0);
+            }
+        }
+    }
+}

@@ -13,8 +13,18 @@
 //! The MPA exchange runs the pure state machines of `proto/mpa_handshake.rs`, reading with
 //! `MSG_PEEK` and then consuming exactly what the machine used, so no byte of the stream after
 //! the MPA frame is ever taken from the socket here: the QP's receive path sees all of them.
-//! Every blocking receive has the MPA timeout. Peer-to-peer mode (RTR) is neither requested nor
-//! accepted yet: a request for it is refused by the negotiation (see the admin guide).
+//! Every blocking receive has the MPA timeout.
+//!
+//! Peer-to-peer model (RFC 6581): with the device's `peer_to_peer` setting the initiator asks
+//! for it, offering the device's RTR kinds; once accepted it sends the RTR message as the first
+//! FPDU, before iw_cm (and the ULP) hear CONNECT_REPLY, so nothing can precede it. A responder
+//! accepts it with the same kinds: `iw_accept` sends the MPA Reply and waits, in the caller's
+//! context, for the RTR (answering a Read RTR with its zero-length Read Response) before it
+//! reports ESTABLISHED; a wrong or missing RTR fails `iw_accept`, which iw_cm handles (it
+//! cannot take a CLOSE before ESTABLISHED on the passive side). Failures of the setup that
+//! RFC 6581 section 8 names are reported to the peer with a TERMINATE (layer 2, type 0). The
+//! QP's engine starts knowing which RTR went by ([`RtrState`]), as the RTR takes a message
+//! number.
 
 use core::{
     net::SocketAddr,
@@ -35,12 +45,14 @@ use crate::{
     kernel_crc32c::KernelCrc32c,
     proto::{
         mpa::RtrKinds,
+        mpa_handshake::{terminate_fpdu, HandshakeError},
         mpa_handshake::{
             Accepted, InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
             MAX_FRAME_LEN,
         },
-        mpa_negotiation::{InitiatorConfig, QueueDepth, ResponderConfig},
+        mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig},
         ord_ird::MAX_DEPTH,
+        qp_engine::RtrState,
     },
     qp::{Established, Qp},
     settings::Settings,
@@ -106,6 +118,18 @@ fn depth(d: QueueDepth, current: u32) -> u16 {
     }
 }
 
+/// Reports the failed setup `error` to the peer with a TERMINATE, if RFC 6581 section 8 names
+/// one for it.
+fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
+    let Some(term) = error.term() else { return };
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    if let Ok(n) = terminate_fpdu(term, crc.then_some(KernelCrc32c), &mut frame) {
+        if let Some(bytes) = frame.get(..n) {
+            let _ = socket.send(bytes, MsgFlags::NOSIGNAL);
+        }
+    }
+}
+
 /// Receives one MPA frame's worth of bytes for `feed`, which returns how many it used and
 /// whether it is done: peeks, feeds, consumes what was used.
 fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) -> Result {
@@ -155,6 +179,7 @@ struct Connecting {
             Arc<Qp>,
             u32,
             u32,
+            bool,
         )>,
     >,
     #[pin]
@@ -169,7 +194,8 @@ impl WorkItem for Connecting {
     type Pointer = Arc<Connecting>;
 
     fn run(this: Arc<Connecting>) {
-        let Some((id, socket, mut hs, qp, ird, ord)) = this.state.lock().take() else {
+        let Some((id, socket, mut hs, qp, ird, ord, crc_required)) = this.state.lock().take()
+        else {
             return;
         };
         let mut event = None;
@@ -208,6 +234,22 @@ impl WorkItem for Connecting {
             (Ok(()), Some(InitiatorEvent::Connected(decision))) => {
                 let ird = depth(decision.local_ird, ird);
                 let ord = depth(decision.local_ord, ord);
+                // Peer-to-peer: the RTR is the first FPDU, sent before anyone hears of the
+                // connection.
+                let mut rtr = [0u8; MAX_FRAME_LEN];
+                let sent = hs
+                    .rtr_fpdu(&mut rtr, KernelCrc32c)
+                    .map_err(|_| EINVAL)
+                    .and_then(|n| match rtr.get(..n) {
+                        Some([]) => Ok(()),
+                        Some(bytes) => socket.send(bytes, MsgFlags::NOSIGNAL).map(|_| ()),
+                        None => Err(EINVAL),
+                    });
+                if let Err(e) = sent {
+                    let _ = id.deliver(reply(addrs, Err(e), &[], 0, 0));
+                    let _ = socket.shutdown(Shutdown::Both);
+                    return;
+                }
                 let data = hs.peer_private_data();
                 let attached = qp.attach(
                     Established {
@@ -216,6 +258,7 @@ impl WorkItem for Connecting {
                         crc: decision.use_crc,
                         ird,
                         ord,
+                        rtr: RtrState::initiator(decision.rtr),
                     },
                     |_, id, status| {
                         let failed = status.is_err();
@@ -239,6 +282,12 @@ impl WorkItem for Connecting {
                     0,
                     0,
                 ));
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            (Ok(()), Some(InitiatorEvent::Failed(error))) => {
+                // E.g. no RTR kind in common (RFC 6581 section 8: TERMINATE 2/0/7).
+                send_terminate(&socket, error, crc_required);
+                let _ = id.deliver(reply(addrs, Err(ECONNREFUSED), &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
             }
             (Err(e), _) => {
@@ -273,9 +322,15 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         ird: ird as u16,
         ord: ord as u16,
         max_ird: cm.settings.max_ird(),
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
+        peer_to_peer: cm.settings.peer_to_peer(),
+        rtr: if cm.settings.peer_to_peer() {
+            cm.settings.rtr_kinds()
+        } else {
+            RtrKinds::NONE
+        },
     });
+    // Whether a TERMINATE for a failed setup carries a CRC: the reply may not say.
+    let crc_required = cm.settings.crc() == CrcPolicy::Required;
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs
         .request(param.private_data, &mut frame)
@@ -284,7 +339,10 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
     let socket = Arc::new(socket, GFP_KERNEL)?;
     let connecting = Arc::pin_init(
         pin_init!(Connecting {
-            state <- new_mutex!(Some((id, socket, hs, qp, ird, ord)), "Connecting::state"),
+            state <- new_mutex!(
+                Some((id, socket, hs, qp, ird, ord, crc_required)),
+                "Connecting::state"
+            ),
             work <- new_work!("rsiw::Connecting::work"),
         }),
         GFP_KERNEL,
@@ -432,7 +490,7 @@ fn responder_config(cm: &Cm) -> ResponderConfig {
         max_ird: cm.settings.max_ird(),
         ord: cm.settings.max_ord(),
         min_ord: 0,
-        rtr: RtrKinds::NONE,
+        rtr: cm.settings.rtr_kinds(),
     }
 }
 
@@ -518,15 +576,51 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
         let _ = pending.socket.shutdown(Shutdown::Both);
         return Err(EINVAL);
     };
+    let socket = pending.socket.clone();
+    let reply = frame.get(..len).ok_or(EINVAL)?;
+    let mut rtr = RtrState::None;
+    let mut rtr_response = [0u8; MAX_FRAME_LEN];
+    let mut rtr_response_len = 0;
     if !established {
-        // Peer-to-peer was not offered, so the handshake never asks for an RTR.
-        let _ = pending.socket.shutdown(Shutdown::Both);
-        return Err(EOPNOTSUPP);
+        // Peer-to-peer: the reply goes now, the connection is up once the RTR arrives.
+        socket.send(reply, MsgFlags::NOSIGNAL)?;
+        let mut hs = pending.hs.lock();
+        let hs = hs.as_mut().ok_or(EINVAL)?;
+        let mut event = None;
+        let result = exchange(&socket, &mut |bytes| {
+            let (used, ev) = hs.on_bytes(bytes);
+            let done = ev.is_some();
+            event = ev;
+            (used, done)
+        });
+        let received = match (result, event) {
+            (Ok(()), Some(ResponderEvent::Established(r))) => r,
+            (Ok(()), Some(ResponderEvent::Failed(error))) => {
+                // E.g. an RTR of a kind not negotiated (RFC 6581 section 8: 2/0/7).
+                send_terminate(&socket, error, decision.use_crc);
+                let _ = socket.shutdown(Shutdown::Both);
+                return Err(ECONNREFUSED);
+            }
+            (Err(e), _) => {
+                let _ = socket.shutdown(Shutdown::Both);
+                return Err(if e == EAGAIN { ETIMEDOUT } else { e });
+            }
+            _ => {
+                let _ = socket.shutdown(Shutdown::Both);
+                return Err(ECONNRESET);
+            }
+        };
+        // A Read RTR is answered by a zero-length Read Response, our first FPDU.
+        rtr_response_len = hs.rtr_response(&mut rtr_response).map_err(|_| EINVAL)?;
+        rtr = RtrState::responder(Some(received));
     }
     let ird = depth(decision.local_ird, u32::from(ird));
     let ord = depth(decision.local_ord, u32::from(ord));
-    let socket = pending.socket.clone();
-    let reply = frame.get(..len).ok_or(EINVAL)?;
+    let first = if established {
+        reply
+    } else {
+        rtr_response.get(..rtr_response_len).ok_or(EINVAL)?
+    };
     let attached = qp.attach(
         Established {
             socket: socket.clone(),
@@ -534,11 +628,14 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
             crc: decision.use_crc,
             ird,
             ord,
+            rtr,
         },
         |socket, id, status| {
             // A QP that cannot take the connection fails iw_accept, which tells iw_cm.
             status?;
-            socket.send(reply, MsgFlags::NOSIGNAL)?;
+            if !first.is_empty() {
+                socket.send(first, MsgFlags::NOSIGNAL)?;
+            }
             id.deliver(IwEvent::Established)
         },
     );

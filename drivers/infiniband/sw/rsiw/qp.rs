@@ -51,7 +51,8 @@ use crate::{
         placement,
         qp_engine::{
             AtomicOp, Completion, EngineConfig, Outstanding, Pending, QpContext, QpEngine,
-            RecvRequest, SendOp, SendRequest, Sge, SgeList, SlotStorage, WcOpcode, WcStatus,
+            RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage, WcOpcode,
+            WcStatus,
         },
         terminate::TermError,
     },
@@ -225,6 +226,8 @@ pub(crate) struct Established {
     pub(crate) crc: bool,
     pub(crate) ird: u16,
     pub(crate) ord: u16,
+    /// The RTR message of a peer-to-peer connection, exchanged by the connection manager.
+    pub(crate) rtr: RtrState,
 }
 
 /// The number the engine's placement checks know the QP's PD by.
@@ -314,6 +317,7 @@ impl Qp {
             pd: PD_NUMBER,
             ird: est.ird,
             ord: est.ord,
+            rtr: est.rtr,
         };
         let engine = KBox::new(
             QpEngine::with_slots(config, KernelCrc32c, HeapSlots::new()?),

@@ -10,13 +10,21 @@
 //!   IRD/ORD negotiation; the default) or `1`.
 //! - `max_ird`, `max_ord`: caps on the inbound and outbound RDMA Read/Atomic queue depths a
 //!   connection negotiates, 1 to 128 (the default, the C siw's limit).
-//! - `peer_to_peer`: `0`; peer-to-peer mode (RFC 6581 RTR messages) is not implemented in the
-//!   connection manager yet, and writing `1` fails with `EOPNOTSUPP`.
+//! - `peer_to_peer`: `1` to initiate connections in the peer-to-peer model (RFC 6581: the
+//!   initiator sends a ready-to-receive message, so either side may send first); `0`, the
+//!   default, for the client-server model. As a responder rsiw accepts both.
+//! - `rtr_kinds`: the RTR messages rsiw offers as an initiator and accepts as a responder, a
+//!   comma-separated subset of `send`, `write` and `read` (zero-length Send, RDMA Write, RDMA
+//!   Read); all three by default.
 
-use core::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, Ordering};
 use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
 
-use crate::proto::{mpa_negotiation::CrcPolicy, ord_ird::MAX_DEPTH};
+use crate::proto::{
+    mpa::{RtrKind, RtrKinds},
+    mpa_negotiation::CrcPolicy,
+    ord_ird::MAX_DEPTH,
+};
 
 /// The names, in the order of [`Settings::show`] and [`Settings::store`]'s index.
 pub(crate) const NAMES: &[&CStr] = &[
@@ -25,6 +33,7 @@ pub(crate) const NAMES: &[&CStr] = &[
     c_str!("max_ird"),
     c_str!("max_ord"),
     c_str!("peer_to_peer"),
+    c_str!("rtr_kinds"),
 ];
 
 /// The settings of one device.
@@ -33,7 +42,17 @@ pub(crate) struct Settings {
     revision: AtomicU8,
     max_ird: AtomicU16,
     max_ord: AtomicU16,
+    peer_to_peer: AtomicBool,
+    /// Bit 0 Send, bit 1 Write, bit 2 Read.
+    rtr: AtomicU8,
 }
+
+/// The RTR kinds by name, in the order of their bits in `Settings::rtr`.
+const RTR_NAMES: [(&str, RtrKind); 3] = [
+    ("send", RtrKind::Send),
+    ("write", RtrKind::Write),
+    ("read", RtrKind::Read),
+];
 
 fn crc_name(p: CrcPolicy) -> &'static str {
     match p {
@@ -56,6 +75,23 @@ impl Settings {
             revision: AtomicU8::new(2),
             max_ird: AtomicU16::new(MAX_DEPTH),
             max_ord: AtomicU16::new(MAX_DEPTH),
+            peer_to_peer: AtomicBool::new(false),
+            rtr: AtomicU8::new(0b111),
+        }
+    }
+
+    /// Whether to initiate in the peer-to-peer model.
+    pub(crate) fn peer_to_peer(&self) -> bool {
+        self.peer_to_peer.load(Ordering::Relaxed)
+    }
+
+    /// The RTR kinds offered and accepted.
+    pub(crate) fn rtr_kinds(&self) -> RtrKinds {
+        let bits = self.rtr.load(Ordering::Relaxed);
+        RtrKinds {
+            send: bits & 1 != 0,
+            write: bits & 2 != 0,
+            read: bits & 4 != 0,
         }
     }
 
@@ -87,7 +123,18 @@ impl Settings {
             1 => write!(out, "{}", self.revision.load(Ordering::Relaxed)),
             2 => write!(out, "{}", self.max_ird()),
             3 => write!(out, "{}", self.max_ord()),
-            4 => write!(out, "0"),
+            4 => write!(out, "{}", u8::from(self.peer_to_peer())),
+            5 => {
+                let kinds = self.rtr_kinds();
+                let mut sep = "";
+                for (name, kind) in RTR_NAMES {
+                    if kinds.contains(kind) {
+                        write!(out, "{sep}{name}").map_err(|_| EINVAL)?;
+                        sep = ",";
+                    }
+                }
+                Ok(())
+            }
             _ => return Err(EINVAL),
         };
         r.map_err(|_| EINVAL)
@@ -118,10 +165,24 @@ impl Settings {
             2 => self.max_ird.store(depth(value)?, Ordering::Relaxed),
             3 => self.max_ord.store(depth(value)?, Ordering::Relaxed),
             4 => match value {
-                "0" => {}
-                "1" => return Err(EOPNOTSUPP),
+                "0" | "1" => self.peer_to_peer.store(value == "1", Ordering::Relaxed),
                 _ => return Err(EINVAL),
             },
+            5 => {
+                let mut bits = 0u8;
+                for name in value.split(',') {
+                    let bit = RTR_NAMES
+                        .iter()
+                        .position(|(n, _)| *n == name.trim())
+                        .ok_or(EINVAL)?;
+                    bits |= 1 << bit;
+                }
+                // RFC 6581 section 9.2: a responder supports at least one.
+                if bits == 0 {
+                    return Err(EINVAL);
+                }
+                self.rtr.store(bits, Ordering::Relaxed);
+            }
             _ => return Err(EINVAL),
         }
         Ok(())

@@ -811,3 +811,33 @@ impl<C: Crc32c + Copy> ResponderHandshake<C> {
         matches!(self.state, ResponderState::Established(..))
     }
 }
+
+/// Encodes the TERMINATE that reports a failed setup (RFC 6581 section 8: layer 2, type 0,
+/// code 5 to 7, with no header echoed) as one FPDU into `out`, with CRC if `crc` is given;
+/// returns its length. It is the only FPDU sent on such a connection: the first message of
+/// queue 2.
+pub fn terminate_fpdu<C: Crc32c + Copy>(
+    error: TermError,
+    crc: Option<C>,
+    out: &mut [u8],
+) -> Result<usize, CallError> {
+    let mut tx = super::tx_engine::TxEngine::new(crc, out.len());
+    let message = super::terminate::TerminateMessage::reporting(error, None);
+    let mut msg = tx
+        .start(super::tx_engine::WorkRequest::Terminate(message))
+        .map_err(|_| CallError::Encode(EncodeError::ValueOutOfRange))?;
+    let fpdu = msg
+        .next_fpdu(out)
+        .ok()
+        .flatten()
+        .ok_or(CallError::Encode(EncodeError::ValueOutOfRange))?;
+    let trailer = fpdu.trailer();
+    let end = fpdu.header_len.saturating_add(trailer.as_bytes().len());
+    if end != fpdu.wire_len() {
+        return Err(CallError::Encode(EncodeError::ValueOutOfRange));
+    }
+    out.get_mut(fpdu.header_len..end)
+        .ok_or(CallError::Encode(EncodeError::ValueOutOfRange))?
+        .copy_from_slice(trailer.as_bytes());
+    Ok(end)
+}
