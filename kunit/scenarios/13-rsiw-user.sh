@@ -2,7 +2,8 @@
 # rsiw from user space: rdma-core's stock siw provider drives rsiw through the siw user ABI
 # (mapped send, receive, shared receive and completion rings, the doorbell, user memory
 # regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
-# Write, data verified), perftest over rdma_cm (-R), and an SRQ's limit event (srq-limit). First rsiw with itself (rsiw0 on
+# Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), and malformed
+# queue entries written by the process itself (bad-sqe). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
 . /tests/lib.sh
@@ -65,6 +66,9 @@ perf_all() {
 
 rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
 rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
+# Malformed entries written straight into the shared rings complete with errors.
+bad-sqe rsiw0 >/tmp/bad-sqe.log 2>&1 || { cat /tmp/bad-sqe.log; fail "bad-sqe on rsiw0"; }
+sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
 srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
 # The peer-to-peer model (RFC 6581): rsiw0 initiates with each RTR kind, rsiw1 accepts all.

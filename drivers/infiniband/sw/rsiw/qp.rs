@@ -723,17 +723,32 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// How many of a process's entries one take may look at: a ring's worth (`ring`) when
+    /// flushing (malformed ones complete with their error on the way), one otherwise.
+    fn user_entries(&self, ring: u32) -> u32 {
+        if self.flushing {
+            ring
+        } else {
+            1
+        }
+    }
+}
+
 impl QpContext for Ctx<'_> {
     fn peek_send(&mut self) -> Option<SendRequest> {
+        let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek(),
-            WorkQueues::User(u) => match u.peek_send() {
-                Ok(wr) => wr,
+            // A malformed entry completes with its error and fails the QP; a flush goes on to
+            // the next entry (at most a ring's worth), a running QP takes no more.
+            WorkQueues::User(u) => (0..limit).find_map(|_| match u.peek_send() {
+                Ok(wr) => Some(wr),
                 Err(bad) => {
                     self.qp.bad_user_entry(&bad);
                     None
                 }
-            },
+            })?,
             WorkQueues::Released => None,
         }
     }
@@ -761,15 +776,17 @@ impl QpContext for Ctx<'_> {
                 }
             };
         }
+        let limit = self.user_entries(self.qp.caps.max_recv_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { rq, .. } => rq.pop(),
-            WorkQueues::User(u) => match u.pop_recv() {
-                Ok(wr) => wr,
+            // As in `peek_send`.
+            WorkQueues::User(u) => (0..limit).find_map(|_| match u.pop_recv() {
+                Ok(wr) => Some(wr),
                 Err(bad) => {
                     self.qp.bad_user_entry(&bad);
                     None
                 }
-            },
+            })?,
             WorkQueues::Released => None,
         }
     }
