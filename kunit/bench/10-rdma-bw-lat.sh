@@ -25,7 +25,7 @@ run_bw() { # provider tool size -> MB/s average
   timeout 60 $2 -R -d ${1}0 -s $3 -D 3 -F $ADDR1 >/tmp/c.log 2>&1 || { cat /tmp/c.log >&2; wait; return 1; }
   wait
   # Columns: bytes, iterations, BW peak (0 in duration mode), BW average, message rate.
-  awk -v s=$3 '$1 == s {print $5}' /tmp/c.log
+  awk -v s=$3 '$1 == s {print $4}' /tmp/c.log
 }
 gbps() { awk '{printf "%.3f", $1*8/1000}'; }
 

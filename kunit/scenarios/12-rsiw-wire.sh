@@ -5,11 +5,16 @@
 # Send without a posted receive, an RDMA Write to an unknown STag and a bad DDP version get
 # the TERMINATE the RFCs prescribe, and so do Atomic Requests with an unsupported AOpCode, a
 # misaligned or out-of-bounds offset, an STag without remote-atomic access or an unknown
-# STag (RFC 7306 section 8); each time the ULP sees the connection end.
+# STag (RFC 7306 section 8); each time the ULP sees the connection end. Peer-to-peer (RFC
+# 6581): as responder rsiw takes each RTR kind (a Read RTR answered first) and refuses an RTR
+# of a kind not negotiated or with payload with TERMINATE 2/0/7; as initiator (peer_to_peer
+# set on rsiw0 for this) it sends its RTR first, and answers a reply with no usable RTR kind
+# with TERMINATE 2/0/7.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
 rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
+echo 1 >/sys/class/infiniband/rsiw0/peer_to_peer || fail "peer_to_peer on rsiw0"
 modprobe rsiw_wire_kunit || fail "loading the rsiw_wire suite"
 left_behind "after the suite"
 timeout 30 rdma link del rsiw0 || fail "rdma link del rsiw0"
