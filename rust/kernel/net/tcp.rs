@@ -858,8 +858,11 @@ impl SkbSlice<'_> {
                 // The walk is over; `skb_seq_read` released its state.
                 return;
             }
-            // SAFETY: `skb_seq_read` made `n` bytes at `data` readable (mapping a fragment if
-            // need be) until the next call on `st`; the slice does not outlive this iteration.
+            // A block may run past `to` (`skb_seq_read` does not clamp it): only ours is used.
+            let n = n.min(to - self.offset - consumed);
+            // SAFETY: `skb_seq_read` made at least `n` bytes at `data` readable (mapping a
+            // fragment if need be) until the next call on `st`; the slice does not outlive this
+            // iteration.
             let piece = unsafe { core::slice::from_raw_parts(data, n as usize) };
             if !f(piece) {
                 // SAFETY: A walk in progress on `st`: unmaps what it mapped.
