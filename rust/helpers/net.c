@@ -48,3 +48,9 @@ int rust_helper_ip6_sock_set_v6only(struct sock *sk)
 {
 	return ip6_sock_set_v6only(sk);
 }
+
+/* The kernel mapping of a page that has one (all of them without CONFIG_HIGHMEM). */
+void *rust_helper_page_address(const struct page *page)
+{
+	return page_address(page);
+}

@@ -27,7 +27,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
-    net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
+    net::tcp::{MsgFlags, RxQueue, Shutdown, SpliceBuffer, TcpCallbacks, TcpSocket, TcpState},
     new_mutex, new_spinlock_bh,
     owned_workqueue::OwnedQueue,
     prelude::*,
@@ -377,21 +377,31 @@ impl Qp {
     }
 
     /// Builds FPDUs and writes them to the socket until the engine has nothing more.
+    ///
+    /// FPDUs are built into a fresh [`SpliceBuffer`] that the socket takes by reference, so
+    /// payload is copied once (from the consumer's memory into the FPDU); when no such buffer
+    /// can be had, into the QP's own buffer, which the socket copies. The buffer's lock also
+    /// keeps transmissions in the order the engine built them.
     fn transmit(&self) {
         let Some(socket) = self.connection.lock().as_ref().map(|c| c.socket.clone()) else {
             return;
         };
-        let mut buf = self.tx_buffer.lock();
+        let mut own = self.tx_buffer.lock();
         loop {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return;
             }
+            let mut spliced = SpliceBuffer::new().ok();
+            let buf: &mut [u8] = match spliced.as_mut() {
+                Some(b) => b.as_mut_slice(),
+                None => &mut own,
+            };
             let n = self
                 .with_engine(|engine, ctx| {
                     if ctx.queues.state != State::Rts && !engine.wants_transmit() {
                         return 0;
                     }
-                    let n = engine.transmit(ctx, &mut buf);
+                    let n = engine.transmit(ctx, buf);
                     if engine.is_terminated() {
                         self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                     }
@@ -401,15 +411,13 @@ impl Qp {
             if n == 0 {
                 return;
             }
-            let mut sent = 0;
-            while sent < n {
-                match socket.send(&buf[sent..n], MsgFlags::NOSIGNAL) {
-                    Ok(k) if k > 0 => sent += k,
-                    _ => {
-                        self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
-                        return;
-                    }
-                }
+            let sent = match spliced {
+                Some(b) => socket.send_spliced(b, n, MsgFlags::NOSIGNAL),
+                None => send_all(&socket, own.get(..n).unwrap_or(&[])),
+            };
+            if sent.is_err() {
+                self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
+                return;
             }
         }
     }
@@ -636,6 +644,19 @@ impl Qp {
         self.flags.fetch_or(flag::ABORT, Ordering::Relaxed);
         self.kick();
     }
+}
+
+/// Sends all of `bytes` (a blocking socket queues all unless it fails).
+fn send_all(socket: &TcpSocket, bytes: &[u8]) -> Result {
+    let mut sent = 0;
+    while let Some(rest) = bytes.get(sent..).filter(|r| !r.is_empty()) {
+        match socket.send(rest, MsgFlags::NOSIGNAL) {
+            Ok(k) if k > 0 => sent += k,
+            Ok(_) => return Err(EPIPE),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The engine's view of the QP's queues, memory and CQs.
