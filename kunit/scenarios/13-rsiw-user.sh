@@ -106,6 +106,8 @@ for crc in optional required; do
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_write_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_read_bw -s 65536 -n $iters -F
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_send_lat -s 8 -n $iters -F
+  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
+  perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_send_lat -s 8 -n $iters -F
 done
 rdma link del siw1
 rdma link del rsiw0

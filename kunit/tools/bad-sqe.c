@@ -12,9 +12,11 @@
  * kernel-only opcode, too many SGEs, oversized inline data, inline data on a Read; a receive
  * with too many SGEs), then moves the QP to ERROR, which makes the device take every entry.
  * Expected completions: the good ones flushed (IBV_WC_WR_FLUSH_ERR), each malformed one with
- * the error the siw ABI's rules give it. Exits 0 when that held, 1 otherwise.
+ * the error the siw ABI's rules give it. Then a CQ too small for what a QP flushes into it
+ * must overflow with IBV_EVENT_CQ_ERR. Exits 0 when all that held, 1 otherwise.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +187,43 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %d completions, want %d\n", got, n);
 		failures++;
 	}
+	/* Six flushed sends into a CQ of two entries: the overflow is an asynchronous event. */
+	struct ibv_cq *small = ibv_create_cq(ctx, 2, NULL, NULL, 0);
+	struct ibv_qp_init_attr si = qi;
+
+	si.send_cq = si.recv_cq = small;
+	si.cap.max_inline_data = 0;
+	struct ibv_qp *qp2 = small ? ibv_create_qp(pd, &si) : NULL;
+
+	if (!qp2)
+		fail("the small CQ's QP");
+	for (i = 0; i < 6; i++) {
+		swr.wr_id = 0x3000 + i;
+		if (ibv_post_send(qp2, &swr, &sbad))
+			fail("posting to the small CQ's QP");
+	}
+	if (ibv_modify_qp(qp2, &attr, IBV_QP_STATE))
+		fail("moving the second QP to ERROR");
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	if (poll(&p, 1, 5000) <= 0 || ibv_get_async_event(ctx, &ev)) {
+		fprintf(stderr, "FAIL: no asynchronous event for the overflowing CQ\n");
+		failures++;
+	} else {
+		if (ev.event_type != IBV_EVENT_CQ_ERR || ev.element.cq != small) {
+			fprintf(stderr, "FAIL: event %s, want CQ error\n",
+				ibv_event_type_str(ev.event_type));
+			failures++;
+		} else {
+			printf("a CQ of 2 entries given 6 completions: %s\n",
+			       ibv_event_type_str(ev.event_type));
+		}
+		ibv_ack_async_event(&ev);
+	}
+	ibv_destroy_qp(qp2);
+	ibv_destroy_cq(small);
+
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);

@@ -215,6 +215,26 @@ impl CqNotifier {
         }
     }
 
+    /// Tells the consumer through its event handler that the CQ overflowed
+    /// (`IB_EVENT_CQ_ERR`): a completion was lost. Nothing if the CQ is gone.
+    pub fn overflowed(&self) {
+        let guard = self.0.cq.lock();
+        if let Some(CqPtr(cq)) = *guard {
+            // SAFETY: `cq` is live while inside the lock (the invariant); the core set the
+            // handler, its context and the device at creation and does not change them.
+            unsafe {
+                if let Some(handler) = (*cq).event_handler {
+                    let mut event = bindings::ib_event {
+                        device: (*cq).device,
+                        element: bindings::ib_event__bindgen_ty_1 { cq },
+                        event: bindings::ib_event_type_IB_EVENT_CQ_ERR,
+                    };
+                    handler(&mut event, (*cq).cq_context);
+                }
+            }
+        }
+    }
+
     /// The CQ is being destroyed: no handler calls any more.
     pub(crate) fn shut(&self) {
         *self.0.cq.lock() = None;

@@ -15,8 +15,8 @@
 //!   writing the control word after the entries, which the kernel reads, and resets, on each
 //!   completion.
 //!
-//! A full ring drops the completion and counts it (`overflows`), as there is no room to report
-//! it; the consumer sized the CQ.
+//! A full ring drops the completion, counts it (`overflows`) and raises `IB_EVENT_CQ_ERR`, as
+//! there is no room to report it; the consumer sized the CQ.
 
 use core::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use kernel::{
@@ -178,6 +178,9 @@ impl Cq {
                 Ok(fire) => fire,
                 Err(_) => {
                     self.overflows.fetch_add(1, Ordering::Relaxed);
+                    drop(r);
+                    // The consumer learns that a completion was lost (`IB_EVENT_CQ_ERR`).
+                    self.notifier.overflowed();
                     return;
                 }
             }
