@@ -9,7 +9,10 @@
 # 6581): as responder rsiw takes each RTR kind (a Read RTR answered first) and refuses an RTR
 # of a kind not negotiated or with payload with TERMINATE 2/0/7; as initiator (peer_to_peer
 # set on rsiw0 for this) it sends its RTR first, and answers a reply with no usable RTR kind
-# with TERMINATE 2/0/7.
+# with TERMINATE 2/0/7. IRD/ORD (RFC 6581 section 9.1): as responder rsiw answers 0x3FFF
+# with 0x3FFF, raises its IRD to the initiator's ORD (capped at max_ird) and caps its ORD at
+# the initiator's IRD; as initiator it keeps its depths on a 0x3FFF reply and answers a
+# responder ORD over max_ird with TERMINATE 2/0/6.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"

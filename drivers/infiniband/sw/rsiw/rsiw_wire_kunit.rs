@@ -21,6 +21,16 @@
 //! as its first FPDU before the ULP hears CONNECT_REPLY, and answers a reply offering no RTR it
 //! can send with TERMINATE 2/0/7 and a rejected connect. No other case has rsiw initiate, so
 //! the setting changes nothing else.
+//!
+//! IRD and ORD negotiation (RFC 6581 section 9.1, `proto/mpa_negotiation.rs`): as the
+//! responder rsiw answers a request with IRD = ORD = 0x3FFF (no automatic negotiation) with
+//! 0x3FFF in both fields, sets its IRD to the initiator's ORD capped by `max_ird` and its ORD
+//! to what the ULP accepts with capped by the initiator's IRD; the ULP's CONNECT_REQUEST
+//! carries the request's values (saturated to 8 bits; rdma_cm reports the peer's IRD as
+//! `initiator_depth` and its ORD as `responder_resources`). As the initiator rsiw keeps its
+//! depths on a 0x3FFF reply and answers a responder ORD beyond its `max_ird` with TERMINATE
+//! 2/0/6 and a rejected connect. rsiw's responder never refuses for insufficient IRD: it asks
+//! for no minimum ORD.
 
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use kernel::{
@@ -30,7 +40,7 @@ use kernel::{
     prelude::*,
     rdma::{
         client::ProtectionDomain,
-        cm::{CmEvent, CmId, ConnParam},
+        cm::{CmEvent, CmId, ConnParam, ReceivedParam},
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
         kernel_qp::{QpCaps, SendWr, Sge, WcOpcode},
@@ -51,14 +61,15 @@ use proto::{
     ddp::{DdpHeader, QueueNumber},
     fpdu::{encode_fpdu, fpdu_len, LENGTH_FIELD_LEN},
     mpa::{
-        encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKind, RtrKinds, REVISION_2,
+        encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKind, RtrKinds,
+        NO_NEGOTIATION, REVISION_2,
     },
     mpa_handshake::{
         Accepted, InitiatorEvent, InitiatorHandshake, ReceivedRtr, ResponderEvent,
         ResponderHandshake, MAX_FRAME_LEN, RTR_STAG,
     },
-    mpa_negotiation::{CrcPolicy, InitiatorConfig, ResponderConfig},
-    ord_ird::{Requester, Responder},
+    mpa_negotiation::{CrcPolicy, InitiatorConfig, InitiatorDecision, ResponderConfig},
+    ord_ird::{Requester, Responder, MAX_DEPTH},
     placement::MemoryRegion,
     rdmap::{
         encode_headers, tagged_header, untagged_header, Opcode, OpcodeHeader, ReadRequestHeader,
@@ -178,13 +189,40 @@ fn established(
     test: &mut Test,
     port: u16,
 ) -> Result<(CmId, CmId, TcpSocket, Arc<ProtectionDomain>)> {
+    let c = client_server_accept(test, port, 4, 4, None)?;
+    Ok((c.listener, c.server, c.sock, c.pd))
+}
+
+/// A connection rsiw accepted in the client-server model, established.
+struct ClientServer {
+    sock: TcpSocket,
+    server: CmId,
+    listener: CmId,
+    pd: Arc<ProtectionDomain>,
+    /// The CONNECT_REQUEST's parameters, as the ULP saw them.
+    request: ReceivedParam,
+    /// rsiw's MPA Reply, as our handshake took it.
+    reply: InitiatorDecision,
+}
+
+/// Requests a client-server connection with IRD `ird` and ORD `ord` in the enhanced data; the
+/// ULP accepts with `ulp` (`responder_resources`, `initiator_depth`), or echoes the request's
+/// parameters if `None`, and a QP with no receive posted. Returns once both sides have it
+/// established.
+fn client_server_accept(
+    test: &mut Test,
+    port: u16,
+    ird: u16,
+    ord: u16,
+    ulp: Option<(u8, u8)>,
+) -> Result<ClientServer> {
     let l = listener(port)?;
     let sock = connect(port)?;
     let mut hs = InitiatorHandshake::new(InitiatorConfig {
         crc: CrcPolicy::Disabled,
         enhanced: true,
-        ird: 4,
-        ord: 4,
+        ird,
+        ord,
         max_ird: 16,
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
@@ -204,13 +242,15 @@ fn established(
             max_recv_wr: 4,
         },
     )?;
+    let (responder_resources, initiator_depth) =
+        ulp.unwrap_or((param.responder_resources, param.initiator_depth));
     server.accept(&ConnParam {
-        responder_resources: param.responder_resources,
-        initiator_depth: param.initiator_depth,
+        responder_resources,
+        initiator_depth,
         ..Default::default()
     })?;
     let mut buf = [0u8; MAX_FRAME_LEN];
-    loop {
+    let reply = loop {
         let n = recv_some(&sock, &mut buf)?;
         if n == 0 {
             return Err(ECONNRESET);
@@ -218,13 +258,20 @@ fn established(
         let (_, event) = hs.on_bytes(&buf[..n]).map_err(|_| EINVAL)?;
         match event {
             None => continue,
-            Some(InitiatorEvent::Connected(_)) => break,
+            Some(InitiatorEvent::Connected(decision)) => break decision,
             Some(_) => return Err(ECONNREFUSED),
         }
-    }
+    };
     let e = server.next_event(msecs_to_jiffies(5000))?;
     kunit_expect_eq!(test, e.name(), "ESTABLISHED");
-    Ok((l, server, sock, pd))
+    Ok(ClientServer {
+        sock,
+        server,
+        listener: l,
+        pd,
+        request: param,
+        reply,
+    })
 }
 
 /// The FPDUs of `wr` (payload `payload`), without CRC.
@@ -802,6 +849,8 @@ struct P2pConnect {
     client: CmId,
     _listener: TcpSocket,
     pd: Arc<ProtectionDomain>,
+    /// The enhanced data of rsiw's MPA Request.
+    request: EnhancedData,
     /// Our side, at rsiw's MPA Request.
     hs: ResponderHandshake<KernelCrc32c>,
 }
@@ -876,6 +925,7 @@ fn p2p_connect(test: &mut Test, port: u16, accepted: RtrKinds) -> Result<P2pConn
         client,
         _listener: listener,
         pd,
+        request: peer,
         hs,
     })
 }
@@ -915,10 +965,32 @@ fn initiator_sends_write_rtr(test: &mut Test) -> Result {
     Ok(())
 }
 
-/// rsiw initiating gets an accepting peer-to-peer reply offering the RTR kinds `rtr` with a
-/// responder IRD of `ird`, none of which it can send: it must send TERMINATE 2/0/7 (RFC 6581
-/// section 9.2) and close, and the ULP's connect is rejected.
-fn initiator_terminates_without_rtr(test: &mut Test, port: u16, rtr: RtrKinds, ird: u16) -> Result {
+/// Sends an accepting peer-to-peer MPA Reply with `enhanced` on `sock`, built by hand: our
+/// handshake would never answer some of these.
+fn send_reply(sock: &TcpSocket, enhanced: &EnhancedData) -> Result {
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = encode_frame(
+        &mut frame,
+        FrameKind::Reply,
+        MpaFlags::default(),
+        REVISION_2,
+        Some(enhanced),
+        b"crafted p2p",
+    )
+    .map_err(|_| EINVAL)?;
+    sock.send(&frame[..len], MsgFlags::NONE)?;
+    Ok(())
+}
+
+/// rsiw initiating gets the accepting peer-to-peer reply `reply`, which it cannot take: it
+/// must send TERMINATE `term` (layer 2, type 0) as its only FPDU and close, and the ULP's
+/// connect is rejected.
+fn initiator_terminates(
+    test: &mut Test,
+    port: u16,
+    reply: EnhancedData,
+    term: TermError,
+) -> Result {
     let c = p2p_connect(
         test,
         port,
@@ -928,31 +1000,14 @@ fn initiator_terminates_without_rtr(test: &mut Test, port: u16, rtr: RtrKinds, i
             read: true,
         },
     )?;
-    // Crafted: our handshake would never answer this way.
-    let enhanced = EnhancedData {
-        ird,
-        ord: 4,
-        peer_to_peer: true,
-        rtr,
-    };
-    let mut frame = [0u8; MAX_FRAME_LEN];
-    let len = encode_frame(
-        &mut frame,
-        FrameKind::Reply,
-        MpaFlags::default(),
-        REVISION_2,
-        Some(&enhanced),
-        b"crafted p2p",
-    )
-    .map_err(|_| EINVAL)?;
-    c.sock.send(&frame[..len], MsgFlags::NONE)?;
+    send_reply(&c.sock, &reply)?;
     let mut inbox = Inbox::new(&[])?;
-    let term = terminate_error(inbox.next_fpdu(&c.sock)?);
-    kunit_expect_eq!(test, term, Some(TermError::MpaNoMatchingRtr));
+    let got = terminate_error(inbox.next_fpdu(&c.sock)?);
+    kunit_expect_eq!(test, got, Some(term));
     kunit_expect!(
         test,
         closed_by_peer(&c.sock),
-        "rsiw kept a connection without an RTR"
+        "rsiw kept a connection it terminated"
     );
     match c.client.next_event(msecs_to_jiffies(5000))? {
         CmEvent::Rejected(status, _) => {
@@ -965,6 +1020,19 @@ fn initiator_terminates_without_rtr(test: &mut Test, port: u16, rtr: RtrKinds, i
     Ok(())
 }
 
+/// rsiw initiating gets an accepting peer-to-peer reply offering the RTR kinds `rtr` with a
+/// responder IRD of `ird`, none of which it can send: it must send TERMINATE 2/0/7 (RFC 6581
+/// section 9.2) and close, and the ULP's connect is rejected.
+fn initiator_terminates_without_rtr(test: &mut Test, port: u16, rtr: RtrKinds, ird: u16) -> Result {
+    let reply = EnhancedData {
+        ird,
+        ord: 4,
+        peer_to_peer: true,
+        rtr,
+    };
+    initiator_terminates(test, port, reply, TermError::MpaNoMatchingRtr)
+}
+
 fn initiator_terminates_on_reply_without_rtr_kinds(test: &mut Test) -> Result {
     // RFC 6581 section 9.2 has the responder set at least one kind; this one sets none.
     initiator_terminates_without_rtr(test, 7817, RtrKinds::NONE, 4)
@@ -973,6 +1041,134 @@ fn initiator_terminates_on_reply_without_rtr_kinds(test: &mut Test) -> Result {
 fn initiator_terminates_on_read_rtr_without_ird(test: &mut Test) -> Result {
     // A Read RTR needs a slot in the responder's IRRQ: with IRD 0, Read alone is no option.
     initiator_terminates_without_rtr(test, 7818, RtrKinds::only(RtrKind::Read), 0)
+}
+
+// ---- IRD and ORD negotiation (RFC 6581 section 9.1) ----
+
+/// Our client-server request asks for no automatic negotiation (IRD = ORD = 0x3FFF): rsiw
+/// accepts, leaves its QP's depths to what the ULP's accept gives (capped by `max_ird` and
+/// `max_ord`) and answers 0x3FFF in both fields of its reply, as section 9.1 has the responder
+/// do. The ULP's CONNECT_REQUEST carries the request's values saturated to the 8 bits of
+/// `iw_cm_event` (255), and the connection carries a Send.
+fn responder_answers_no_negotiation(test: &mut Test) -> Result {
+    let c = client_server_accept(test, 7819, NO_NEGOTIATION, NO_NEGOTIATION, None)?;
+    // rdma_cm reports iw_cm's `ird` (our IRD) as `initiator_depth`, `ord` as
+    // `responder_resources`.
+    kunit_expect_eq!(test, c.request.initiator_depth, u8::MAX);
+    kunit_expect_eq!(test, c.request.responder_resources, u8::MAX);
+    let peer = c.reply.peer.ok_or(EPROTO)?;
+    kunit_expect_eq!(test, peer.ird, NO_NEGOTIATION);
+    kunit_expect_eq!(test, peer.ord, NO_NEGOTIATION);
+    kunit_expect!(test, !peer.peer_to_peer, "a peer-to-peer reply");
+    kunit_expect_eq!(test, peer.rtr, RtrKinds::NONE);
+    send_arrives(test, &c.server, &c.pd, &c.sock, false)?;
+    c.sock.shutdown(Shutdown::Both)?;
+    expect_event(test, &c.server, "DISCONNECTED")?;
+    Ok(())
+}
+
+/// rsiw initiating (offering IRD = ORD = 4, what the ULP connects with) gets a peer-to-peer
+/// reply with IRD = ORD = 0x3FFF: section 9.1 has it keep its local depths, so it connects,
+/// sends the Write RTR first, and the ULP's ESTABLISHED reports IRD and ORD 4; the connection
+/// carries a Send. Taking 0x3FFF as a number would have failed the connection (an IRD over
+/// `max_ird`).
+fn initiator_keeps_depths_on_no_negotiation(test: &mut Test) -> Result {
+    let c = p2p_connect(test, 7820, RtrKinds::only(RtrKind::Write))?;
+    kunit_expect_eq!(test, c.request.ird, 4);
+    kunit_expect_eq!(test, c.request.ord, 4);
+    let reply = EnhancedData {
+        ird: NO_NEGOTIATION,
+        ord: NO_NEGOTIATION,
+        peer_to_peer: true,
+        rtr: RtrKinds::only(RtrKind::Write),
+    };
+    send_reply(&c.sock, &reply)?;
+    let mut inbox = Inbox::new(&[])?;
+    let fpdu = inbox.next_fpdu(&c.sock)?;
+    let expected = rtr_message(RtrKind::Write)?;
+    kunit_expect!(
+        test,
+        *fpdu == *expected,
+        "rsiw's first FPDU is no Write RTR"
+    );
+    let CmEvent::Established(param) = expect_event(test, &c.client, "ESTABLISHED")? else {
+        return Err(EPROTO);
+    };
+    kunit_expect!(test, param.private_data.starts_with(b"crafted p2p"));
+    // rdma_cm reports iw_cm's `ird` (rsiw's IRD) as `initiator_depth`, `ord` as
+    // `responder_resources`.
+    kunit_expect_eq!(test, param.initiator_depth, 4);
+    kunit_expect_eq!(test, param.responder_resources, 4);
+    send_arrives(test, &c.client, &c.pd, &c.sock, false)?;
+    c.sock.shutdown(Shutdown::Both)?;
+    expect_event(test, &c.client, "DISCONNECTED")?;
+    Ok(())
+}
+
+/// rsiw initiating gets a reply whose responder ORD (129) exceeds the largest IRD rsiw0 can
+/// give a connection (`max_ird`, 128): section 9.1 has the initiator send TERMINATE 2/0/6
+/// (insufficient IRD resources) and end the connection; the ULP's connect is rejected. (A
+/// responder ORD up to 128 would only raise rsiw's IRD above the 4 it offered.) rsiw's
+/// responder never needs this: it asks for no minimum ORD.
+fn initiator_terminates_on_insufficient_ird(test: &mut Test) -> Result {
+    let reply = EnhancedData {
+        ird: 4,
+        ord: MAX_DEPTH + 1,
+        peer_to_peer: true,
+        rtr: RtrKinds::only(RtrKind::Write),
+    };
+    initiator_terminates(test, 7821, reply, TermError::MpaInsufficientIrd)
+}
+
+/// rsiw responding to our client-server request for ORD `ord` with IRD `ird`, its ULP
+/// accepting with `ulp` (see [`client_server_accept`]): the ULP's CONNECT_REQUEST carries our
+/// values; rsiw's reply carries IRD `reply_ird` and ORD `reply_ord`, within section 9.1's
+/// bounds (responder IRD at least our ORD as far as `max_ird` allows, responder ORD at most
+/// our IRD), and the connection carries a Send.
+fn responder_negotiates(
+    test: &mut Test,
+    port: u16,
+    (ird, ord): (u16, u16),
+    ulp: Option<(u8, u8)>,
+    (reply_ird, reply_ord): (u16, u16),
+) -> Result {
+    let c = client_server_accept(test, port, ird, ord, ulp)?;
+    kunit_expect_eq!(test, u16::from(c.request.initiator_depth), ird);
+    kunit_expect_eq!(test, u16::from(c.request.responder_resources), ord);
+    let peer = c.reply.peer.ok_or(EPROTO)?;
+    kunit_expect!(
+        test,
+        peer.ird >= ord.min(MAX_DEPTH) && peer.ird <= MAX_DEPTH,
+        "responder IRD {} for our ORD {}",
+        peer.ird,
+        ord
+    );
+    kunit_expect!(
+        test,
+        peer.ord <= ird,
+        "responder ORD {} over our IRD {}",
+        peer.ord,
+        ird
+    );
+    kunit_expect_eq!(test, peer.ird, reply_ird);
+    kunit_expect_eq!(test, peer.ord, reply_ord);
+    send_arrives(test, &c.server, &c.pd, &c.sock, false)?;
+    c.sock.shutdown(Shutdown::Both)?;
+    expect_event(test, &c.server, "DISCONNECTED")?;
+    Ok(())
+}
+
+/// Our ORD 5 with IRD 2, the ULP accepting with IRD 16 and ORD 8: rsiw's IRD is our ORD, 5
+/// (its policy: the initiator's ORD, capped by resources, not all the ULP would give), and its
+/// ORD is capped to our IRD, 2.
+fn responder_raises_ird_and_caps_ord(test: &mut Test) -> Result {
+    responder_negotiates(test, 7822, (2, 5), Some((16, 8)), (5, 2))
+}
+
+/// Our ORD 200 with IRD 2, the ULP echoing them: rsiw's IRD stops at `max_ird` (128), below
+/// our ORD (it accepts anyway: the initiator decides), and its ORD is our IRD, 2.
+fn responder_caps_ird_at_max_ird(test: &mut Test) -> Result {
+    responder_negotiates(test, 7823, (2, 200), None, (MAX_DEPTH, 2))
 }
 
 kernel::kunit_suite!(
@@ -995,6 +1191,11 @@ kernel::kunit_suite!(
         responder_refuses_rtr_with_payload,
         initiator_sends_write_rtr,
         initiator_terminates_on_reply_without_rtr_kinds,
-        initiator_terminates_on_read_rtr_without_ird
+        initiator_terminates_on_read_rtr_without_ird,
+        responder_answers_no_negotiation,
+        initiator_keeps_depths_on_no_negotiation,
+        initiator_terminates_on_insufficient_ird,
+        responder_raises_ird_and_caps_ord,
+        responder_caps_ird_at_max_ird
     ]
 );
