@@ -53,9 +53,10 @@ const EVENT_QUEUE_LEN: usize = 16;
 pub struct ReceivedParam {
     /// The peer's private data (may be padded by the transport).
     pub private_data: KVec<u8>,
-    /// RDMA Reads and atomics the peer accepts from us (its IRD).
+    /// RDMA Reads and atomics the peer may have outstanding towards us, which we answer (its
+    /// ORD; rdma_cm reports the values from the receiver's side).
     pub responder_resources: u8,
-    /// RDMA Reads and atomics the peer may issue (its ORD).
+    /// RDMA Reads and atomics we may have outstanding towards the peer (its IRD).
     pub initiator_depth: u8,
 }
 
