@@ -3,8 +3,9 @@
 //! The QP engine fed arbitrary bytes in fuzzer-chosen chunks, transmitting
 //! after every chunk, over a small in-memory RNIC with work requests posted
 //! on both queues (some Reads and Atomics already outstanding, so that
-//! responses can match them), in the client-server model or past any RFC
-//! 6581 RTR sent or received. It never panics, never writes a transmit
+//! responses can match them; Reads into several SGEs among them, whose parts
+//! are Read Requests of their own), in the client-server model or past any
+//! RFC 6581 RTR sent or received. It never panics, never writes a transmit
 //! buffer past its end, and after the final flush every posted work request
 //! has completed exactly once (the RTR, no work request, never completes).
 
@@ -263,10 +264,24 @@ fuzz_target!(|data: &[u8]| {
     ];
     for i in 0..u64::from(posts >> 3) {
         let op = ops[i as usize % ops.len()];
+        // Reads go into 1, 3, 2 or 6 SGEs (one Read Request per non-empty
+        // one), the second of them empty; the split byte picks where the
+        // rotation starts (the seeds' 7: a single SGE first).
+        let rotation = usize::from(split >> 3) + (i as usize / ops.len());
+        let count = match op {
+            SendOp::Read { .. } => [1, 3, 2, 6][rotation % 4],
+            _ => 1,
+        };
+        let list: Vec<Sge> = (0..count as u64)
+            .map(|j| {
+                let len = if j == 1 { 0 } else { 8 };
+                sge(0x4000 + 8 * ((i + 5 * j) % 31), len, local)
+            })
+            .collect();
         node.sq.push_back(SendRequest {
             wr_id: i,
             op,
-            sges: SgeList::single(sge(0x4000 + 8 * i, 8, local)),
+            sges: SgeList::new(&list).expect("at most MAX_SGE"),
             signaled: true,
             fence: i % 5 == 4,
         });

@@ -31,6 +31,31 @@
 //! when their last Read Response segment has been placed, Atomics when their
 //! response's original value has been written to the local buffer.
 //!
+//! # Reads into several SGEs
+//!
+//! An RDMA Read Request names one sink (RFC 5040 section 4.4: STag, tagged
+//! offset, length), so a [`SendOp::Read`] into several SGEs (up to
+//! [`MAX_SGE`]) goes as consecutive Read Requests, its *parts*: one per
+//! non-empty SGE, in SGE order, each reading the SGE's length into the SGE
+//! (its lkey the sink STag, its address the sink tagged offset) from the
+//! source where the SGEs before it end (`remote_addr` plus their lengths),
+//! with the same rkey. Empty SGEs are skipped; a Read with no SGE or only
+//! empty ones is one zero-length Read Request, into its first SGE if it has
+//! one. Every sink is checked before the first part goes out, so a bad one
+//! fails the work request before anything is sent.
+//!
+//! Each part takes an ORD credit of its own. The work request leaves the SQ
+//! with its first part; while parts remain it stands for the SQ head: the
+//! parts that fit the free credits go out, the others as responses free
+//! credits, and no later work request starts before its last part is out
+//! (a fenced one then waits for every part's response, as for any Read).
+//! Each part's Read Response is placed only inside that part's sink. The
+//! work request completes once, on its last part's response (byte length the
+//! sum of the SGEs); if a part fails (the peer's TERMINATE echoes it, a flush,
+//! a local error issuing a later part) it completes once, with that status,
+//! and its other parts complete nothing. [`SendOp::ReadInv`] invalidates its
+//! one sink and still takes exactly one SGE (or none).
+//!
 //! # Immediate Data
 //!
 //! RFC 7306 section 6 defines Immediate Data as a message of its own that
@@ -76,22 +101,23 @@
 //!
 //! # Errors
 //!
-//! A local error on a work request (a bad local key, a Read with more than
-//! one SGE, no ORD at all, ...) completes it with the matching status and
-//! terminates the stream: a TERMINATE reporting an RDMAP local catastrophic
-//! error (RFC 5040 section 7.2, layer 0, type 0, code 0) is pending for
-//! [`QpEngine::transmit`], and nothing else is sent or received. Errors found
-//! in received data are reported by the receive engine with the RFC's codes;
-//! the TERMINATE then echoes the offending headers.
+//! A local error on a work request (a bad local key, a Read with Invalidate
+//! into more than one SGE, no ORD at all, ...) completes it with the matching
+//! status and terminates the stream: a TERMINATE reporting an RDMAP local
+//! catastrophic error (RFC 5040 section 7.2, layer 0, type 0, code 0) is
+//! pending for [`QpEngine::transmit`], and nothing else is sent or received.
+//! Errors found in received data are reported by the receive engine with the
+//! RFC's codes; the TERMINATE then echoes the offending headers.
 //!
 //! A TERMINATE from the peer ends the stream. If it echoes the header of a
 //! Read or Atomic Request of ours (queue 1, matched by its MSN), that request
 //! completes at once with a status derived from the reported error
-//! ([`WcStatus::RemAccessErr`] for protection errors, ...). Everything else
-//! outstanding completes with [`WcStatus::WrFlushErr`] when the driver
-//! calls [`QpEngine::flush`]. RDMA Writes and Sends have completed already
-//! when their last FPDU was produced, so an error the peer finds in them only
-//! shows as the TERMINATE.
+//! ([`WcStatus::RemAccessErr`] for protection errors, ...); for a part of a
+//! Read into several SGEs, that is the work request's only completion.
+//! Everything else outstanding completes with [`WcStatus::WrFlushErr`] when
+//! the driver calls [`QpEngine::flush`]. RDMA Writes and Sends have completed
+//! already when their last FPDU was produced, so an error the peer finds in
+//! them only shows as the TERMINATE.
 
 use super::atomic::{self, AtomicOpcode, AtomicRequestHeader, AtomicResponseHeader};
 use super::crc32c::Crc32c;
@@ -220,10 +246,11 @@ pub enum SendOp {
         /// The 32-bit immediate value.
         imm: u32,
     },
-    /// RDMA Read into the single local SGE: its lkey is the sink STag, its
-    /// address the sink tagged offset, its length the read size. No SGE is
-    /// a zero-length Read (sink STag and offset 0); more than one is an
-    /// error.
+    /// RDMA Read into the local SGE: its lkey is the sink STag, its address
+    /// the sink tagged offset, its length the read size. No SGE is a
+    /// zero-length Read (sink STag and offset 0). Several SGEs (empty ones
+    /// skipped) are read one after the other from consecutive source ranges,
+    /// one Read Request each (see the module documentation).
     Read {
         /// Tagged offset (address) of the remote source.
         remote_addr: u64,
@@ -232,7 +259,8 @@ pub enum SendOp {
     },
     /// RDMA Read whose sink region is invalidated when the read completes
     /// (`IB_WR_RDMA_READ_WITH_INV`): the sink is its single SGE, as for
-    /// [`SendOp::Read`], and its lkey is the STag invalidated.
+    /// [`SendOp::Read`], and its lkey is the STag invalidated. Several SGEs
+    /// are an error ([`WcStatus::LocQpOpErr`]).
     ReadInv {
         /// Tagged offset (address) of the remote source.
         remote_addr: u64,
@@ -340,11 +368,12 @@ pub struct RecvRequest {
 pub enum WcStatus {
     /// Done.
     Success,
-    /// A length was wrong (e.g. a message longer than 4 GiB, an atomic
-    /// result buffer under 8 bytes).
+    /// A length was wrong (e.g. a message or Read longer than 4 GiB, an
+    /// atomic result buffer under 8 bytes, a Read whose source range would
+    /// pass the end of the address space).
     LocLenErr,
-    /// The request cannot be executed on this QP (e.g. a Read with several
-    /// SGEs, or with no ORD).
+    /// The request cannot be executed on this QP (e.g. a Read with
+    /// Invalidate with several SGEs, or a Read with no ORD).
     LocQpOpErr,
     /// A local key or its bounds or rights were wrong.
     LocProtErr,
@@ -655,6 +684,14 @@ pub struct Outstanding {
     /// The RFC 6581 Read RTR, sent by connection setup: no work request,
     /// so it completes nothing.
     rtr: bool,
+    /// Earlier Read Requests of the same work request (a Read into several
+    /// SGEs goes as one Read Request per SGE, see the module
+    /// documentation): 0 for its first part and for every other request.
+    /// Part `n` > 0 sits in the ORD slot after part `n` - 1.
+    part: u8,
+    /// This request completes its work request: the last part of a Read,
+    /// and every other request. The parts before it complete nothing.
+    last: bool,
 }
 
 const NO_OUTSTANDING: Outstanding = Outstanding {
@@ -672,6 +709,8 @@ const NO_OUTSTANDING: Outstanding = Outstanding {
     invalidate: false,
     live: false,
     rtr: false,
+    part: 0,
+    last: true,
 };
 
 /// A request of the peer in an IRD slot, ready to be answered.
@@ -824,6 +863,21 @@ struct State<S: SlotStorage> {
     /// A response arrived since the SQ stalled.
     sq_unblocked: bool,
     next_request_id: u32,
+    /// The Read taken from the SQ whose later parts are still to be issued;
+    /// it stands for the SQ head until its last part is out.
+    split: Option<SplitRead>,
+}
+
+/// A Read into several SGEs, some of whose parts (one Read Request per
+/// non-empty SGE) are out and the others not yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SplitRead {
+    /// The work request, taken from the SQ.
+    wr: SendRequest,
+    /// Index of the first SGE not issued yet.
+    next: u8,
+    /// Parts issued.
+    parts: u8,
 }
 
 /// The data path of one RC queue pair. No allocation; about 14 KiB, so the
@@ -1083,6 +1137,11 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
             RxEvent::ReadResponse { slot } => {
                 self.unblock_sq();
                 let o = self.take_outstanding(slot)?;
+                if !o.last {
+                    // A part of a Read into several SGEs: the last one
+                    // completes the work request.
+                    return Ok(());
+                }
                 let step = if o.invalidate && o.sge.length > 0 {
                     self.ctx.invalidate_local(o.sge.lkey)
                 } else {
@@ -1185,18 +1244,37 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
         if h.queue_number != QueueNumber::ReadRequest as u32 {
             return;
         }
-        if let Some(o) = self
-            .st
-            .slots
-            .outstanding_mut()
-            .iter_mut()
-            .find(|o| o.live && o.msn == h.msn)
-        {
-            o.live = false;
-            if !o.rtr {
-                let c = Completion::recv(o.wr_id, remote_status(error), o.opcode, 0);
-                self.ctx.complete(c);
+        let slots = self.st.slots.outstanding_mut();
+        let Some(mut slot) = slots.iter().position(|o| o.live && o.msn == h.msn) else {
+            return;
+        };
+        let Some(o) = slots.get_mut(slot) else {
+            return;
+        };
+        o.live = false;
+        let failed = *o;
+        // The later parts of its work request, if it is a part of a Read
+        // into several SGEs, sit in the slots after it: they complete
+        // nothing now.
+        let mut previous = failed;
+        while !previous.last {
+            slot = slot.saturating_add(1) % DEPTH;
+            match slots.get_mut(slot) {
+                Some(o) if o.live && o.part == previous.part.wrapping_add(1) => {
+                    o.live = false;
+                    previous = *o;
+                }
+                _ => break,
             }
+        }
+        if !previous.last {
+            // Its last part was not sent yet: the parts still to send are
+            // the split work request's.
+            self.st.split = None;
+        }
+        if !failed.rtr {
+            let c = Completion::recv(failed.wr_id, remote_status(error), failed.opcode, 0);
+            self.ctx.complete(c);
         }
     }
 }
@@ -1251,6 +1329,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 sq_stalled: false,
                 sq_unblocked: false,
                 next_request_id: 0,
+                split: None,
             },
         };
         engine.start_past_rtr(config.rtr);
@@ -1484,6 +1563,25 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         if let Some(slot) = self.responder_ready() {
             return self.start_response(slot);
         }
+        if let Some(split) = self.st.split {
+            // The rest of a Read into several SGEs: it is the SQ head (no
+            // fence to wait for, it waited before its first part).
+            return match self.start_read(ctx, &split.wr, split.next, split.parts) {
+                Ok(started) => {
+                    if !matches!(started, Started::Idle) {
+                        self.st.sq_stalled = false;
+                    }
+                    started
+                }
+                Err(status) => {
+                    // Its parts out complete nothing: it completes here.
+                    self.st.split = None;
+                    ctx.complete(Completion::send(&split.wr, status, 0));
+                    self.fail_local(LOCAL_FAILURE);
+                    Started::Again
+                }
+            };
+        }
         let Some(wr) = ctx.peek_send() else {
             return Started::Idle;
         };
@@ -1618,6 +1716,121 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         Ok(Started::Message)
     }
 
+    /// Checks a Read sink: it is placed as a tagged buffer, so check it before the Read goes
+    /// out, and a bad sink is a local error, not the peer's.
+    fn check_sink<X: QpContext>(&self, ctx: &mut X, sge: &Sge) -> Result<(), WcStatus> {
+        let region = ctx.lookup_stag(sge.lkey);
+        let access = TaggedAccess {
+            usage: TaggedUse::ReadResponse,
+            stag: sge.lkey,
+            tagged_offset: sge.addr,
+            len: u64::from(sge.length),
+        };
+        check_tagged(region.as_ref(), self.st.pd, &access)
+            .map(|_| ())
+            .map_err(|_| WcStatus::LocProtErr)
+    }
+
+    /// Starts part `part` of a Read work request: the Read Request for the first non-empty
+    /// SGE from index `next` on, if an ORD credit is free. The first part takes the work
+    /// request off the SQ; while parts remain, [`State::split`] holds it.
+    fn start_read<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        next: u8,
+        part: u8,
+    ) -> Result<Started, WcStatus> {
+        let (remote_addr, rkey, invalidate) = match wr.op {
+            SendOp::Read { remote_addr, rkey } => (remote_addr, rkey, false),
+            SendOp::ReadInv { remote_addr, rkey } => (remote_addr, rkey, true),
+            _ => return Err(WcStatus::LocQpOpErr),
+        };
+        let sges = wr.sges.as_slice();
+        if invalidate && sges.len() > 1 {
+            return Err(WcStatus::LocQpOpErr);
+        }
+        let total = wr
+            .sges
+            .total_len()
+            .and_then(|l| u32::try_from(l).ok())
+            .ok_or(WcStatus::LocLenErr)?;
+        // Part i reads from the source where the SGEs before it end.
+        let source = |index: usize| {
+            let before = sges
+                .iter()
+                .take(index)
+                .fold(0u64, |sum, sge| sum.saturating_add(u64::from(sge.length)));
+            remote_addr.checked_add(before).ok_or(WcStatus::LocLenErr)
+        };
+        if part == 0 {
+            // Every part is checked before the first goes out, so that a bad
+            // one fails the work request before anything is sent.
+            for (index, sge) in sges.iter().enumerate() {
+                if sge.length > 0 {
+                    self.check_sink(ctx, sge)?;
+                    source(index)?;
+                }
+            }
+        }
+        let found = sges
+            .iter()
+            .enumerate()
+            .skip(usize::from(next))
+            .find(|(_, sge)| sge.length > 0);
+        let (index, sge) = match found {
+            Some((index, sge)) => (index, *sge),
+            // No data to read at all: a zero-length Read, into the first SGE
+            // if there is one.
+            None if part == 0 => (sges.len(), sges.first().copied().unwrap_or_default()),
+            None => return Err(WcStatus::LocQpOpErr),
+        };
+        if part > 0 {
+            // Checked before the first part; still the same region?
+            self.check_sink(ctx, &sge)?;
+        }
+        let last = sges
+            .iter()
+            .skip(index.saturating_add(1))
+            .all(|sge| sge.length == 0);
+        let header = ReadRequestHeader {
+            sink_stag: sge.lkey,
+            sink_tagged_offset: sge.addr,
+            read_size: sge.length,
+            source_stag: rkey,
+            source_tagged_offset: source(index)?,
+        };
+        let next = u8::try_from(index.saturating_add(1)).map_err(|_| WcStatus::LocQpOpErr)?;
+        let issued = Outstanding {
+            wr_id: wr.wr_id,
+            signaled: wr.signaled,
+            opcode: wr.op.wc_opcode(),
+            len: if last { total } else { sge.length },
+            sge,
+            msn: 0,
+            request_id: 0,
+            invalidate,
+            live: true,
+            rtr: false,
+            part,
+            last,
+        };
+        let started = self.issue(RequestKind::Read, WorkRequest::ReadRequest(header), issued)?;
+        if matches!(started, Started::Message) {
+            if part == 0 {
+                // The engine holds the request now; its SGEs stay the
+                // driver's to keep valid until it completes.
+                ctx.pop_send();
+            }
+            self.st.split = (!last).then_some(SplitRead {
+                wr: *wr,
+                next,
+                parts: part.saturating_add(1),
+            });
+        }
+        Ok(started)
+    }
+
     /// Starts a Read or Atomic Request, if an ORD credit is free.
     fn start_request<X: QpContext>(
         &mut self,
@@ -1625,41 +1838,8 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         wr: &SendRequest,
     ) -> Result<Started, WcStatus> {
         let sges = wr.sges.as_slice();
-        let (kind, request, sge, len, request_id) = match wr.op {
-            SendOp::Read { remote_addr, rkey } | SendOp::ReadInv { remote_addr, rkey } => {
-                let sge = match sges {
-                    [] => Sge::default(),
-                    [sge] => *sge,
-                    _ => return Err(WcStatus::LocQpOpErr),
-                };
-                if sge.length > 0 {
-                    // The sink is placed as a tagged buffer: check it now, so
-                    // that a bad sink is a local error, not the peer's.
-                    let region = ctx.lookup_stag(sge.lkey);
-                    let access = TaggedAccess {
-                        usage: TaggedUse::ReadResponse,
-                        stag: sge.lkey,
-                        tagged_offset: sge.addr,
-                        len: u64::from(sge.length),
-                    };
-                    check_tagged(region.as_ref(), self.st.pd, &access)
-                        .map_err(|_| WcStatus::LocProtErr)?;
-                }
-                let header = ReadRequestHeader {
-                    sink_stag: sge.lkey,
-                    sink_tagged_offset: sge.addr,
-                    read_size: sge.length,
-                    source_stag: rkey,
-                    source_tagged_offset: remote_addr,
-                };
-                (
-                    RequestKind::Read,
-                    WorkRequest::ReadRequest(header),
-                    sge,
-                    sge.length,
-                    0,
-                )
-            }
+        let (request, sge, request_id) = match wr.op {
+            SendOp::Read { .. } | SendOp::ReadInv { .. } => return self.start_read(ctx, wr, 0, 0),
             SendOp::FetchAdd {
                 remote_addr,
                 rkey,
@@ -1671,14 +1851,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     mask: add_mask,
                 };
                 let id = self.st.next_request_id;
-                let header = op.request(id, rkey, remote_addr);
-                (
-                    RequestKind::Atomic,
-                    WorkRequest::AtomicRequest(header),
-                    atomic_sge(sges)?,
-                    ATOMIC_LEN,
-                    id,
-                )
+                (op.request(id, rkey, remote_addr), atomic_sge(sges)?, id)
             }
             SendOp::CmpSwap {
                 remote_addr,
@@ -1695,17 +1868,40 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     swap_mask,
                 };
                 let id = self.st.next_request_id;
-                let header = op.request(id, rkey, remote_addr);
-                (
-                    RequestKind::Atomic,
-                    WorkRequest::AtomicRequest(header),
-                    atomic_sge(sges)?,
-                    ATOMIC_LEN,
-                    id,
-                )
+                (op.request(id, rkey, remote_addr), atomic_sge(sges)?, id)
             }
             _ => return Err(WcStatus::LocQpOpErr),
         };
+        let issued = Outstanding {
+            wr_id: wr.wr_id,
+            signaled: wr.signaled,
+            opcode: wr.op.wc_opcode(),
+            len: ATOMIC_LEN,
+            sge,
+            request_id,
+            live: true,
+            ..NO_OUTSTANDING
+        };
+        let started = self.issue(
+            RequestKind::Atomic,
+            WorkRequest::AtomicRequest(request),
+            issued,
+        )?;
+        if matches!(started, Started::Message) {
+            self.st.next_request_id = self.st.next_request_id.wrapping_add(1);
+            ctx.pop_send();
+        }
+        Ok(started)
+    }
+
+    /// Sends `request` if an ORD credit is free, recording `issued` (its MSN
+    /// filled in) in the slot it takes; the SQ stalls if none is.
+    fn issue(
+        &mut self,
+        kind: RequestKind,
+        request: WorkRequest<'static>,
+        issued: Outstanding,
+    ) -> Result<Started, WcStatus> {
         let slot = match self.st.requester.try_issue(kind) {
             Ok(slot) => slot,
             Err(IssueError::WouldExceed) => {
@@ -1721,24 +1917,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             return Err(WcStatus::LocQpOpErr);
         }
         let msg = self.tx.start(request).map_err(|_| WcStatus::LocQpOpErr)?;
-        if kind == RequestKind::Atomic {
-            self.st.next_request_id = self.st.next_request_id.wrapping_add(1);
-        }
         if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
             *o = Outstanding {
-                wr_id: wr.wr_id,
-                signaled: wr.signaled,
-                opcode: wr.op.wc_opcode(),
-                len,
-                sge,
                 msn: msg.msn(),
-                request_id,
-                invalidate: matches!(wr.op, SendOp::ReadInv { .. }),
-                live: true,
-                rtr: false,
+                ..issued
             };
         }
-        ctx.pop_send();
         self.inflight = Some(InFlight {
             msg,
             job: Job::Request,
@@ -1846,7 +2030,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
                 if o.live {
                     o.live = false;
-                    if !o.rtr {
+                    // A Read into several SGEs completes once, on its last
+                    // part (or below, if that was not sent yet).
+                    if o.last && !o.rtr {
                         ctx.complete(Completion::recv(o.wr_id, WcStatus::WrFlushErr, o.opcode, 0));
                     }
                 }
@@ -1854,6 +2040,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
         for o in self.st.slots.outstanding_mut().iter_mut() {
             o.live = false;
+        }
+        if let Some(split) = self.st.split.take() {
+            ctx.complete(Completion::send(&split.wr, WcStatus::WrFlushErr, 0));
         }
         while self.st.responder.finish().is_some() {}
         for p in self.st.slots.pending_mut().iter_mut() {
