@@ -4,7 +4,8 @@
 //! (`struct ib_event`).
 //!
 //! A consumer learns of what happens to a QP or SRQ outside any work request through the
-//! event handler it gave at creation: a QP failed (`IB_EVENT_QP_FATAL`), a QP with an SRQ will
+//! event handler it gave at creation: a QP failed (`IB_EVENT_QP_FATAL`, or
+//! `IB_EVENT_QP_ACCESS_ERR` for a protection violation), a QP with an SRQ will
 //! take no more receives (`IB_EVENT_QP_LAST_WQE_REACHED`, which `ib_drain_qp` waits for), an
 //! SRQ fell below its limit (`IB_EVENT_SRQ_LIMIT_REACHED`). For a process the core's handler
 //! queues the event to its asynchronous event file.
@@ -23,9 +24,7 @@ use crate::{bindings, new_spinlock_bh, prelude::*, sync::Arc, sync::SpinLockBh};
 pub enum QpEvent {
     /// The QP failed (`IB_EVENT_QP_FATAL`).
     Fatal,
-    /// A request of the peer was invalid (`IB_EVENT_QP_REQ_ERR`).
-    RequestError,
-    /// The peer violated an access right (`IB_EVENT_QP_ACCESS_ERR`).
+    /// The QP failed over a protection or access violation (`IB_EVENT_QP_ACCESS_ERR`).
     AccessError,
     /// A QP with a shared receive queue takes no more receives from it
     /// (`IB_EVENT_QP_LAST_WQE_REACHED`).
@@ -36,7 +35,6 @@ impl QpEvent {
     fn raw(self) -> bindings::ib_event_type {
         match self {
             Self::Fatal => bindings::ib_event_type_IB_EVENT_QP_FATAL,
-            Self::RequestError => bindings::ib_event_type_IB_EVENT_QP_REQ_ERR,
             Self::AccessError => bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
             Self::LastWqeReached => bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
         }

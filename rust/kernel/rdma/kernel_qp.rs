@@ -29,14 +29,17 @@ use super::{
 use crate::{
     bindings,
     error::{from_err_ptr, to_result},
-    ffi::c_int,
+    ffi::{c_int, c_void},
     new_mutex,
     prelude::*,
     sync::{Arc, Completion, Mutex},
     time::Jiffies,
     types::Opaque,
 };
-use core::ptr::NonNull;
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicU32, Ordering},
+};
 
 /// Queue depths of a kernel queue pair.
 #[derive(Debug, Clone, Copy)]
@@ -287,6 +290,8 @@ struct QpShared {
     #[pin]
     doorbell: Completion,
     caps: QpCaps,
+    /// Error events (`IB_EVENT_QP_FATAL`, `_REQ_ERR`, `_ACCESS_ERR`) the device raised.
+    error_events: AtomicU32,
 }
 
 impl QpShared {
@@ -462,6 +467,7 @@ impl KernelQp {
                 }),
                 doorbell <- Completion::new(),
                 caps,
+                error_events: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -493,6 +499,8 @@ impl KernelQp {
             },
             sq_sig_type: bindings::ib_sig_type_IB_SIGNAL_REQ_WR,
             qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            event_handler: Some(qp_event),
+            qp_context: context as *mut _,
             ..Default::default()
         };
         // SAFETY: `id` is valid without a QP (safety requirement); `pd` and `cq` are valid.
@@ -507,6 +515,12 @@ impl KernelQp {
             shared,
             pd: pd.clone(),
         })
+    }
+
+    /// How many times the device reported that the queue pair failed (`IB_EVENT_QP_FATAL`,
+    /// `IB_EVENT_QP_REQ_ERR` or `IB_EVENT_QP_ACCESS_ERR`).
+    pub fn error_events(&self) -> u32 {
+        self.shared.error_events.load(Ordering::Relaxed)
     }
 
     /// The queue pair's current state (`IB_QPS_*`: 0 reset, 1 init, 2 RTR, 3 RTS, 4 SQD,
@@ -774,6 +788,27 @@ impl KernelQp {
                 return self.poll().ok_or(ETIMEDOUT);
             }
         }
+    }
+}
+
+/// The QP's asynchronous event handler: counts the error events.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a valid event of a QP `KernelQp::create` made, whose context is
+/// its `QpShared` (alive until the QP is destroyed).
+unsafe extern "C" fn qp_event(event: *mut bindings::ib_event, context: *mut c_void) {
+    // SAFETY: Valid for the call (the caller's guarantee).
+    let kind = unsafe { (*event).event };
+    if matches!(
+        kind,
+        bindings::ib_event_type_IB_EVENT_QP_FATAL
+            | bindings::ib_event_type_IB_EVENT_QP_REQ_ERR
+            | bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR
+    ) {
+        // SAFETY: The context is the QP's `QpShared` (the caller's guarantee).
+        let shared = unsafe { &*context.cast::<QpShared>() };
+        shared.error_events.fetch_add(1, Ordering::Relaxed);
     }
 }
 

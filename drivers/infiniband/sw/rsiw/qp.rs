@@ -54,6 +54,7 @@ use crate::{
             RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage, WcOpcode,
             WcStatus,
         },
+        qp_state::EventKind,
         terminate::TermError,
     },
     ring::Ring,
@@ -456,12 +457,18 @@ impl Qp {
 
     /// Ends the connection: the QP to ERROR, everything flushed, TCP closed, iw_cm told.
     fn end(&self, peer_started: bool) {
-        let mut terminated = false;
+        let mut failed = None;
         {
             let guard = self.inner.lock();
             if let Some(e) = guard.engine.as_ref() {
                 if let Some(error) = e.termination() {
-                    terminated = true;
+                    // A protection violation found here is an access error; anything else,
+                    // and whatever the peer reported, is fatal.
+                    failed = Some(if e.peer_terminated() {
+                        EventKind::Fatal
+                    } else {
+                        EventKind::for_term_error(error)
+                    });
                     let (layer, kind, code) =
                         (error.layer() as u8, error.error_type(), error.error_code());
                     let by = if e.peer_terminated() { "peer" } else { "rsiw" };
@@ -473,9 +480,11 @@ impl Qp {
             }
         }
         self.to_error();
-        if terminated {
-            // The stream failed (TERMINATE sent or received): the QP is in error.
-            self.events.raise(QpEvent::Fatal);
+        // The stream failed (TERMINATE sent or received): the QP is in error.
+        match failed {
+            Some(EventKind::AccessError) => self.events.raise(QpEvent::AccessError),
+            Some(_) => self.events.raise(QpEvent::Fatal),
+            None => {}
         }
         let connection = self.connection.lock().take();
         if let Some(mut c) = connection {

@@ -365,6 +365,8 @@ fn terminate_after(test: &mut Test, server: &CmId, sock: &TcpSocket) -> Result<O
     }
     let e = server.next_event(msecs_to_jiffies(5000))?;
     kunit_expect_eq!(test, e.name(), "DISCONNECTED");
+    // The stream failed: the ULP also heard it as one asynchronous error event.
+    kunit_expect_eq!(test, server.qp()?.error_events(), 1);
     Ok(ctx.term)
 }
 
