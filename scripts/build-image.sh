@@ -34,6 +34,8 @@ gcc -O2 -Wall -Werror -o "$out/tools/verbs-check" "$RSIW_TOP/kunit/tools/verbs-c
 bins+=("$out/tools/verbs-check")
 gcc -O2 -Wall -Werror -o "$out/tools/srq-limit" "$RSIW_TOP/kunit/tools/srq-limit.c" -libverbs -lrdmacm
 bins+=("$out/tools/srq-limit")
+gcc -O2 -Wall -Werror -o "$out/tools/read-sges" "$RSIW_TOP/kunit/tools/read-sges.c" -libverbs -lrdmacm
+bins+=("$out/tools/read-sges")
 gcc -O2 -Wall -Werror -o "$out/tools/bad-sqe" "$RSIW_TOP/kunit/tools/bad-sqe.c" -libverbs
 bins+=("$out/tools/bad-sqe")
 
@@ -46,6 +48,7 @@ done
 copy /lib64/ld-linux-x86-64.so.2
 install -m 0755 "$out/tools/verbs-check" "$root/usr/bin/verbs-check"
 install -m 0755 "$out/tools/srq-limit" "$root/usr/bin/srq-limit"
+install -m 0755 "$out/tools/read-sges" "$root/usr/bin/read-sges"
 install -m 0755 "$out/tools/bad-sqe" "$root/usr/bin/bad-sqe"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"

@@ -2,7 +2,8 @@
 # rsiw from user space: rdma-core's stock siw provider drives rsiw through the siw user ABI
 # (mapped send, receive, shared receive and completion rings, the doorbell, user memory
 # regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
-# Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), and malformed
+# Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), a Read into 3 SGEs
+# (read-sges), and malformed
 # queue entries written by the process itself (bad-sqe). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
@@ -52,6 +53,17 @@ srq_pair() {
   echo "$1: $(grep 'limit reached' /tmp/srq-server.log)"
 }
 
+# sges_pair NAME SERVER_ADDR CLIENT_ADDR: an RDMA Read into 3 SGEs (kunit/tools/read-sges.c).
+sges_pair() {
+  timeout 60 read-sges server $2 7472 >/tmp/sges-server.log 2>&1 &
+  local server=$!
+  wait_port 7472 || { cat /tmp/sges-server.log; fail "$1: read-sges server did not listen"; }
+  timeout 60 read-sges client $2 7472 $3 >/tmp/sges-client.log 2>&1 || {
+    cat /tmp/sges-client.log /tmp/sges-server.log; fail "$1: read-sges client failed"; }
+  wait $server || { cat /tmp/sges-server.log; fail "$1: read-sges server failed"; }
+  echo "$1: $(cat /tmp/sges-client.log)"
+}
+
 perf_all() {
   perf_pair "$1" $2 $3 $4 ib_write_bw -s 65536 -n $iters -F
   perf_pair "$1" $2 $3 $4 ib_read_bw -s 65536 -n $iters -F
@@ -71,6 +83,7 @@ bad-sqe rsiw0 >/tmp/bad-sqe.log 2>&1 || { cat /tmp/bad-sqe.log; fail "bad-sqe on
 sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
 srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
+sges_pair "rsiw-rsiw" $ADDR1 $ADDR0
 # The peer-to-peer model (RFC 6581): rsiw0 initiates with each RTR kind, rsiw1 accepts all.
 [ "$(cat /sys/class/infiniband/rsiw1/rtr_kinds)" = "send,write,read" ] || fail "rtr_kinds default"
 echo 1 >/sys/class/infiniband/rsiw0/peer_to_peer || fail "peer_to_peer 1"

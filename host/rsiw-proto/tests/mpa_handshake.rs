@@ -787,7 +787,7 @@ fn terminate_fpdu_reports_setup_failures_on_queue_2() {
             // MPA length, then the untagged DDP header of queue 2, MSN 1, last, RDMAP
             // opcode Terminate (7), then the TERMINATE control: layer 2, type 0, code.
             let ulpdu = u16::from_be_bytes([out[0], out[1]]) as usize;
-            assert_eq!(n, (2 + ulpdu + 3) / 4 * 4 + 4);
+            assert_eq!(n, (2 + ulpdu).div_ceil(4) * 4 + 4);
             assert_eq!(out[2] & 0x81, 0x01, "untagged, last");
             assert_eq!(out[3] & 0x0f, 7, "RDMAP Terminate");
             assert_eq!(

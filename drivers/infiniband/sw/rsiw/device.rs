@@ -59,7 +59,7 @@ mod limits {
     pub(super) const MAX_ORD_QP: u32 = 128;
     pub(super) const MAX_IRD_QP: u32 = 128;
     pub(super) const MAX_SGE: u32 = 6;
-    pub(super) const MAX_SGE_RD: u32 = 1;
+    pub(super) const MAX_SGE_RD: u32 = MAX_SGE;
     pub(super) const MAX_CQ: u32 = 1024 * 100;
     pub(super) const MAX_CQE: u32 = MAX_QP_WR * 100;
     pub(super) const MAX_MR: u32 = MAX_QP * 10;
