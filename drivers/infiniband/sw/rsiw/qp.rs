@@ -138,6 +138,18 @@ impl SlotStorage for HeapSlots {
     }
 }
 
+/// The transmit side's own buffer and what it last sent.
+struct TxState {
+    /// FPDUs the socket copies, for small transmissions.
+    own: KVec<u8>,
+    /// The length of the last (non-empty) transmission.
+    last: usize,
+}
+
+/// From how many bytes a transmission goes by page reference: below it, allocating the pages
+/// costs more than copying.
+const SPLICE_FROM: usize = 16 * 1024;
+
 /// The data path of one connection.
 type Engine = QpEngine<KernelCrc32c, HeapSlots>;
 
@@ -187,7 +199,7 @@ pub(crate) struct Qp {
     #[pin]
     connection: Mutex<Option<Connection>>,
     #[pin]
-    tx_buffer: Mutex<KVec<u8>>,
+    tx: Mutex<TxState>,
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
@@ -288,7 +300,7 @@ impl Qp {
                     "Qp::inner"
                 ),
                 connection <- new_mutex!(None, "Qp::connection"),
-                tx_buffer <- new_mutex!(tx, "Qp::tx_buffer"),
+                tx <- new_mutex!(TxState { own: tx, last: 0 }, "Qp::tx"),
                 kicker: own_kicker,
                 queue,
                 _place: place,
@@ -379,23 +391,28 @@ impl Qp {
 
     /// Builds FPDUs and writes them to the socket until the engine has nothing more.
     ///
-    /// FPDUs are built into a fresh [`SpliceBuffer`] that the socket takes by reference, so
-    /// payload is copied once (from the consumer's memory into the FPDU); when no such buffer
-    /// can be had, into the QP's own buffer, which the socket copies. The buffer's lock also
-    /// keeps transmissions in the order the engine built them.
+    /// Once transmissions are large (the last one was at least [`SPLICE_FROM`] bytes), FPDUs
+    /// are built into a fresh [`SpliceBuffer`] that the socket takes by reference, so payload is
+    /// copied once (from the consumer's memory into the FPDU). Small ones, and any when no
+    /// such buffer can be had, go into the QP's own buffer, which the socket copies. The lock
+    /// also keeps transmissions in the order the engine built them.
     fn transmit(&self) {
         let Some(socket) = self.connection.lock().as_ref().map(|c| c.socket.clone()) else {
             return;
         };
-        let mut own = self.tx_buffer.lock();
+        let mut tx = self.tx.lock();
         loop {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return;
             }
-            let mut spliced = SpliceBuffer::new().ok();
+            let mut spliced = if tx.last >= SPLICE_FROM {
+                SpliceBuffer::new().ok()
+            } else {
+                None
+            };
             let buf: &mut [u8] = match spliced.as_mut() {
                 Some(b) => b.as_mut_slice(),
-                None => &mut own,
+                None => &mut tx.own,
             };
             let n = self
                 .with_engine(|engine, ctx| {
@@ -412,9 +429,10 @@ impl Qp {
             if n == 0 {
                 return;
             }
+            tx.last = n;
             let sent = match spliced {
                 Some(b) => socket.send_spliced(b, n, MsgFlags::NOSIGNAL),
-                None => send_all(&socket, own.get(..n).unwrap_or(&[])),
+                None => send_all(&socket, tx.own.get(..n).unwrap_or(&[])),
             };
             if sent.is_err() {
                 self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
