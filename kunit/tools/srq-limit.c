@@ -26,15 +26,11 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "cm-tool.h"
+
 #define MSG 64
 #define POSTED 4
 #define LIMIT 3
-
-static int die(const char *what)
-{
-	fprintf(stderr, "FAIL: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 /* Polls `cq` for one completion, up to `ms` milliseconds. */
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
@@ -224,27 +220,7 @@ static int client(struct rdma_addrinfo *res)
 
 int main(int argc, char **argv)
 {
-	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
-	int is_server;
+	struct rdma_addrinfo *res;
 
-	if (argc < 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
-	    argc != (strcmp(argv[1], "server") ? 5 : 4)) {
-		fprintf(stderr, "usage: %s server ADDR PORT | client ADDR PORT SRC\n", argv[0]);
-		return 2;
-	}
-	is_server = !strcmp(argv[1], "server");
-	if (is_server) {
-		hints.ai_flags = RAI_PASSIVE;
-	} else {
-		struct rdma_addrinfo src_hints = { .ai_flags = RAI_PASSIVE,
-						   .ai_port_space = RDMA_PS_TCP }, *src;
-
-		if (rdma_getaddrinfo(argv[4], NULL, &src_hints, &src))
-			die("rdma_getaddrinfo (source)");
-		hints.ai_src_addr = src->ai_src_addr;
-		hints.ai_src_len = src->ai_src_len;
-	}
-	if (rdma_getaddrinfo(argv[2], argv[3], &hints, &res))
-		die("rdma_getaddrinfo");
-	return is_server ? server(res) : client(res);
+	return cm_tool_args(argc, argv, &res) ? server(res) : client(res);
 }

@@ -261,8 +261,8 @@ impl SpliceBuffer {
             | (1 << bindings::___GFP_COMP_BIT)
             | (1 << bindings::___GFP_NOWARN_BIT);
         // SAFETY: Any flags and order may be asked for; null means failure.
-        let page =
-            NonNull::new(unsafe { bindings::alloc_pages(flags, SPLICE_ORDER) }).ok_or(ENOMEM)?;
+        let raw = unsafe { bindings::alloc_pages(flags, SPLICE_ORDER) };
+        let page = NonNull::new(raw).ok_or(ENOMEM)?;
         // SAFETY: A fresh allocation; without highmem it has a permanent mapping.
         let addr = unsafe { bindings::page_address(page.as_ptr()) };
         let Some(addr) = NonNull::new(addr.cast::<u8>()) else {

@@ -665,6 +665,23 @@ impl Qp {
         });
     }
 
+    /// Takes an entry a process wrote with `take`, looking at up to `limit` of them: a
+    /// malformed one completes with its error and fails the QP ([`Qp::bad_user_entry`]), and
+    /// the next is looked at (a flush goes through a ring's worth, a running QP takes no more).
+    fn take_user<T>(
+        &self,
+        limit: u32,
+        mut take: impl FnMut() -> core::result::Result<Option<T>, Completion>,
+    ) -> Option<T> {
+        for _ in 0..limit {
+            match take() {
+                Ok(entry) => return entry,
+                Err(bad) => self.bad_user_entry(&bad),
+            }
+        }
+        None
+    }
+
     /// A process's entry was malformed: it completed with an error, and the QP fails.
     fn bad_user_entry(&self, c: &Completion) {
         self.complete(c);
@@ -788,15 +805,7 @@ impl QpContext for Ctx<'_> {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek(),
-            // A malformed entry completes with its error and fails the QP; a flush goes on to
-            // the next entry (at most a ring's worth), a running QP takes no more.
-            WorkQueues::User(u) => (0..limit).find_map(|_| match u.peek_send() {
-                Ok(wr) => Some(wr),
-                Err(bad) => {
-                    self.qp.bad_user_entry(&bad);
-                    None
-                }
-            })?,
+            WorkQueues::User(u) => self.qp.take_user(limit, || u.peek_send()),
             WorkQueues::Released => None,
         }
     }
@@ -816,25 +825,12 @@ impl QpContext for Ctx<'_> {
             if self.flushing {
                 return None;
             }
-            return match srq.take() {
-                Ok(wr) => wr,
-                Err(bad) => {
-                    self.qp.bad_user_entry(&bad);
-                    None
-                }
-            };
+            return self.qp.take_user(1, || srq.take());
         }
         let limit = self.user_entries(self.qp.caps.max_recv_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { rq, .. } => rq.pop(),
-            // As in `peek_send`.
-            WorkQueues::User(u) => (0..limit).find_map(|_| match u.pop_recv() {
-                Ok(wr) => Some(wr),
-                Err(bad) => {
-                    self.qp.bad_user_entry(&bad);
-                    None
-                }
-            })?,
+            WorkQueues::User(u) => self.qp.take_user(limit, || u.pop_recv()),
             WorkQueues::Released => None,
         }
     }
