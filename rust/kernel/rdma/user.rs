@@ -33,17 +33,6 @@ impl UserData<'_> {
         self.inner.outlen
     }
 
-    /// Copies the request into `out` (as much as both have) and returns the bytes copied;
-    /// the rest of `out` is left as it is. `EFAULT` if the user buffer is not readable.
-    pub fn read_request(&self, out: &mut [u8]) -> Result<usize> {
-        let n = out.len().min(self.inner.inlen);
-        let part = out.get_mut(..n).ok_or(EINVAL)?;
-        crate::uaccess::UserSlice::new(self.inner.inbuf as usize, n)
-            .reader()
-            .read_slice(part)?;
-        Ok(n)
-    }
-
     /// Writes `data` as the response: `EINVAL` if there is not room for it, `EFAULT` if the
     /// user buffer is not writable.
     pub fn write_response(&mut self, data: &[u8]) -> Result {
