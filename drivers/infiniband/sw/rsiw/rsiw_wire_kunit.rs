@@ -205,6 +205,28 @@ struct ClientServer {
     reply: InitiatorDecision,
 }
 
+/// The ULP's side of a connection request on the listener `l`: the CONNECT_REQUEST, whose
+/// private data starts with `private_data`, and a QP for it in a new PD.
+fn connect_request(
+    test: &mut Test,
+    l: &CmId,
+    private_data: &[u8],
+) -> Result<(CmId, ReceivedParam, Arc<ProtectionDomain>)> {
+    let CmEvent::ConnectRequest(mut server, param) = l.next_event(msecs_to_jiffies(5000))? else {
+        return Err(EPROTO);
+    };
+    kunit_expect!(test, param.private_data.starts_with(private_data));
+    let pd = server.device()?.alloc_pd()?;
+    server.create_qp(
+        &pd,
+        QpCaps {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+        },
+    )?;
+    Ok((server, param, pd))
+}
+
 /// Requests a client-server connection with IRD `ird` and ORD `ord` in the enhanced data; the
 /// ULP accepts with `ulp` (`responder_resources`, `initiator_depth`), or echoes the request's
 /// parameters if `None`, and a QP with no receive posted. Returns once both sides have it
@@ -230,18 +252,7 @@ fn client_server_accept(
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs.request(b"crafted", &mut frame).map_err(|_| EINVAL)?;
     sock.send(&frame[..len], MsgFlags::NONE)?;
-    let CmEvent::ConnectRequest(mut server, param) = l.next_event(msecs_to_jiffies(5000))? else {
-        return Err(EPROTO);
-    };
-    kunit_expect!(test, param.private_data.starts_with(b"crafted"));
-    let pd = server.device()?.alloc_pd()?;
-    server.create_qp(
-        &pd,
-        QpCaps {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-        },
-    )?;
+    let (server, param, pd) = connect_request(test, &l, b"crafted")?;
     let (responder_resources, initiator_depth) =
         ulp.unwrap_or((param.responder_resources, param.initiator_depth));
     server.accept(&ConnParam {
@@ -647,18 +658,7 @@ fn p2p_accept(test: &mut Test, port: u16, offered: RtrKinds, rtr: &[u8]) -> Resu
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs.request(b"crafted p2p", &mut frame).map_err(|_| EINVAL)?;
     sock.send_vectored(&[&frame[..len], rtr], MsgFlags::NONE)?;
-    let CmEvent::ConnectRequest(mut server, param) = l.next_event(msecs_to_jiffies(5000))? else {
-        return Err(EPROTO);
-    };
-    kunit_expect!(test, param.private_data.starts_with(b"crafted p2p"));
-    let pd = server.device()?.alloc_pd()?;
-    server.create_qp(
-        &pd,
-        QpCaps {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-        },
-    )?;
+    let (server, param, pd) = connect_request(test, &l, b"crafted p2p")?;
     let accepted = server.accept(&ConnParam {
         responder_resources: param.responder_resources,
         initiator_depth: param.initiator_depth,
