@@ -54,3 +54,29 @@ void *rust_helper_page_address(const struct page *page)
 {
 	return page_address(page);
 }
+
+/* Pages TCP takes by reference (MSG_SPLICE_PAGES). */
+bool rust_helper_virt_addr_valid(const void *addr)
+{
+	return virt_addr_valid(addr);
+}
+
+struct page *rust_helper_virt_to_page(const void *addr)
+{
+	return virt_to_page(addr);
+}
+
+bool rust_helper_sendpage_ok(struct page *page)
+{
+	return sendpage_ok(page);
+}
+
+void rust_helper_get_page(struct page *page)
+{
+	get_page(page);
+}
+
+void rust_helper_put_page(struct page *page)
+{
+	put_page(page);
+}

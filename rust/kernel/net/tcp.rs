@@ -11,7 +11,7 @@
 //! trampolines that call a [`TcpCallbacks`] object, and the previous callbacks are called after
 //! it and restored on removal. In `data_ready`, an [`RxQueue`] gives the third: it walks the
 //! receive queue with `tcp_read_sock`, offering the bytes as [`SkbSlice`]s that can be copied
-//! out, and frees what was consumed.
+//! out, and frees what was consumed. [`splice`] sends memory by page reference.
 //!
 //! # Context
 //!
@@ -35,6 +35,8 @@ use core::{
     net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6},
     ptr::NonNull,
 };
+
+pub mod splice;
 
 /// The most buffers [`TcpSocket::send_vectored`] takes in one call.
 pub const MAX_SEND_BUFFERS: usize = 16;
@@ -223,73 +225,6 @@ fn to_len(ret: c_int) -> Result<usize> {
     }
 }
 
-/// A buffer TCP can take by reference when it is sent (`MSG_SPLICE_PAGES`), so the bytes are
-/// not copied into socket buffers: 64 KiB of physically contiguous pages (one compound
-/// allocation), written in place, then handed over by [`TcpSocket::send_spliced`], which
-/// consumes it: the stack may still read the pages (until the data is acknowledged), so nobody
-/// may write them any more. Each socket buffer holds its own page reference; ours is dropped
-/// with the buffer.
-///
-/// # Invariants
-///
-/// `page` is the head of a compound allocation of `1 << SPLICE_ORDER` pages, of which this
-/// value holds one reference; `addr` is its kernel mapping, [`SpliceBuffer::LEN`] bytes long,
-/// which nobody else writes while this value exists.
-pub struct SpliceBuffer {
-    page: NonNull<bindings::page>,
-    addr: NonNull<u8>,
-}
-
-/// The allocation order of a [`SpliceBuffer`].
-const SPLICE_ORDER: u32 = 4;
-
-// SAFETY: The pages are plain memory owned through one reference; any thread may use or drop
-// it.
-unsafe impl Send for SpliceBuffer {}
-
-#[cfg(CONFIG_HIGHMEM)]
-compile_error!("SpliceBuffer needs pages with a permanent kernel mapping");
-
-impl SpliceBuffer {
-    /// Its size in bytes.
-    pub const LEN: usize = bindings::PAGE_SIZE << SPLICE_ORDER;
-
-    /// Allocates one; fails quietly (no warning) when memory is too fragmented, so the caller
-    /// can fall back to copying.
-    pub fn new() -> Result<Self> {
-        let flags = bindings::GFP_KERNEL
-            | (1 << bindings::___GFP_COMP_BIT)
-            | (1 << bindings::___GFP_NOWARN_BIT);
-        // SAFETY: Any flags and order may be asked for; null means failure.
-        let raw = unsafe { bindings::alloc_pages(flags, SPLICE_ORDER) };
-        let page = NonNull::new(raw).ok_or(ENOMEM)?;
-        // SAFETY: A fresh allocation; without highmem it has a permanent mapping.
-        let addr = unsafe { bindings::page_address(page.as_ptr()) };
-        let Some(addr) = NonNull::new(addr.cast::<u8>()) else {
-            // SAFETY: Ours, just allocated with this order.
-            unsafe { bindings::__free_pages(page.as_ptr(), SPLICE_ORDER) };
-            return Err(ENOMEM);
-        };
-        // INVARIANT: One reference, ours; the mapping covers the whole compound allocation.
-        Ok(Self { page, addr })
-    }
-
-    /// The bytes, to fill before sending.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `LEN` mapped bytes that only this value writes (type invariant), borrowed
-        // mutably with `self`.
-        unsafe { core::slice::from_raw_parts_mut(self.addr.as_ptr(), Self::LEN) }
-    }
-}
-
-impl Drop for SpliceBuffer {
-    fn drop(&mut self) {
-        // SAFETY: Drops our reference (type invariant); socket buffers that took the pages
-        // hold theirs, and the last one frees the allocation.
-        unsafe { bindings::__free_pages(self.page.as_ptr(), SPLICE_ORDER) };
-    }
-}
-
 /// A kernel TCP socket in the initial network namespace.
 ///
 /// # Invariants
@@ -403,45 +338,6 @@ impl TcpSocket {
     /// [`MsgFlags::DONTWAIT`]).
     pub fn send(&self, data: &[u8], flags: MsgFlags) -> Result<usize> {
         self.send_vectored(&[data], flags)
-    }
-
-    /// Sends the first `len` bytes of `buf` without copying them: the socket buffers take the
-    /// pages by reference (`MSG_SPLICE_PAGES`). Blocks until all are queued or an error
-    /// (returned, with the bytes queued before it lost). The buffer is consumed: the stack reads
-    /// it until the peer acknowledges the data.
-    pub fn send_spliced(&self, buf: SpliceBuffer, len: usize, flags: MsgFlags) -> Result {
-        let len = len.min(SpliceBuffer::LEN);
-        let mut sent = 0;
-        while sent < len {
-            let bvec = bindings::bio_vec {
-                bv_page: buf.page.as_ptr(),
-                bv_len: u32::try_from(len - sent).map_err(|_| EINVAL)?,
-                bv_offset: u32::try_from(sent).map_err(|_| EINVAL)?,
-            };
-            let mut msg = bindings::msghdr {
-                msg_flags: flags.0 | bindings::MSG_SPLICE_PAGES,
-                ..Default::default()
-            };
-            // SAFETY: `bvec` describes bytes `sent..len` of the compound allocation `buf` owns
-            // (it stays alive for the call, and the stack takes its own page references for
-            // what it keeps); `msg` is ours.
-            unsafe {
-                bindings::iov_iter_bvec(
-                    &mut msg.msg_iter,
-                    bindings::ITER_SOURCE,
-                    &bvec,
-                    1,
-                    len - sent,
-                )
-            };
-            // SAFETY: `sock` is valid; `msg` describes the pages as above.
-            let n = to_len(unsafe { bindings::sock_sendmsg(self.sock.as_ptr(), &mut msg) })?;
-            if n == 0 {
-                return Err(EPIPE);
-            }
-            sent += n;
-        }
-        Ok(())
     }
 
     /// Sends the concatenation of `bufs` (at most [`MAX_SEND_BUFFERS`]) in one call.

@@ -29,6 +29,8 @@ use super::{
     device::{with_driver, Device, Driver},
     objects::PdId,
 };
+#[cfg(CONFIG_INET)]
+use crate::net::tcp::splice::PagePiece;
 use crate::{
     alloc::{flags::GFP_KERNEL, KBox, KVec},
     bindings,
@@ -97,6 +99,28 @@ impl DmaRange {
             core::ptr::copy_nonoverlapping(part.addr as *const u8, out.as_mut_ptr(), out.len())
         };
         Ok(())
+    }
+
+    /// The range as pieces TCP can take by page reference, one per page, each holding a page
+    /// reference (so they stay valid after the consumer lets go of the memory). `Ok(false)` if
+    /// some page cannot be sent that way (vmalloc or slab memory; the pieces before it were
+    /// given to `f`): copy the range instead.
+    #[cfg(CONFIG_INET)]
+    pub fn page_pieces(&self, f: &mut dyn FnMut(PagePiece) -> Result) -> Result<bool> {
+        let page_size = bindings::PAGE_SIZE;
+        let mut at = 0;
+        while at < self.len {
+            let addr = self.addr + at;
+            let n = core::cmp::min(self.len - at, page_size - addr % page_size);
+            // SAFETY: By the type invariant the consumer keeps the range mapped, during this
+            // call at least; the piece takes its own page reference.
+            let Some(piece) = (unsafe { PagePiece::from_kernel_address(addr, n) }) else {
+                return Ok(false);
+            };
+            f(piece)?;
+            at += n;
+        }
+        Ok(true)
     }
 
     /// Copies `data` into the range at `offset`.
