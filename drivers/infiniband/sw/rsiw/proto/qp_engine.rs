@@ -11,6 +11,8 @@
 //! - calls [`QpEngine::receive`] with whatever bytes TCP delivered;
 //! - calls [`QpEngine::transmit`] with a buffer it then writes to the socket,
 //!   whenever the SQ got work or [`QpEngine::wants_transmit`] says so;
+//!   [`QpEngine::transmit_by_reference`] lets the driver send payload by page
+//!   reference instead (see below);
 //! - calls [`QpEngine::flush`] when the QP goes to the error state.
 //!
 //! # Transmit order
@@ -30,6 +32,18 @@
 //! Write work requests complete once their last FPDU has been produced, Reads
 //! when their last Read Response segment has been placed, Atomics when their
 //! response's original value has been written to the local buffer.
+//!
+//! # Payload by reference
+//!
+//! With MPA CRCs off, the engine offers each FPDU's payload to
+//! [`QpContext::send_by_reference`] before copying it into the buffer. A
+//! driver that takes it sends the bytes straight from the consumer's pages
+//! (zero copy) between the FPDU's header and its pad and CRC, which the
+//! engine writes back to back into the buffer. Like the C siw, the engine
+//! offers only the payload of Read Responses and of unsignalled work requests
+//! of at least [`BY_REFERENCE_FROM`] bytes: TCP may still read the pages after
+//! the work request completed (until the data is acknowledged), and a
+//! signalled completion tells the consumer its buffer is free again.
 //!
 //! # Reads into several SGEs
 //!
@@ -601,6 +615,63 @@ pub trait QpContext {
     /// Memory registration work request: `stag` becomes valid with `access`,
     /// its first byte at I/O virtual address `iova`, `length` bytes long.
     fn register(&mut self, stag: u32, access: u32, iova: u64, length: u64) -> Result<(), WcStatus>;
+    /// Offers to send the payload `source` describes by reference: the driver
+    /// sends it right before byte `at` of the transmit buffer (where the FPDU's
+    /// header ends and its pad and CRC follow) instead of the engine copying it
+    /// there. Return `false` (the default) to have it copied, which is also
+    /// how any error in `source` is found and reported.
+    fn send_by_reference(&mut self, source: PayloadSource<'_>, at: usize) -> bool {
+        let _ = (source, at);
+        false
+    }
+}
+
+/// Unsignalled work requests of at least this many bytes are offered for
+/// sending by reference (the C siw's threshold: a page).
+pub const BY_REFERENCE_FROM: u32 = 4096;
+
+/// Payload bytes of one FPDU, where they are in memory.
+#[derive(Debug, Clone, Copy)]
+pub enum PayloadSource<'a> {
+    /// Bytes `offset..offset + len` of a work request's gather list.
+    Gather {
+        /// The gather list.
+        sges: &'a [Sge],
+        /// Where the bytes start in the concatenated list.
+        offset: u32,
+        /// How many.
+        len: u32,
+    },
+    /// Bytes `offset..offset + len` of the region `stag` names (a Read
+    /// Response's source, checked when the request arrived).
+    Tagged {
+        /// The source STag.
+        stag: u32,
+        /// Byte offset from the start of the region.
+        offset: u64,
+        /// How many.
+        len: u32,
+    },
+}
+
+/// What one [`QpEngine::transmit_by_reference`] call produced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transmitted {
+    /// Bytes written into the buffer.
+    pub buffered: usize,
+    /// Payload bytes the driver took by reference.
+    pub referenced: usize,
+    /// It stopped because the buffer had no room for the next FPDU (as
+    /// opposed to the budget being used up or nothing more to send): call
+    /// again with a larger buffer.
+    pub short: bool,
+}
+
+impl Transmitted {
+    /// Whether nothing was produced.
+    pub fn is_empty(&self) -> bool {
+        self.buffered == 0 && self.referenced == 0
+    }
 }
 
 /// The parameters of one connection's data path.
@@ -1465,16 +1536,39 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// 4 KiB, and the same size on every call, or FPDUs are sized down to
     /// it) for, in order: a pending TERMINATE, responder work (Read and
     /// Atomic Responses in arrival order), then the SQ. Returns the bytes
-    /// written; 0 means nothing to send now.
+    /// written; 0 means nothing to send now. Payload is always copied.
     pub fn transmit<X: QpContext>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
-        self.tx.set_fpdu_size(self.fpdu_size.min(out.len()));
+        let budget = out.len();
+        let mut copying = CopyAll(ctx);
+        self.transmit_by_reference(&mut copying, out, budget)
+            .buffered
+    }
+
+    /// As [`Self::transmit`], with FPDUs of up to `budget` bytes on the wire
+    /// in all (at least 4 KiB, the same on every call), whose payload `ctx`
+    /// may take by reference ([`QpContext::send_by_reference`]); `out` then
+    /// holds the rest of the FPDUs, and needs room only for them.
+    pub fn transmit_by_reference<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        out: &mut [u8],
+        budget: usize,
+    ) -> Transmitted {
+        self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
-        let mut pos = 0;
+        let mut room = Room {
+            out,
+            pos: 0,
+            wire_left: budget,
+            referenced: 0,
+            short: false,
+            by_reference: !self.tx.has_crc(),
+        };
         loop {
             match self.st.stage {
                 Stage::Running => {}
                 Stage::Pending { error, from_rx } => {
-                    pos = self.send_terminate(out, pos, error, from_rx);
+                    self.send_terminate(&mut room, error, from_rx);
                     break;
                 }
                 _ => break,
@@ -1486,7 +1580,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
             if let Some(mut job) = self.inflight {
-                match produce(&mut job, ctx, out, &mut pos) {
+                match produce(&mut job, ctx, &mut room) {
                     Produced::Full => {
                         self.inflight = Some(job);
                         break;
@@ -1505,16 +1599,25 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
         }
-        pos
+        Transmitted {
+            buffered: room.pos,
+            referenced: room.referenced,
+            short: room.short,
+        }
     }
 
-    /// Emits the pending TERMINATE at `pos` if it fits; returns the new end.
-    fn send_terminate(&mut self, out: &mut [u8], pos: usize, error: TermError, rx: bool) -> usize {
-        let Some(rest) = out.get_mut(pos..) else {
-            return pos;
+    /// Emits the pending TERMINATE into `room` if it fits.
+    fn send_terminate(&mut self, room: &mut Room<'_>, error: TermError, rx: bool) {
+        let Some(rest) = room.out.get_mut(room.pos..) else {
+            room.short = true;
+            return;
         };
         if rest.len() < HEADER_ONLY_FPDU_ROOM {
-            return pos;
+            room.short = true;
+            return;
+        }
+        if room.wire_left < HEADER_ONLY_FPDU_ROOM {
+            return;
         }
         let message = match self.rx.termination() {
             Some(t) if rx => t.message(),
@@ -1522,19 +1625,19 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         };
         self.st.stage = Stage::Sent(error);
         let Ok(mut msg) = self.tx.start(WorkRequest::Terminate(message)) else {
-            return pos;
+            return;
         };
         let Ok(Some(fpdu)) = msg.next_fpdu(rest) else {
-            return pos;
+            return;
         };
         let trailer = fpdu.trailer();
         let end = fpdu.header_len.saturating_add(trailer.as_bytes().len());
-        match rest.get_mut(fpdu.header_len..end) {
-            Some(dst) if end == fpdu.wire_len() => {
+        if let Some(dst) = rest.get_mut(fpdu.header_len..end) {
+            if end == fpdu.wire_len() {
                 dst.copy_from_slice(trailer.as_bytes());
-                pos.saturating_add(end)
+                room.pos = room.pos.saturating_add(end);
+                room.wire_left = room.wire_left.saturating_sub(end);
             }
-            _ => pos,
         }
     }
 
@@ -2087,20 +2190,104 @@ fn atomic_sge(sges: &[Sge]) -> Result<Sge, WcStatus> {
 }
 
 /// Produces FPDUs of the message in flight into `out` from `*pos` on.
+/// Where one [`QpEngine::transmit_by_reference`] call puts FPDUs.
+struct Room<'o> {
+    out: &'o mut [u8],
+    /// Bytes written into `out`.
+    pos: usize,
+    /// Wire bytes the call may still produce.
+    wire_left: usize,
+    /// Payload bytes the driver took by reference.
+    referenced: usize,
+    /// Stopped for lack of room in `out`.
+    short: bool,
+    /// Payload may go by reference (CRCs are off).
+    by_reference: bool,
+}
+
+/// The context of a [`QpEngine::transmit`] call: every request but sending
+/// by reference goes to the driver's context.
+struct CopyAll<'x, X: QpContext>(&'x mut X);
+
+impl<X: QpContext> QpContext for CopyAll<'_, X> {
+    fn peek_send(&mut self) -> Option<SendRequest> {
+        self.0.peek_send()
+    }
+    fn pop_send(&mut self) {
+        self.0.pop_send()
+    }
+    fn pop_recv(&mut self) -> Option<RecvRequest> {
+        self.0.pop_recv()
+    }
+    fn complete(&mut self, c: Completion) {
+        self.0.complete(c)
+    }
+    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus> {
+        self.0.local_read(sge, offset, out)
+    }
+    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus> {
+        self.0.local_write(sge, offset, data)
+    }
+    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
+        self.0.lookup_stag(stag)
+    }
+    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
+        self.0.tagged_read(stag, offset, out)
+    }
+    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+        self.0.tagged_write(stag, offset, data)
+    }
+    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError> {
+        self.0.tagged_atomic(stag, offset, op)
+    }
+    fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError> {
+        self.0.invalidate_remote(stag)
+    }
+    fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus> {
+        self.0.invalidate_local(stag)
+    }
+    fn register(&mut self, stag: u32, access: u32, iova: u64, length: u64) -> Result<(), WcStatus> {
+        self.0.register(stag, access, iova, length)
+    }
+}
+
+/// The payload of `job`'s next FPDU, if it may go by reference (see the
+/// module documentation).
+fn reference_source(job: &Job, payload_offset: u32, len: u32) -> Option<PayloadSource<'_>> {
+    match job {
+        Job::Sq { wr, len: total, .. } if !wr.signaled && *total >= BY_REFERENCE_FROM => {
+            Some(PayloadSource::Gather {
+                sges: wr.sges.as_slice(),
+                offset: payload_offset,
+                len,
+            })
+        }
+        Job::ReadResponse { stag, offset, .. } => Some(PayloadSource::Tagged {
+            stag: *stag,
+            offset: offset.checked_add(u64::from(payload_offset))?,
+            len,
+        }),
+        _ => None,
+    }
+}
+
+/// Produces the FPDUs of `job` into `room` until the message is done or
+/// there is no room for the next one.
 fn produce<C: Crc32c + Copy, X: QpContext>(
     job: &mut InFlight<C>,
     ctx: &mut X,
-    out: &mut [u8],
-    pos: &mut usize,
+    room: &mut Room<'_>,
 ) -> Produced {
     loop {
         if job.msg.is_done() {
             return Produced::Done;
         }
-        let Some(rest) = out.get_mut(*pos..) else {
+        let Some(rest) = room.out.get_mut(room.pos..) else {
+            room.short = true;
             return Produced::Full;
         };
         if rest.len() < HEADER_ONLY_FPDU_ROOM {
+            room.short = true;
             return Produced::Full;
         }
         let mut probe = job.msg;
@@ -2110,43 +2297,68 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
             Err(_) => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
         };
         let wire_len = fpdu.wire_len();
-        if wire_len > rest.len() {
+        if wire_len > room.wire_left {
             return Produced::Full;
         }
         let Ok(payload_len) = usize::try_from(fpdu.payload_len) else {
             return Produced::Failed(WcStatus::LocLenErr, LOCAL_FAILURE);
         };
-        let payload_end = fpdu.header_len.saturating_add(payload_len);
-        let Some(payload) = rest.get_mut(fpdu.header_len..payload_end) else {
+        let trailer = fpdu.trailer();
+        let trailer_len = trailer.as_bytes().len();
+        let headers_and_trailer = fpdu.header_len.saturating_add(trailer_len);
+        if headers_and_trailer > rest.len() {
+            room.short = true;
             return Produced::Full;
-        };
-        if !payload.is_empty() {
-            let filled = match job.job {
-                Job::Sq { wr, .. } => {
-                    sg_read(ctx, wr.sges.as_slice(), fpdu.payload_offset, payload)
-                        .map_err(|status| (status, LOCAL_FAILURE))
-                }
-                Job::ReadResponse { stag, offset, .. } => offset
-                    .checked_add(u64::from(fpdu.payload_offset))
-                    .ok_or(TermError::RdmapLocalCatastrophic)
-                    .and_then(|at| ctx.tagged_read(stag, at, payload))
-                    .map_err(|e| (WcStatus::LocQpOpErr, e)),
-                _ => Err((WcStatus::LocQpOpErr, LOCAL_FAILURE)),
-            };
-            if let Err((status, error)) = filled {
-                return Produced::Failed(status, error);
-            }
-            fpdu.hash_payload(payload);
         }
+        let referenced = payload_len > 0
+            && room.by_reference
+            && reference_source(&job.job, fpdu.payload_offset, fpdu.payload_len).is_some_and(
+                |source| ctx.send_by_reference(source, room.pos.saturating_add(fpdu.header_len)),
+            );
+        let (payload_end, buffered) = if referenced {
+            (fpdu.header_len, headers_and_trailer)
+        } else {
+            if wire_len > rest.len() {
+                room.short = true;
+                return Produced::Full;
+            }
+            let payload_end = fpdu.header_len.saturating_add(payload_len);
+            let Some(payload) = rest.get_mut(fpdu.header_len..payload_end) else {
+                return Produced::Full;
+            };
+            if !payload.is_empty() {
+                let filled = match job.job {
+                    Job::Sq { wr, .. } => {
+                        sg_read(ctx, wr.sges.as_slice(), fpdu.payload_offset, payload)
+                            .map_err(|status| (status, LOCAL_FAILURE))
+                    }
+                    Job::ReadResponse { stag, offset, .. } => offset
+                        .checked_add(u64::from(fpdu.payload_offset))
+                        .ok_or(TermError::RdmapLocalCatastrophic)
+                        .and_then(|at| ctx.tagged_read(stag, at, payload))
+                        .map_err(|e| (WcStatus::LocQpOpErr, e)),
+                    _ => Err((WcStatus::LocQpOpErr, LOCAL_FAILURE)),
+                };
+                if let Err((status, error)) = filled {
+                    return Produced::Failed(status, error);
+                }
+                fpdu.hash_payload(payload);
+            }
+            (payload_end, wire_len)
+        };
         let trailer = fpdu.trailer();
         let trailer = trailer.as_bytes();
         let end = payload_end.saturating_add(trailer.len());
         match rest.get_mut(payload_end..end) {
-            Some(dst) if end == wire_len => dst.copy_from_slice(trailer),
+            Some(dst) if end == buffered => dst.copy_from_slice(trailer),
             _ => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
         }
         job.msg = probe;
-        *pos = pos.saturating_add(wire_len);
+        room.pos = room.pos.saturating_add(buffered);
+        room.wire_left = room.wire_left.saturating_sub(wire_len);
+        if referenced {
+            room.referenced = room.referenced.saturating_add(payload_len);
+        }
         if fpdu.last {
             return Produced::Done;
         }

@@ -164,6 +164,11 @@ impl<C: Crc32c + Copy> TxEngine<C> {
         self.fpdu_size = fpdu_size;
     }
 
+    /// Whether FPDUs carry a CRC.
+    pub const fn has_crc(&self) -> bool {
+        self.crc.is_some()
+    }
+
     /// The FPDU size in force.
     pub const fn fpdu_size(&self) -> usize {
         self.fpdu_size
