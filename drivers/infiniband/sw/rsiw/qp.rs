@@ -27,7 +27,7 @@
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
-    net::tcp::{MsgFlags, RxQueue, Shutdown, SpliceBuffer, TcpCallbacks, TcpSocket, TcpState},
+    net::tcp::{RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
     new_mutex, new_spinlock_bh,
     owned_workqueue::OwnedQueue,
     prelude::*,
@@ -50,15 +50,16 @@ use crate::{
     proto::{
         placement,
         qp_engine::{
-            AtomicOp, Completion, EngineConfig, Outstanding, Pending, QpContext, QpEngine,
-            RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage, WcOpcode,
-            WcStatus,
+            AtomicOp, Completion, EngineConfig, Outstanding, PayloadSource, Pending, QpContext,
+            QpEngine, RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage,
+            Transmitted, WcOpcode, WcStatus,
         },
         qp_state::EventKind,
         terminate::TermError,
     },
     ring::Ring,
     srq::Srq,
+    tx::{Refs, TxBuffers},
     user_queues::{UserQueues, INLINE_LKEY},
 };
 
@@ -138,18 +139,6 @@ impl SlotStorage for HeapSlots {
     }
 }
 
-/// The transmit side's own buffer and what it last sent.
-struct TxState {
-    /// FPDUs the socket copies, for small transmissions.
-    own: KVec<u8>,
-    /// The length of the last (non-empty) transmission.
-    last: usize,
-}
-
-/// From how many bytes a transmission goes by page reference: below it, allocating the pages
-/// costs more than copying.
-const SPLICE_FROM: usize = 16 * 1024;
-
 /// The data path of one connection.
 type Engine = QpEngine<KernelCrc32c, HeapSlots>;
 
@@ -199,7 +188,7 @@ pub(crate) struct Qp {
     #[pin]
     connection: Mutex<Option<Connection>>,
     #[pin]
-    tx: Mutex<TxState>,
+    tx: Mutex<TxBuffers>,
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
@@ -262,7 +251,7 @@ impl Qp {
         srq: Option<Arc<Srq>>,
         events: QpEvents,
     ) -> Result<Arc<Self>> {
-        let tx = KVec::from_elem(0u8, TX_BUFFER, GFP_KERNEL)?;
+        let tx = TxBuffers::new(TX_BUFFER)?;
         let kicker = Arc::pin_init(
             pin_init!(Kicker {
                 qp <- new_spinlock_bh!(None, "Kicker::qp"),
@@ -300,7 +289,7 @@ impl Qp {
                     "Qp::inner"
                 ),
                 connection <- new_mutex!(None, "Qp::connection"),
-                tx <- new_mutex!(TxState { own: tx, last: 0 }, "Qp::tx"),
+                tx <- new_mutex!(tx, "Qp::tx"),
                 kicker: own_kicker,
                 queue,
                 _place: place,
@@ -376,8 +365,12 @@ impl Qp {
         Ok(())
     }
 
-    /// Runs the engine with its context.
-    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut Ctx<'_>) -> R) -> Option<R> {
+    /// Runs the engine with its context (which may take payload by reference into `refs`).
+    fn with_engine<R>(
+        &self,
+        refs: Option<Refs<'_>>,
+        f: impl FnOnce(&mut Engine, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
         let mut guard = self.inner.lock();
         let Inner { engine, queues } = &mut *guard;
         let engine = engine.as_mut()?;
@@ -385,17 +378,13 @@ impl Qp {
             queues,
             qp: self,
             flushing: false,
+            refs,
         };
         Some(f(engine, &mut ctx))
     }
 
-    /// Builds FPDUs and writes them to the socket until the engine has nothing more.
-    ///
-    /// Once transmissions are large (the last one was at least [`SPLICE_FROM`] bytes), FPDUs
-    /// are built into a fresh [`SpliceBuffer`] that the socket takes by reference, so payload is
-    /// copied once (from the consumer's memory into the FPDU). Small ones, and any when no
-    /// such buffer can be had, go into the QP's own buffer, which the socket copies. The lock
-    /// also keeps transmissions in the order the engine built them.
+    /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
+    /// [`crate::tx`]). The lock also keeps transmissions in the order the engine built them.
     fn transmit(&self) {
         let Some(socket) = self.connection.lock().as_ref().map(|c| c.socket.clone()) else {
             return;
@@ -405,38 +394,26 @@ impl Qp {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return;
             }
-            let mut spliced = if tx.last >= SPLICE_FROM {
-                SpliceBuffer::new().ok()
-            } else {
-                None
-            };
-            let buf: &mut [u8] = match spliced.as_mut() {
-                Some(b) => b.as_mut_slice(),
-                None => &mut tx.own,
-            };
-            let n = self
-                .with_engine(|engine, ctx| {
+            let more = tx.round(&socket, |out, refs, budget| {
+                self.with_engine(refs, |engine, ctx| {
                     if ctx.queues.state != State::Rts && !engine.wants_transmit() {
-                        return 0;
+                        return Transmitted::default();
                     }
-                    let n = engine.transmit(ctx, buf);
+                    let t = engine.transmit_by_reference(ctx, out, budget);
                     if engine.is_terminated() {
                         self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                     }
-                    n
+                    t
                 })
-                .unwrap_or(0);
-            if n == 0 {
-                return;
-            }
-            tx.last = n;
-            let sent = match spliced {
-                Some(b) => socket.send_spliced(b, n, MsgFlags::NOSIGNAL),
-                None => send_all(&socket, tx.own.get(..n).unwrap_or(&[])),
-            };
-            if sent.is_err() {
-                self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
-                return;
+                .unwrap_or_default()
+            });
+            match more {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(_) => {
+                    self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
+                    return;
+                }
             }
         }
     }
@@ -460,6 +437,7 @@ impl Qp {
             queues,
             qp: self,
             flushing: true,
+            refs: None,
         };
         match engine.as_mut() {
             Some(e) => e.flush(&mut ctx),
@@ -690,25 +668,14 @@ impl Qp {
     }
 }
 
-/// Sends all of `bytes` (a blocking socket queues all unless it fails).
-fn send_all(socket: &TcpSocket, bytes: &[u8]) -> Result {
-    let mut sent = 0;
-    while let Some(rest) = bytes.get(sent..).filter(|r| !r.is_empty()) {
-        match socket.send(rest, MsgFlags::NOSIGNAL) {
-            Ok(k) if k > 0 => sent += k,
-            Ok(_) => return Err(EPIPE),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// The engine's view of the QP's queues, memory and CQs.
 struct Ctx<'a> {
     queues: &'a mut Queues,
     qp: &'a Qp,
     /// The QP is being flushed: a shared receive queue keeps its work requests.
     flushing: bool,
+    /// Where payload sent by reference goes, while transmitting.
+    refs: Option<Refs<'a>>,
 }
 
 impl Ctx<'_> {
@@ -942,6 +909,65 @@ impl QpContext for Ctx<'_> {
             .register(self.qp.pd, stag, access, iova, length)
             .map_err(|_| WcStatus::LocProtErr)
     }
+
+    fn send_by_reference(&mut self, source: PayloadSource<'_>, at: usize) -> bool {
+        let Some(mut refs) = self.refs.take() else {
+            return false;
+        };
+        let this = &*self;
+        let taken = refs.take(at, |push| {
+            // A range that cannot be spliced, or fails a check, aborts the walk: the engine
+            // then copies it, and finds and reports any error on the way.
+            let mut pieces = |r: DmaRange, _: usize| match r.page_pieces(push)? {
+                true => Ok(()),
+                false => Err(EAGAIN),
+            };
+            match source {
+                PayloadSource::Gather { sges, offset, len } => {
+                    this.gather_pieces(sges, offset, len, &mut pieces)
+                }
+                PayloadSource::Tagged { stag, offset, len } => {
+                    Ok(this.tagged(stag, offset, len as usize, &mut pieces).is_ok())
+                }
+            }
+        });
+        self.refs = Some(refs);
+        taken
+    }
+}
+
+impl Ctx<'_> {
+    /// Walks bytes `offset..offset + len` of the gather list `sges` (checked as a local read
+    /// would be); `Ok(false)` if they are not all there or some check fails.
+    fn gather_pieces(
+        &self,
+        sges: &[Sge],
+        offset: u32,
+        len: u32,
+        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+    ) -> Result<bool> {
+        let mut skip = offset;
+        let mut left = len;
+        for sge in sges {
+            if left == 0 {
+                break;
+            }
+            if skip >= sge.length {
+                skip -= sge.length;
+                continue;
+            }
+            if sge.lkey == INLINE_LKEY && matches!(self.queues.work, WorkQueues::User(_)) {
+                return Ok(false);
+            }
+            let n = core::cmp::min(sge.length - skip, left);
+            if self.local(sge, skip, n as usize, false, f).is_err() {
+                return Ok(false);
+            }
+            skip = 0;
+            left -= n;
+        }
+        Ok(left == 0)
+    }
 }
 
 /// The engine's form of a verbs scatter/gather list.
@@ -1063,6 +1089,7 @@ impl QueuePair for Qp {
                     queues,
                     qp: self,
                     flushing: true,
+                    refs: None,
                 }
                 .flush_queues();
             }
@@ -1087,7 +1114,7 @@ impl TcpCallbacks for Qp {
     fn data_ready(&self, rx: &mut RxQueue<'_>) {
         let mut wants_tx = false;
         let mut failed = false;
-        let _ = self.with_engine(|engine, ctx| {
+        let _ = self.with_engine(None, |engine, ctx| {
             rx.read(&mut |slice| {
                 // The engine takes the socket buffer's bytes in place: payload is copied once,
                 // straight into the consumer's memory.

@@ -44,6 +44,7 @@ mod ring;
 mod settings;
 mod slots;
 mod srq;
+mod tx;
 mod user_queues;
 
 module! {

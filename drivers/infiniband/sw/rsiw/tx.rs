@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! How a QP's FPDUs reach TCP without being copied.
+//!
+//! The engine writes FPDUs into a [`SpliceBuffer`], which TCP takes by page reference, and
+//! offers payload for sending by reference ([`crate::proto::qp_engine`], "Payload by
+//! reference"): the pages of the consumer's memory become pieces of a [`SpliceList`] and the
+//! engine writes only the FPDUs' headers and trailers. After the engine is done, [`TxBuffers`]
+//! puts the buffer's bytes between those pieces in wire order and sends the whole round with
+//! one `sendmsg`. So payload is copied once on transmit when it must be (small or signalled
+//! work requests, CRCs on, memory that cannot be spliced) and not at all otherwise.
+//!
+//! A splice buffer is 64 KiB and serves many rounds: each round hands over what it wrote, the
+//! next writes after it. When it runs out of room a fresh one is allocated; if that fails
+//! (memory too fragmented), FPDUs are built in the QP's own buffer and TCP copies them.
+
+use crate::proto::qp_engine::Transmitted;
+use kernel::{
+    net::tcp::{
+        splice::{PagePiece, SpliceBuffer, SpliceList},
+        MsgFlags, TcpSocket,
+    },
+    prelude::*,
+};
+
+/// The most page pieces one round sends: the consumer's pages of 64 KiB of payload (17 when
+/// it is not page-aligned, more across SGEs) plus the buffer's pieces between them.
+const MAX_PIECES: usize = 64;
+
+/// The most payload ranges one round takes by reference (one per FPDU).
+const MAX_MARKS: usize = 16;
+
+/// Room a splice buffer must have left to be used for a round: a few FPDUs without payload.
+const MIN_ROOM: usize = 512;
+
+/// Where a payload range taken by reference goes: before byte `at` of the round's buffer, as
+/// the pieces from `index` on.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    at: usize,
+    index: usize,
+}
+
+/// The transmit buffers of a QP.
+pub(crate) struct TxBuffers {
+    splice: Option<SpliceBuffer>,
+    /// FPDUs TCP copies, when no splice buffer can be had.
+    own: KVec<u8>,
+    list: SpliceList,
+    marks: [Mark; MAX_MARKS],
+    marked: usize,
+}
+
+/// What the engine may take payload by reference into during one round.
+pub(crate) struct Refs<'a> {
+    list: &'a mut SpliceList,
+    marks: &'a mut [Mark; MAX_MARKS],
+    marked: &'a mut usize,
+}
+
+impl Refs<'_> {
+    /// Takes a payload range by reference to go before byte `at` of the buffer: `pieces` gives
+    /// its page pieces in order to the callback and returns `Ok(true)` if all of them could be
+    /// had. On `false` nothing is kept, and the engine copies the payload.
+    pub(crate) fn take(
+        &mut self,
+        at: usize,
+        pieces: impl FnOnce(&mut dyn FnMut(PagePiece) -> Result) -> Result<bool>,
+    ) -> bool {
+        if *self.marked == MAX_MARKS {
+            return false;
+        }
+        let start = self.list.count();
+        // Keep room for the buffer's pieces: one before each range and one at the end.
+        let reserved = *self.marked + 2;
+        let list = &mut *self.list;
+        let mut push = |piece: PagePiece| {
+            if list.count() + reserved >= list.capacity() {
+                return Err(ENOSPC);
+            }
+            list.push(piece).map_err(|_| ENOSPC)
+        };
+        if matches!(pieces(&mut push), Ok(true)) {
+            if let Some(mark) = self.marks.get_mut(*self.marked) {
+                *mark = Mark { at, index: start };
+                *self.marked += 1;
+                return true;
+            }
+        }
+        self.list.truncate(start);
+        false
+    }
+}
+
+impl TxBuffers {
+    /// Buffers with `own` bytes of the QP's own.
+    pub(crate) fn new(own: usize) -> Result<Self> {
+        Ok(Self {
+            splice: None,
+            own: KVec::from_elem(0u8, own, GFP_KERNEL)?,
+            list: SpliceList::with_capacity(MAX_PIECES)?,
+            marks: [Mark::default(); MAX_MARKS],
+            marked: 0,
+        })
+    }
+
+    /// One round: `produce` writes FPDUs into the buffer it is given, taking payload into the
+    /// references if it is given them, within the wire budget it is given; they go to
+    /// `socket`. Returns whether to go on (something was sent, or a fresh buffer is needed).
+    pub(crate) fn round(
+        &mut self,
+        socket: &TcpSocket,
+        produce: impl FnOnce(&mut [u8], Option<Refs<'_>>, usize) -> Transmitted,
+    ) -> Result<bool> {
+        if self
+            .splice
+            .as_ref()
+            .map_or(true, |b| b.unsent_len() < MIN_ROOM)
+        {
+            self.splice = SpliceBuffer::new().ok();
+        }
+        let Some(buf) = self.splice.as_mut() else {
+            let budget = self.own.len();
+            let n = produce(&mut self.own, None, budget).buffered;
+            if n == 0 {
+                return Ok(false);
+            }
+            send_all(socket, self.own.get(..n).unwrap_or(&[]))?;
+            return Ok(true);
+        };
+        let fresh = buf.unsent_len() == SpliceBuffer::LEN;
+        self.list.clear();
+        self.marked = 0;
+        let refs = Refs {
+            list: &mut self.list,
+            marks: &mut self.marks,
+            marked: &mut self.marked,
+        };
+        let t = produce(buf.unsent_mut(), Some(refs), SpliceBuffer::LEN);
+        if t.is_empty() {
+            if t.short && !fresh {
+                // The next FPDU needs more room than is left: go on with a fresh buffer.
+                self.splice = None;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        // The buffer's bytes go around the pieces taken by reference, in wire order.
+        let mut prev = 0;
+        let mut inserted = 0;
+        for mark in self.marks.iter().take(self.marked) {
+            if mark.at > prev {
+                let piece = buf.hand_over(mark.at - prev).ok_or(EINVAL)?;
+                self.list
+                    .insert(mark.index + inserted, piece)
+                    .map_err(|_| ENOSPC)?;
+                inserted += 1;
+            }
+            prev = mark.at;
+        }
+        if t.buffered > prev {
+            let piece = buf.hand_over(t.buffered - prev).ok_or(EINVAL)?;
+            self.list.push(piece).map_err(|_| ENOSPC)?;
+        }
+        socket.send_list(&mut self.list, MsgFlags::NOSIGNAL)?;
+        Ok(true)
+    }
+}
+
+/// Writes all of `bytes` to `socket` (TCP copies them).
+pub(crate) fn send_all(socket: &TcpSocket, bytes: &[u8]) -> Result {
+    let mut sent = 0;
+    while let Some(rest) = bytes.get(sent..).filter(|r| !r.is_empty()) {
+        match socket.send(rest, MsgFlags::NOSIGNAL) {
+            Ok(k) if k > 0 => sent += k,
+            Ok(_) => return Err(EPIPE),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
