@@ -234,6 +234,10 @@ impl WorkItem for Connecting {
             (Ok(()), Some(InitiatorEvent::Connected(decision))) => {
                 let ird = depth(decision.local_ird, ird);
                 let ord = depth(decision.local_ord, ord);
+                // The ULP hears the responder's own IRD and ORD (RFC 6581 section 9.1), which
+                // rdma_cm reports as the initiator depth and responder resources; without
+                // enhanced data (revision 1), our depths.
+                let (ulp_ird, ulp_ord) = decision.peer.map_or((ird, ord), |p| (p.ird, p.ord));
                 // Peer-to-peer: the RTR is the first FPDU, sent before anyone hears of the
                 // connection.
                 let mut rtr = [0u8; MAX_FRAME_LEN];
@@ -262,7 +266,8 @@ impl WorkItem for Connecting {
                     },
                     |_, id, status| {
                         let failed = status.is_err();
-                        id.deliver(reply(addrs, status, data, clamp_u8(ird), clamp_u8(ord)))?;
+                        let (ird, ord) = (clamp_u8(ulp_ird), clamp_u8(ulp_ord));
+                        id.deliver(reply(addrs, status, data, ird, ord))?;
                         if failed {
                             Err(ECONNRESET)
                         } else {
@@ -274,13 +279,15 @@ impl WorkItem for Connecting {
                     let _ = socket.shutdown(Shutdown::Both);
                 }
             }
-            (Ok(()), Some(InitiatorEvent::Rejected { .. })) => {
+            (Ok(()), Some(InitiatorEvent::Rejected { peer })) => {
+                // A reject carries the responder's IRD and ORD to the ULP too (section 9.1).
+                let (ird, ord) = peer.map_or((0, 0), |p| (p.ird, p.ord));
                 let _ = id.deliver(reply(
                     addrs,
                     Err(ECONNREFUSED),
                     hs.peer_private_data(),
-                    0,
-                    0,
+                    clamp_u8(ird),
+                    clamp_u8(ord),
                 ));
                 let _ = socket.shutdown(Shutdown::Both);
             }

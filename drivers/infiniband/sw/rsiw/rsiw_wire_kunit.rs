@@ -1097,10 +1097,36 @@ fn initiator_keeps_depths_on_no_negotiation(test: &mut Test) -> Result {
         return Err(EPROTO);
     };
     kunit_expect!(test, param.private_data.starts_with(b"crafted p2p"));
-    // rdma_cm reports iw_cm's `ird` (rsiw's IRD) as `initiator_depth`, `ord` as
-    // `responder_resources`.
-    kunit_expect_eq!(test, param.initiator_depth, 4);
-    kunit_expect_eq!(test, param.responder_resources, 4);
+    // The ULP hears the responder's values (0x3FFF, as far as the 8-bit fields go): rdma_cm
+    // reports iw_cm's `ird` as `initiator_depth`, `ord` as `responder_resources`.
+    kunit_expect_eq!(test, param.initiator_depth, u8::MAX);
+    kunit_expect_eq!(test, param.responder_resources, u8::MAX);
+    send_arrives(test, &c.client, &c.pd, &c.sock, false)?;
+    c.sock.shutdown(Shutdown::Both)?;
+    expect_event(test, &c.client, "DISCONNECTED")?;
+    Ok(())
+}
+
+/// rsiw initiating (IRD 4, ORD 4) gets a reply with responder IRD 9 and ORD 3: both within
+/// section 9.1's relations, so rsiw keeps its IRD (4 >= 3) and its ORD (4 <= 9), and the ULP
+/// hears the responder's values, 9 and 3, not rsiw's own.
+fn initiator_reports_responder_depths(test: &mut Test) -> Result {
+    let c = p2p_connect(test, 7824, RtrKinds::only(RtrKind::Write))?;
+    let reply = EnhancedData {
+        ird: 9,
+        ord: 3,
+        peer_to_peer: true,
+        rtr: RtrKinds::only(RtrKind::Write),
+    };
+    send_reply(&c.sock, &reply)?;
+    let mut inbox = Inbox::new(&[])?;
+    let fpdu = inbox.next_fpdu(&c.sock)?;
+    kunit_expect!(test, *fpdu == *rtr_message(RtrKind::Write)?);
+    let CmEvent::Established(param) = expect_event(test, &c.client, "ESTABLISHED")? else {
+        return Err(EPROTO);
+    };
+    kunit_expect_eq!(test, param.initiator_depth, 9);
+    kunit_expect_eq!(test, param.responder_resources, 3);
     send_arrives(test, &c.client, &c.pd, &c.sock, false)?;
     c.sock.shutdown(Shutdown::Both)?;
     expect_event(test, &c.client, "DISCONNECTED")?;
@@ -1196,6 +1222,7 @@ kernel::kunit_suite!(
         initiator_terminates_on_read_rtr_without_ird,
         responder_answers_no_negotiation,
         initiator_keeps_depths_on_no_negotiation,
+        initiator_reports_responder_depths,
         initiator_terminates_on_insufficient_ird,
         responder_raises_ird_and_caps_ord,
         responder_caps_ird_at_max_ird
