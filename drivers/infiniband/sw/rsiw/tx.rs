@@ -11,7 +11,8 @@
 //! work requests, CRCs on, memory that cannot be spliced) and not at all otherwise.
 //!
 //! A splice buffer is 64 KiB and serves many rounds: each round hands over what it wrote, the
-//! next writes after it. When it runs out of room a fresh one is allocated; if that fails
+//! next writes after it. Small rounds (a few FPDUs without referenced payload) are copied by
+//! TCP instead, which costs less than page references for a few bytes. When it runs out of room a fresh one is allocated; if that fails
 //! (memory too fragmented), FPDUs are built in the QP's own buffer and TCP copies them.
 
 use crate::proto::qp_engine::Transmitted;
@@ -32,6 +33,10 @@ const MAX_MARKS: usize = 16;
 
 /// Room a splice buffer must have left to be used for a round: a few FPDUs without payload.
 const MIN_ROOM: usize = 512;
+
+/// Rounds of fewer bytes, all in the buffer, are copied by TCP instead (the buffer's bytes are
+/// then reused): for a small message, taking page references costs more than the copy.
+const COPY_BELOW: usize = 2048;
 
 /// Where a payload range taken by reference goes: before byte `at` of the round's buffer, as
 /// the pieces from `index` on.
@@ -144,6 +149,10 @@ impl TxBuffers {
                 return Ok(true);
             }
             return Ok(false);
+        }
+        if t.referenced == 0 && t.buffered < COPY_BELOW {
+            send_all(socket, buf.unsent_mut().get(..t.buffered).unwrap_or(&[]))?;
+            return Ok(true);
         }
         // The buffer's bytes go around the pieces taken by reference, in wire order.
         let mut prev = 0;
