@@ -1539,9 +1539,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// written; 0 means nothing to send now. Payload is always copied.
     pub fn transmit<X: QpContext>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
         let budget = out.len();
-        let mut copying = CopyAll(ctx);
-        self.transmit_by_reference(&mut copying, out, budget)
-            .buffered
+        self.produce_fpdus(ctx, out, budget, false).buffered
     }
 
     /// As [`Self::transmit`], with FPDUs of up to `budget` bytes on the wire
@@ -1554,6 +1552,18 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         out: &mut [u8],
         budget: usize,
     ) -> Transmitted {
+        let by_reference = !self.tx.has_crc();
+        self.produce_fpdus(ctx, out, budget, by_reference)
+    }
+
+    /// The FPDUs of [`Self::transmit_by_reference`], offering payload only if `by_reference`.
+    fn produce_fpdus<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        out: &mut [u8],
+        budget: usize,
+        by_reference: bool,
+    ) -> Transmitted {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
         let mut room = Room {
@@ -1562,7 +1572,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             wire_left: budget,
             referenced: 0,
             short: false,
-            by_reference: !self.tx.has_crc(),
+            by_reference,
         };
         loop {
             match self.st.stage {
@@ -2203,52 +2213,6 @@ struct Room<'o> {
     short: bool,
     /// Payload may go by reference (CRCs are off).
     by_reference: bool,
-}
-
-/// The context of a [`QpEngine::transmit`] call: every request but sending
-/// by reference goes to the driver's context.
-struct CopyAll<'x, X: QpContext>(&'x mut X);
-
-impl<X: QpContext> QpContext for CopyAll<'_, X> {
-    fn peek_send(&mut self) -> Option<SendRequest> {
-        self.0.peek_send()
-    }
-    fn pop_send(&mut self) {
-        self.0.pop_send()
-    }
-    fn pop_recv(&mut self) -> Option<RecvRequest> {
-        self.0.pop_recv()
-    }
-    fn complete(&mut self, c: Completion) {
-        self.0.complete(c)
-    }
-    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus> {
-        self.0.local_read(sge, offset, out)
-    }
-    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus> {
-        self.0.local_write(sge, offset, data)
-    }
-    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
-        self.0.lookup_stag(stag)
-    }
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
-        self.0.tagged_read(stag, offset, out)
-    }
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        self.0.tagged_write(stag, offset, data)
-    }
-    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError> {
-        self.0.tagged_atomic(stag, offset, op)
-    }
-    fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError> {
-        self.0.invalidate_remote(stag)
-    }
-    fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus> {
-        self.0.invalidate_local(stag)
-    }
-    fn register(&mut self, stag: u32, access: u32, iova: u64, length: u64) -> Result<(), WcStatus> {
-        self.0.register(stag, access, iova, length)
-    }
 }
 
 /// The payload of `job`'s next FPDU, if it may go by reference (see the
