@@ -287,6 +287,18 @@ impl QpContext for Node {
     }
 }
 
+/// Where the next received chunk after `pos` ends: one byte, up to 64, or the rest of a
+/// `len`-byte stream, as `rng` decides.
+fn next_chunk_end(rng: &mut u64, pos: usize, len: usize) -> usize {
+    xorshift(rng);
+    let piece = match *rng % 3 {
+        0 => 1,
+        1 => (*rng >> 8) as usize % 64 + 1,
+        _ => len - pos,
+    };
+    (pos + piece).min(len)
+}
+
 fn xorshift(rng: &mut u64) -> u64 {
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
@@ -564,13 +576,7 @@ fuzz_target!(|data: &[u8]| {
     let mut rng = u64::from(split) | 0x100;
     let mut pos = 0;
     while pos < stream.len() {
-        xorshift(&mut rng);
-        let piece = match rng % 3 {
-            0 => 1,
-            1 => (rng >> 8) as usize % 64 + 1,
-            _ => stream.len() - pos,
-        };
-        let end = (pos + piece).min(stream.len());
+        let end = next_chunk_end(&mut rng, pos, stream.len());
         let result = engine.receive(&stream[pos..end], &mut node);
         let n = engine.transmit(&mut node, &mut out);
         assert!(n <= out.len());
@@ -672,13 +678,7 @@ fn by_reference(
     let mut rng = u64::from(split) | 0x100;
     let mut pos = 0;
     while pos < stream.len() {
-        xorshift(&mut rng);
-        let piece = match rng % 3 {
-            0 => 1,
-            1 => (rng >> 8) as usize % 64 + 1,
-            _ => stream.len() - pos,
-        };
-        let end = (pos + piece).min(stream.len());
+        let end = next_chunk_end(&mut rng, pos, stream.len());
         let result = engine.receive(&stream[pos..end], &mut node);
         if let Some((c, cnode, _, _)) = copy.as_mut() {
             assert_eq!(result, c.receive(&stream[pos..end], cnode));
