@@ -80,3 +80,9 @@ void rust_helper_put_page(struct page *page)
 {
 	put_page(page);
 }
+
+/* A socket option value in kernel memory, for tcp_setsockopt(). */
+sockptr_t rust_helper_KERNEL_SOCKPTR(void *p)
+{
+	return KERNEL_SOCKPTR(p);
+}

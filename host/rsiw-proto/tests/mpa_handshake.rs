@@ -29,6 +29,7 @@ fn initiator(enhanced: bool, p2p: bool, rtr: RtrKinds) -> InitiatorConfig {
         max_ird: 16,
         peer_to_peer: p2p,
         rtr,
+        large_fpdus: false,
     }
 }
 
@@ -40,6 +41,7 @@ fn responder(enhanced: bool, rtr: RtrKinds) -> ResponderConfig {
         ord: 2,
         min_ord: 0,
         rtr,
+        large_fpdus: false,
     }
 }
 

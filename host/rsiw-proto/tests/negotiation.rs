@@ -29,6 +29,7 @@ fn initiator(ird: u16, ord: u16) -> InitiatorConfig {
         max_ird: 64,
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
+        large_fpdus: false,
     }
 }
 
@@ -40,6 +41,7 @@ fn responder(max_ird: u16, ord: u16) -> ResponderConfig {
         ord,
         min_ord: 0,
         rtr: WRITE_READ,
+        large_fpdus: false,
     }
 }
 
@@ -523,10 +525,12 @@ proptest! {
         let i = InitiatorConfig {
             crc: CrcPolicy::Optional, enhanced: true, ird: ii, ord: io, max_ird: imax.max(if ii == NO_NEGOTIATION { 0 } else { ii }),
             peer_to_peer: ip2p, rtr: RtrKinds { send: irtr[0], write: irtr[1], read: irtr[2] },
+            large_fpdus: false,
         };
         let r = ResponderConfig {
             crc: CrcPolicy::Optional, enhanced: true, max_ird: rmax, ord: rord, min_ord: rmin,
             rtr: RtrKinds { send: rrtr[0], write: rrtr[1], read: rrtr[2] },
+            large_fpdus: false,
         };
         let (d, o) = exchange(&i, &r);
         if let (Ok(d), Some(Ok(InitiatorOutcome::Accepted(o)))) = (d, o) {

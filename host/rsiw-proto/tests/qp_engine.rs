@@ -2367,6 +2367,7 @@ fn p2p_setup(kind: RtrKind, crc: bool, fpdu_size: usize, depths: Depths) -> P2p 
         max_ird: 16,
         peer_to_peer: true,
         rtr: offered,
+        large_fpdus: false,
     });
     let mut res = ResponderHandshake::new(
         ResponderConfig {
@@ -2380,6 +2381,7 @@ fn p2p_setup(kind: RtrKind, crc: bool, fpdu_size: usize, depths: Depths) -> P2p 
                 write: true,
                 read: true,
             },
+            large_fpdus: false,
         },
         SoftCrc32c,
     );

@@ -406,6 +406,25 @@ impl TcpSocket {
         unsafe { bindings::tcp_sock_set_nodelay(self.sk()) }
     }
 
+    /// Caps the segments of this socket at `mss` bytes (`TCP_MAXSEG`). Before `connect`, the
+    /// SYN advertises it, so the peer sends segments no larger either.
+    pub fn set_max_segment(&self, mss: u16) -> Result {
+        let mut value = crate::ffi::c_int::from(mss);
+        // SAFETY: `KERNEL_SOCKPTR` only wraps the pointer; `value` is a live `int`.
+        let optval = unsafe { bindings::KERNEL_SOCKPTR((&raw mut value).cast()) };
+        // SAFETY: `sk` is a valid TCP socket; `optval` points at `value`, which outlives the
+        // call, and `optlen` is its size; `tcp_setsockopt` takes the socket lock itself.
+        to_result(unsafe {
+            bindings::tcp_setsockopt(
+                self.sk(),
+                bindings::SOL_TCP as crate::ffi::c_int,
+                bindings::TCP_MAXSEG as crate::ffi::c_int,
+                optval,
+                core::mem::size_of::<crate::ffi::c_int>() as crate::ffi::c_uint,
+            )
+        })
+    }
+
     /// Allows binding to an address still in `TIME_WAIT` (`SO_REUSEADDR`).
     pub fn set_reuseaddr(&self) {
         // SAFETY: `sk` is valid.
@@ -432,6 +451,15 @@ impl TcpSocket {
         // SAFETY: `sk` is a TCP socket (type invariant), so it is the `sock` inside a
         // `tcp_sock`; the field is a plain integer TCP updates as the path changes.
         unsafe { core::ptr::read_volatile(&(*self.sk().cast::<bindings::tcp_sock>()).mss_cache) }
+    }
+
+    /// How many segments of [`Self::mss`] TCP currently puts in one GSO packet (`gso_segs`;
+    /// 0 before the connection sent anything): TCP sizes it from the device's GSO limit and
+    /// the pacing rate.
+    pub fn gso_segments(&self) -> u16 {
+        // SAFETY: as in `mss`: the field is a plain integer of the `tcp_sock` TCP updates
+        // while sending.
+        unsafe { core::ptr::read_volatile(&(*self.sk().cast::<bindings::tcp_sock>()).gso_segs) }
     }
 
     /// Makes blocking receives give up with `EAGAIN` after `timeout` (`SO_RCVTIMEO`).

@@ -263,6 +263,7 @@ impl WorkItem for Connecting {
                         ird,
                         ord,
                         rtr: RtrState::initiator(decision.rtr),
+                        large_fpdus: decision.large_fpdus,
                     },
                     |_, id, status| {
                         let failed = status.is_err();
@@ -335,6 +336,7 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         } else {
             RtrKinds::NONE
         },
+        large_fpdus: cm.settings.large_fpdus(),
     });
     // Whether a TERMINATE for a failed setup carries a CRC: the reply may not say.
     let crc_required = cm.settings.crc() == CrcPolicy::Required;
@@ -498,6 +500,7 @@ fn responder_config(cm: &Cm) -> ResponderConfig {
         ord: cm.settings.max_ord(),
         min_ord: 0,
         rtr: cm.settings.rtr_kinds(),
+        large_fpdus: cm.settings.large_fpdus(),
     }
 }
 
@@ -636,6 +639,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
             ird,
             ord,
             rtr,
+            large_fpdus: decision.large_fpdus,
         },
         |socket, id, status| {
             // A QP that cannot take the connection fails iw_accept, which tells iw_cm.

@@ -153,6 +153,8 @@ struct Connection {
     socket: Arc<TcpSocket>,
     /// iw_cm's id while iw_cm thinks the connection up; taken when CLOSE is delivered.
     cm_id: Option<IwCmId>,
+    /// Whether FPDUs may span a GSO packet of several TCP segments.
+    large_fpdus: bool,
 }
 
 /// Flags of [`Qp::flags`].
@@ -230,6 +232,16 @@ pub(crate) struct Established {
     pub(crate) ord: u16,
     /// The RTR message of a peer-to-peer connection, exchanged by the connection manager.
     pub(crate) rtr: RtrState,
+    /// Both sides said they take FPDUs larger than one TCP segment.
+    pub(crate) large_fpdus: bool,
+}
+
+/// The FPDU size for `socket` now: one TCP segment, as large as the path's segments, so that
+/// FPDUs and segments line up for the receiver; with `large`, one GSO packet of segments (MPA
+/// caps either at 64 KiB), which the receiver takes in one go.
+fn fpdu_size(socket: &TcpSocket, large: bool) -> usize {
+    let segments = if large { socket.gso_segments() } else { 1 };
+    crate::proto::segmenter::fpdu_size(socket.mss().max(128), segments.into())
 }
 
 /// The number the engine's placement checks know the QP's PD by.
@@ -310,9 +322,7 @@ impl Qp {
 
     /// Gives the QP the engine of connection `est` and moves it to RTS.
     fn ready_engine(&self, est: &Established) -> Result {
-        // One FPDU per TCP segment, as large as the path's segments (MPA caps it at 64 KiB),
-        // so that FPDUs and segments line up for the receiver.
-        let fpdu_size = crate::proto::segmenter::fpdu_size(est.socket.mss().max(128), 1);
+        let fpdu_size = fpdu_size(&est.socket, est.large_fpdus);
         let config = EngineConfig {
             crc: est.crc,
             fpdu_size,
@@ -358,6 +368,7 @@ impl Qp {
         *self.connection.lock() = Some(Connection {
             socket: est.socket,
             cm_id: Some(est.cm_id),
+            large_fpdus: est.large_fpdus,
         });
         socket.install_callbacks(self.clone())?;
         socket.poke_data_ready();
@@ -386,9 +397,17 @@ impl Qp {
     /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
     /// [`crate::tx`]). The lock also keeps transmissions in the order the engine built them.
     fn transmit(&self) {
-        let Some(socket) = self.connection.lock().as_ref().map(|c| c.socket.clone()) else {
+        let Some((socket, large)) = self
+            .connection
+            .lock()
+            .as_ref()
+            .map(|c| (c.socket.clone(), c.large_fpdus))
+        else {
             return;
         };
+        // TCP's segment size grows after the handshake (and changes with the path): messages
+        // started from here on follow it.
+        let fpdu_size = fpdu_size(&socket, large);
         let mut tx = self.tx.lock();
         loop {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
@@ -399,6 +418,7 @@ impl Qp {
                     if ctx.queues.state != State::Rts && !engine.wants_transmit() {
                         return Transmitted::default();
                     }
+                    engine.set_fpdu_size(fpdu_size);
                     let t = engine.transmit_by_reference(ctx, out, budget);
                     if engine.is_terminated() {
                         self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);

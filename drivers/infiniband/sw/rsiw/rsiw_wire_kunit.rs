@@ -240,7 +240,7 @@ fn client_server_accept(
 ) -> Result<ClientServer> {
     let l = listener(port)?;
     let sock = connect(port)?;
-    let mut hs = InitiatorHandshake::new(InitiatorConfig {
+    let config = InitiatorConfig {
         crc: CrcPolicy::Disabled,
         enhanced: true,
         ird,
@@ -248,7 +248,20 @@ fn client_server_accept(
         max_ird: 16,
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
-    });
+        large_fpdus: false,
+    };
+    client_server_accept_on(test, l, sock, config, ulp)
+}
+
+/// [`client_server_accept`] on the listener `l` of the connected `sock`, requesting `config`.
+fn client_server_accept_on(
+    test: &mut Test,
+    l: CmId,
+    sock: TcpSocket,
+    config: InitiatorConfig,
+    ulp: Option<(u8, u8)>,
+) -> Result<ClientServer> {
+    let mut hs = InitiatorHandshake::new(config);
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs.request(b"crafted", &mut frame).map_err(|_| EINVAL)?;
     sock.send(&frame[..len], MsgFlags::NONE)?;
@@ -654,6 +667,7 @@ fn p2p_accept(test: &mut Test, port: u16, offered: RtrKinds, rtr: &[u8]) -> Resu
         max_ird: 16,
         peer_to_peer: true,
         rtr: offered,
+        large_fpdus: false,
     });
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs.request(b"crafted p2p", &mut frame).map_err(|_| EINVAL)?;
@@ -892,6 +906,7 @@ fn p2p_connect(test: &mut Test, port: u16, accepted: RtrKinds) -> Result<P2pConn
             ord: 4,
             min_ord: 0,
             rtr: accepted,
+            large_fpdus: false,
         },
         KernelCrc32c,
     );
@@ -1199,6 +1214,101 @@ fn responder_caps_ird_at_max_ird(test: &mut Test) -> Result {
     responder_negotiates(test, 7823, (2, 200), None, (MAX_DEPTH, 2))
 }
 
+/// The segment size our socket asks rsiw's to keep to, well below loopback's.
+const PEER_MSS: u16 = 1000;
+
+/// Length of the Send of [`send_fpdu_lengths`].
+const LARGE_SEND: usize = 16384;
+
+/// Connects with segments capped at [`PEER_MSS`], offering FPDUs larger than a segment if
+/// `offer`; rsiw's ULP sends [`LARGE_SEND`] bytes. Returns the lengths of the FPDUs that carry
+/// them, having checked the payload.
+fn send_fpdu_lengths(test: &mut Test, port: u16, offer: bool) -> Result<KVec<usize>> {
+    let l = listener(port)?;
+    let sock = TcpSocket::new(&at(port))?;
+    sock.set_max_segment(PEER_MSS)?;
+    sock.connect(&at(port), false)?;
+    let config = InitiatorConfig {
+        crc: CrcPolicy::Disabled,
+        enhanced: true,
+        ird: 4,
+        ord: 4,
+        max_ird: 16,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+        large_fpdus: offer,
+    };
+    let c = client_server_accept_on(test, l, sock, config, None)?;
+    // rsiw's reply offers large FPDUs (its `large_fpdus` setting is on by default).
+    kunit_expect_eq!(test, c.reply.large_fpdus, offer);
+    let buffer = DmaBuffer::new(&c.pd, LARGE_SEND)?;
+    let mut pattern = KVec::new();
+    for i in 0..LARGE_SEND {
+        pattern.push((i % 251) as u8, GFP_KERNEL)?;
+    }
+    buffer.write(0, &pattern)?;
+    c.server.qp()?.post_send(
+        &SendWr::Send {
+            local: Sge {
+                buffer: &buffer,
+                offset: 0,
+                len: LARGE_SEND,
+            },
+            solicited: false,
+        },
+        1,
+    )?;
+    let mut inbox = Inbox::new(&[])?;
+    let mut lengths = KVec::new();
+    let mut received = 0;
+    while received < LARGE_SEND {
+        let fpdu = inbox.next_fpdu(&c.sock)?;
+        let len = fpdu.len();
+        let seg = segment(fpdu)?;
+        let mo = match (seg.opcode, seg.ddp) {
+            (Opcode::Send, DdpHeader::Untagged(h)) => h.message_offset as usize,
+            _ => return Err(EPROTO),
+        };
+        let ok = mo == received && pattern.get(mo..mo + seg.payload.len()) == Some(seg.payload);
+        kunit_expect!(test, ok, "payload at {} wrong", mo);
+        if !ok {
+            return Err(EPROTO);
+        }
+        received += seg.payload.len();
+        lengths.push(len, GFP_KERNEL)?;
+    }
+    Ok(lengths)
+}
+
+/// Without our offer, every FPDU fits one of the segments our SYN asked for (RFC 5044's
+/// alignment, which receivers without reassembly rely on).
+fn fpdus_fit_one_segment_without_offer(test: &mut Test) -> Result {
+    let lengths = send_fpdu_lengths(test, 7825, false)?;
+    let largest = lengths.iter().copied().max().unwrap_or(0);
+    kunit_expect!(
+        test,
+        largest <= usize::from(PEER_MSS),
+        "FPDU of {}",
+        largest
+    );
+    Ok(())
+}
+
+/// When both sides offer large FPDUs (the reserved MPA bit the C siw calls GSO_EXP), rsiw
+/// sizes FPDUs to TCP's GSO packets: larger than one segment, as MPA allows.
+fn fpdus_span_segments_when_offered(test: &mut Test) -> Result {
+    let lengths = send_fpdu_lengths(test, 7826, true)?;
+    let largest = lengths.iter().copied().max().unwrap_or(0);
+    kunit_expect!(
+        test,
+        largest > usize::from(PEER_MSS),
+        "largest FPDU {}",
+        largest
+    );
+    kunit_expect!(test, lengths.len() < LARGE_SEND / usize::from(PEER_MSS));
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_wire,
     [
@@ -1225,6 +1335,8 @@ kernel::kunit_suite!(
         initiator_reports_responder_depths,
         initiator_terminates_on_insufficient_ird,
         responder_raises_ird_and_caps_ord,
-        responder_caps_ird_at_max_ird
+        responder_caps_ird_at_max_ird,
+        fpdus_fit_one_segment_without_offer,
+        fpdus_span_segments_when_offered
     ]
 );

@@ -16,6 +16,10 @@
 //! - `rtr_kinds`: the RTR messages rsiw offers as an initiator and accepts as a responder, a
 //!   comma-separated subset of `send`, `write` and `read` (zero-length Send, RDMA Write, RDMA
 //!   Read); all three by default.
+//! - `large_fpdus`: `1`, the default, to offer FPDUs larger than one TCP segment (one GSO
+//!   packet, up to MPA's 64 KiB) in the MPA exchange, and to send them when the peer offers
+//!   too; `0` to keep every FPDU within one segment. Only software peers offer it (the C siw
+//!   in its `try_gso` build); RFC 5044 peers ignore the offer and get one segment per FPDU.
 
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, Ordering};
 use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
@@ -34,6 +38,7 @@ pub(crate) const NAMES: &[&CStr] = &[
     c_str!("max_ord"),
     c_str!("peer_to_peer"),
     c_str!("rtr_kinds"),
+    c_str!("large_fpdus"),
 ];
 
 /// The settings of one device.
@@ -45,6 +50,7 @@ pub(crate) struct Settings {
     peer_to_peer: AtomicBool,
     /// Bit 0 Send, bit 1 Write, bit 2 Read.
     rtr: AtomicU8,
+    large_fpdus: AtomicBool,
 }
 
 /// The RTR kinds by name, in the order of their bits in `Settings::rtr`.
@@ -77,12 +83,18 @@ impl Settings {
             max_ord: AtomicU16::new(MAX_DEPTH),
             peer_to_peer: AtomicBool::new(false),
             rtr: AtomicU8::new(0b111),
+            large_fpdus: AtomicBool::new(true),
         }
     }
 
     /// Whether to initiate in the peer-to-peer model.
     pub(crate) fn peer_to_peer(&self) -> bool {
         self.peer_to_peer.load(Ordering::Relaxed)
+    }
+
+    /// Whether to offer and use FPDUs larger than one TCP segment.
+    pub(crate) fn large_fpdus(&self) -> bool {
+        self.large_fpdus.load(Ordering::Relaxed)
     }
 
     /// The RTR kinds offered and accepted.
@@ -135,6 +147,7 @@ impl Settings {
                 }
                 Ok(())
             }
+            6 => write!(out, "{}", u8::from(self.large_fpdus())),
             _ => return Err(EINVAL),
         };
         r.map_err(|_| EINVAL)
@@ -183,6 +196,10 @@ impl Settings {
                 }
                 self.rtr.store(bits, Ordering::Relaxed);
             }
+            6 => match value {
+                "0" | "1" => self.large_fpdus.store(value == "1", Ordering::Relaxed),
+                _ => return Err(EINVAL),
+            },
             _ => return Err(EINVAL),
         }
         Ok(())

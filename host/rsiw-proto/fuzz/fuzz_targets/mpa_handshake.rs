@@ -44,6 +44,7 @@ fn configs(cfg: &[u8; 12]) -> (InitiatorConfig, ResponderConfig) {
         max_ird: word(6),
         peer_to_peer: cfg[1] & 2 != 0,
         rtr: rtr(cfg[1] >> 2),
+        large_fpdus: false,
     };
     let responder = ResponderConfig {
         crc: policy(cfg[8]),
@@ -52,6 +53,7 @@ fn configs(cfg: &[u8; 12]) -> (InitiatorConfig, ResponderConfig) {
         ord: word(10),
         min_ord: word(2) & 0xF,
         rtr: rtr(cfg[9] >> 1),
+        large_fpdus: false,
     };
     (initiator, responder)
 }

@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         max_ird: word(6),
         peer_to_peer: cfg[1] & 2 != 0,
         rtr: rtr(cfg[1] >> 2),
+        large_fpdus: false,
     };
     let responder = ResponderConfig {
         crc: policy(cfg[8]),
@@ -48,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
         ord: word(10),
         min_ord: word(2) & 0xFF,
         rtr: rtr(cfg[9] >> 1),
+        large_fpdus: false,
     };
     // The fuzzer supplies everything after the key, so that it spends its
     // time on flags, revisions and enhanced data rather than on the key.

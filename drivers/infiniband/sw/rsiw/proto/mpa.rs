@@ -69,6 +69,12 @@ const FLAG_REJECT: u8 = 0x20;
 const FLAG_ENHANCED: u8 = 0x10;
 const RESERVED_MASK: u8 = 0x0F;
 
+/// The reserved bit by which a frame's sender says it takes FPDUs larger than one TCP segment
+/// (one GSO packet of segments). The C siw calls it `MPA_RR_FLAG_GSO_EXP`; RFC 5044 peers
+/// send zero there and ignore it, so it only ever turns on between software peers that both
+/// set it.
+pub const RESERVED_LARGE_FPDUS: u8 = 0x08;
+
 const FLAG_A: u16 = 0x8000;
 const FLAG_B: u16 = 0x4000;
 const FLAG_C: u16 = 0x8000;
@@ -104,12 +110,29 @@ pub struct MpaFlags {
     pub reject: bool,
     /// S (RFC 6581): the private data begins with enhanced data.
     pub enhanced: bool,
-    /// The remaining reserved bits (4 bits), zero on transmit, never checked.
-    /// The C siw driver uses the top one for a private GSO experiment.
+    /// The remaining reserved bits (4 bits), never checked. The top one is
+    /// [`RESERVED_LARGE_FPDUS`]; the others are sent as zero.
     pub reserved: u8,
 }
 
 impl MpaFlags {
+    /// Whether the sender takes FPDUs larger than one TCP segment
+    /// ([`RESERVED_LARGE_FPDUS`]).
+    pub const fn large_fpdus(&self) -> bool {
+        self.reserved & RESERVED_LARGE_FPDUS != 0
+    }
+
+    /// These flags, saying (or not) that the sender takes FPDUs larger than one TCP
+    /// segment.
+    pub const fn with_large_fpdus(self, large: bool) -> Self {
+        let reserved = if large {
+            self.reserved | RESERVED_LARGE_FPDUS
+        } else {
+            self.reserved & !RESERVED_LARGE_FPDUS
+        };
+        Self { reserved, ..self }
+    }
+
     /// Unpacks the flags byte.
     pub const fn from_byte(byte: u8) -> Self {
         Self {

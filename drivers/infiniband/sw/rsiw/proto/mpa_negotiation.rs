@@ -143,6 +143,9 @@ pub struct InitiatorConfig {
     pub peer_to_peer: bool,
     /// RTR indications the initiator can send (B, C, D).
     pub rtr: RtrKinds,
+    /// Take, and offer to send, FPDUs larger than one TCP segment
+    /// ([`super::mpa::RESERVED_LARGE_FPDUS`]).
+    pub large_fpdus: bool,
 }
 
 /// The initiator's result of a successful reply.
@@ -160,6 +163,8 @@ pub struct InitiatorDecision {
     pub peer: Option<EnhancedData>,
     /// The RTR message to send as the first FPDU (peer-to-peer model only).
     pub rtr: Option<RtrKind>,
+    /// Both sides take FPDUs larger than one TCP segment, so they may be sent.
+    pub large_fpdus: bool,
 }
 
 /// How the responder answered.
@@ -190,6 +195,7 @@ impl InitiatorConfig {
             enhanced: self.enhanced,
             reserved: 0,
         }
+        .with_large_fpdus(self.large_fpdus)
     }
 
     /// The enhanced data of the request, if enhanced.
@@ -249,6 +255,7 @@ impl InitiatorConfig {
             local_ord: QueueDepth::Unchanged,
             peer: reply.enhanced,
             rtr: None,
+            large_fpdus: self.large_fpdus && header.flags.large_fpdus(),
         };
         let (request, response) = match (self.request_enhanced(), reply.enhanced) {
             (None, None) => return Ok(InitiatorOutcome::Accepted(decision)),
@@ -305,6 +312,9 @@ pub struct ResponderConfig {
     pub min_ord: u16,
     /// RTR indications the responder can accept (B, C, D).
     pub rtr: RtrKinds,
+    /// Take, and offer to send, FPDUs larger than one TCP segment
+    /// ([`super::mpa::RESERVED_LARGE_FPDUS`]).
+    pub large_fpdus: bool,
 }
 
 /// The responder's result of an acceptable request.
@@ -327,6 +337,8 @@ pub struct ResponderDecision {
     /// The RTR indications the initiator may send as its first FPDU (empty
     /// in the client-server model).
     pub rtr_accepted: RtrKinds,
+    /// Both sides take FPDUs larger than one TCP segment, so they may be sent.
+    pub large_fpdus: bool,
 }
 
 impl ResponderDecision {
@@ -369,12 +381,14 @@ impl ResponderConfig {
             reply_flags: MpaFlags {
                 crc: use_crc,
                 ..MpaFlags::default()
-            },
+            }
+            .with_large_fpdus(self.large_fpdus),
             reply_enhanced: None,
             local_ird: QueueDepth::Unchanged,
             local_ord: QueueDepth::Unchanged,
             peer: request.enhanced,
             rtr_accepted: RtrKinds::NONE,
+            large_fpdus: self.large_fpdus && header.flags.large_fpdus(),
         };
         let Some(initiator) = request.enhanced else {
             return Ok(decision);
