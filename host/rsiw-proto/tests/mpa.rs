@@ -190,6 +190,50 @@ fn encode_errors() {
     );
 }
 
+#[test]
+fn large_fpdus_flag_bit() {
+    assert_eq!(RESERVED_LARGE_FPDUS, 0x08);
+    // Decoding: only bit 0x08 says so, whatever the other bits.
+    for byte in [0x08, 0x0F, 0x48, 0xF8, 0x18] {
+        assert!(MpaFlags::from_byte(byte).large_fpdus(), "{byte:#04x}");
+    }
+    for byte in [0x00, 0x01, 0x02, 0x04, 0x07, 0xF7, 0xF0] {
+        assert!(!MpaFlags::from_byte(byte).large_fpdus(), "{byte:#04x}");
+    }
+    // Encoding: the bit and nothing else.
+    let on = MpaFlags::default().with_large_fpdus(true);
+    assert!(on.large_fpdus());
+    assert_eq!(on.to_byte().unwrap(), 0x08);
+    assert_eq!(on.with_large_fpdus(false), MpaFlags::default());
+    let crc = MpaFlags {
+        crc: true,
+        ..Default::default()
+    };
+    assert_eq!(crc.with_large_fpdus(true).to_byte().unwrap(), 0x48);
+    // Setting or clearing it leaves the other reserved bits and flags alone.
+    let others = MpaFlags::from_byte(0xF7);
+    assert_eq!(others.with_large_fpdus(true).to_byte().unwrap(), 0xFF);
+    assert_eq!(MpaFlags::from_byte(0xFF).with_large_fpdus(false), others);
+    assert_eq!(others.with_large_fpdus(false), others);
+    // Through a frame: a revision 1 reply with C and the bit set.
+    let mut frame = Vec::from(*b"MPA ID Rep Frame");
+    frame.extend_from_slice(&[0x48, 0x01, 0x00, 0x00]);
+    let (f, _) = MpaFrame::decode(&frame, FrameKind::Reply).unwrap();
+    assert!(f.header.flags.crc && f.header.flags.large_fpdus());
+    assert!(!f.header.flags.enhanced && !f.header.flags.reject);
+    let mut out = [0u8; 32];
+    let n = encode_frame(
+        &mut out,
+        FrameKind::Reply,
+        crc.with_large_fpdus(true),
+        1,
+        None,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(&out[..n], &frame[..]);
+}
+
 fn arb_enhanced() -> impl Strategy<Value = EnhancedData> {
     (
         0u16..=0x3FFF,
@@ -222,6 +266,15 @@ proptest! {
         prop_assert_eq!(f.ulp_private_data, &pd[..]);
         prop_assert_eq!(f.header.flags, MpaFlags { enhanced: enhanced.is_some(), ..flags });
         prop_assert_eq!(f.header.revision, revision);
+    }
+
+    #[test]
+    fn large_fpdus_is_bit_3_alone(byte in any::<u8>(), on in any::<bool>()) {
+        let flags = MpaFlags::from_byte(byte);
+        prop_assert_eq!(flags.large_fpdus(), byte & 0x08 != 0);
+        let set = flags.with_large_fpdus(on);
+        prop_assert_eq!(set.large_fpdus(), on);
+        prop_assert_eq!(set.to_byte().unwrap(), (byte & !0x08) | if on { 0x08 } else { 0 });
     }
 
     #[test]

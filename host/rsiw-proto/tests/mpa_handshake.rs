@@ -391,6 +391,63 @@ fn trailing_fpdu_bytes_are_left_alone() {
 }
 
 #[test]
+fn large_fpdus_are_agreed_through_the_handshake() {
+    for (i, r) in scenarios() {
+        for (i_on, r_on) in [(false, false), (false, true), (true, false), (true, true)] {
+            let i = InitiatorConfig {
+                large_fpdus: i_on,
+                ..i
+            };
+            let r = ResponderConfig {
+                large_fpdus: r_on,
+                ..r
+            };
+            let t = run(i, r, &[]);
+            assert_eq!(t.request[16] & 0x0F, if i_on { 0x08 } else { 0 });
+            assert_eq!(t.reply[16] & 0x0F, if r_on { 0x08 } else { 0 });
+            let mut ini = InitiatorHandshake::new(i);
+            let mut res = Responder::new(r, SoftCrc32c);
+            let mut buf = [0u8; 600];
+            let n = ini.request(b"", &mut buf).unwrap();
+            assert!(matches!(
+                res.on_bytes(&buf[..n]),
+                (_, Some(ResponderEvent::ConnectRequest(_)))
+            ));
+            let accepted = res.accept(b"", 16, 2, &mut buf).unwrap();
+            assert_eq!(accepted.decision.large_fpdus, i_on && r_on, "{i:?} {r:?}");
+            assert_eq!(res.decision().unwrap().large_fpdus, i_on && r_on);
+            let (_, event) = ini.on_bytes(&buf[..accepted.len]).unwrap();
+            let Some(InitiatorEvent::Connected(d)) = event else {
+                panic!("{event:?}");
+            };
+            assert_eq!(d.large_fpdus, i_on && r_on, "{i:?} {r:?}");
+            assert_eq!(ini.decision().unwrap().large_fpdus, i_on && r_on);
+        }
+    }
+    // The ULP's reject does not carry the bit either.
+    let mut ini = InitiatorHandshake::new(InitiatorConfig {
+        large_fpdus: true,
+        ..initiator(true, false, ALL_RTR)
+    });
+    let mut res = Responder::new(
+        ResponderConfig {
+            large_fpdus: true,
+            ..responder(true, ALL_RTR)
+        },
+        SoftCrc32c,
+    );
+    let mut buf = [0u8; 600];
+    let n = ini.request(b"", &mut buf).unwrap();
+    res.on_bytes(&buf[..n]);
+    let n = res.reject(b"", &mut buf).unwrap();
+    assert_eq!(buf[16] & 0x2F, 0x20);
+    assert!(matches!(
+        ini.on_bytes(&buf[..n]).unwrap(),
+        (_, Some(InitiatorEvent::Rejected { .. }))
+    ));
+}
+
+#[test]
 fn reject_reaches_the_initiator_with_private_data() {
     let mut ini = InitiatorHandshake::new(initiator(true, true, ALL_RTR));
     let mut res = Responder::new(responder(true, ALL_RTR), SoftCrc32c);

@@ -554,3 +554,335 @@ proptest! {
         }
     }
 }
+
+// --- Large FPDUs (reserved flag bit 0x08, the C siw's MPA_RR_FLAG_GSO_EXP) ---
+
+/// Offset of the flags byte in an MPA frame (right after the key).
+const FLAGS: usize = KEY_LEN;
+/// The reserved bits other than [`RESERVED_LARGE_FPDUS`].
+const OTHER_RESERVED: u8 = 0x0F & !RESERVED_LARGE_FPDUS;
+
+/// One exchange over the wire: the frames as sent (the reply may be a
+/// reject) and both sides' results. `noise` is ORed into the flags byte of
+/// both frames on their way, after they were recorded.
+struct Wire {
+    request: Vec<u8>,
+    reply: Vec<u8>,
+    responder: Result<ResponderDecision, NegotiationError>,
+    initiator: Result<InitiatorOutcome, NegotiationError>,
+}
+
+fn exchange_on_wire(i: &InitiatorConfig, r: &ResponderConfig, noise: u8) -> Wire {
+    let mut buf = [0u8; 600];
+    let n = i.encode_request(&mut buf, b"ulp").unwrap();
+    let request = buf[..n].to_vec();
+    buf[FLAGS] |= noise;
+    let (req, _) = MpaFrame::decode(&buf[..n], FrameKind::Request).unwrap();
+    let responder = r.process_request(&req);
+    let mut out = [0u8; 600];
+    let m = match &responder {
+        Ok(d) => d.encode_reply(&mut out, b"rep").unwrap(),
+        Err(e) => r.encode_reject(&req, *e, &mut out, b"").unwrap(),
+    };
+    let reply = out[..m].to_vec();
+    out[FLAGS] |= noise;
+    let (rep, _) = MpaFrame::decode(&out[..m], FrameKind::Reply).unwrap();
+    Wire {
+        request,
+        reply,
+        responder,
+        initiator: i.process_reply(&rep),
+    }
+}
+
+fn large(i: InitiatorConfig, on: bool) -> InitiatorConfig {
+    InitiatorConfig {
+        large_fpdus: on,
+        ..i
+    }
+}
+
+fn large_r(r: ResponderConfig, on: bool) -> ResponderConfig {
+    ResponderConfig {
+        large_fpdus: on,
+        ..r
+    }
+}
+
+/// Initiators of every flavour the bit must be independent of: enhanced
+/// client-server, enhanced peer-to-peer, revision 1, CRC required.
+fn initiator_flavours() -> [InitiatorConfig; 4] {
+    [
+        initiator(4, 4),
+        p2p(ALL_RTR),
+        unenhanced_initiator(),
+        InitiatorConfig {
+            crc: CrcPolicy::Required,
+            ..initiator(4, 4)
+        },
+    ]
+}
+
+#[test]
+fn large_fpdus_bit_is_sent_exactly_when_offered() {
+    for base in initiator_flavours() {
+        for i_on in [false, true] {
+            for r_on in [false, true] {
+                let (i, r) = (large(base, i_on), large_r(responder(8, 4), r_on));
+                let w = exchange_on_wire(&i, &r, 0);
+                let ctx = format!("{base:?} initiator {i_on} responder {r_on}");
+                assert!(w.responder.is_ok(), "{ctx}");
+                // The request says what the initiator offers, the reply what
+                // the responder offers, whatever the request said.
+                assert_eq!(w.request[FLAGS] & RESERVED_LARGE_FPDUS != 0, i_on, "{ctx}");
+                assert_eq!(w.reply[FLAGS] & RESERVED_LARGE_FPDUS != 0, r_on, "{ctx}");
+                assert_eq!(i.request_flags().large_fpdus(), i_on, "{ctx}");
+                assert_eq!(
+                    w.responder.unwrap().reply_flags.large_fpdus(),
+                    r_on,
+                    "{ctx}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn large_fpdus_need_both_offers_in_both_roles() {
+    for base in initiator_flavours() {
+        for i_on in [false, true] {
+            for r_on in [false, true] {
+                let w = exchange_on_wire(&large(base, i_on), &large_r(responder(8, 4), r_on), 0);
+                let ctx = format!("{base:?} initiator {i_on} responder {r_on}");
+                let both = i_on && r_on;
+                assert_eq!(w.responder.unwrap().large_fpdus, both, "{ctx}");
+                assert_eq!(accepted(Some(w.initiator)).large_fpdus, both, "{ctx}");
+            }
+        }
+    }
+}
+
+#[test]
+fn large_fpdus_in_a_revision_1_exchange() {
+    // Large FPDUs are independent of enhanced connection establishment: a
+    // revision 1 request, to a responder with and without RFC 6581 support.
+    for r_enhanced in [false, true] {
+        let r = ResponderConfig {
+            enhanced: r_enhanced,
+            ..large_r(responder(8, 4), true)
+        };
+        let w = exchange_on_wire(&large(unenhanced_initiator(), true), &r, 0);
+        for frame in [&w.request, &w.reply] {
+            assert_eq!(frame[FLAGS + 1], REVISION_1);
+            assert_eq!(frame[FLAGS] & !RESERVED_LARGE_FPDUS, 0);
+            assert_ne!(frame[FLAGS] & RESERVED_LARGE_FPDUS, 0);
+        }
+        let d = w.responder.unwrap();
+        assert_eq!((d.revision, d.reply_enhanced), (REVISION_1, None));
+        assert!(d.large_fpdus, "responder enhanced {r_enhanced}");
+        let o = accepted(Some(w.initiator));
+        assert_eq!((o.revision, o.peer), (REVISION_1, None));
+        assert!(o.large_fpdus, "responder enhanced {r_enhanced}");
+    }
+    // And a hand-built revision 1 reply with the bit.
+    let flags = MpaFlags::default().with_large_fpdus(true);
+    let o = reply_to(&large(unenhanced_initiator(), true), flags, 1, None);
+    assert!(accepted(Some(o)).large_fpdus);
+    let o = reply_to(&large(unenhanced_initiator(), false), flags, 1, None);
+    assert!(!accepted(Some(o)).large_fpdus);
+}
+
+#[test]
+fn other_reserved_bits_are_sent_as_zero() {
+    // Even when the peer's frame has every reserved bit set: the reply does
+    // not echo the request's bits.
+    for base in initiator_flavours() {
+        for on in [false, true] {
+            for noise in [0, OTHER_RESERVED, 0x0F] {
+                let w = exchange_on_wire(&large(base, on), &large_r(responder(8, 4), on), noise);
+                assert_eq!(w.request[FLAGS] & OTHER_RESERVED, 0, "{base:?} {on}");
+                assert_eq!(w.reply[FLAGS] & OTHER_RESERVED, 0, "{base:?} {on}");
+            }
+        }
+    }
+}
+
+#[test]
+fn other_reserved_bits_are_ignored_on_receive() {
+    for base in initiator_flavours() {
+        for (i_on, r_on) in [(false, false), (false, true), (true, false), (true, true)] {
+            let (i, r) = (large(base, i_on), large_r(responder(8, 4), r_on));
+            let clean = exchange_on_wire(&i, &r, 0);
+            // The other reserved bits in both frames change nothing: the
+            // frames are accepted on the same terms, large FPDUs included.
+            let noisy = exchange_on_wire(&i, &r, OTHER_RESERVED);
+            assert_eq!(noisy.responder, clean.responder, "{base:?} {i_on} {r_on}");
+            assert_eq!(noisy.initiator, clean.initiator, "{base:?} {i_on} {r_on}");
+            assert_eq!(
+                accepted(Some(noisy.initiator)).large_fpdus,
+                i_on && r_on,
+                "{base:?} {i_on} {r_on}"
+            );
+        }
+    }
+    // Hand-built frames with only the other reserved bits set do not turn
+    // large FPDUs on for a side that offers them.
+    let others = MpaFlags {
+        reserved: OTHER_RESERVED,
+        ..Default::default()
+    };
+    let f = request_frame(others, 1, None);
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    assert!(!req.header.flags.large_fpdus());
+    let d = large_r(responder(8, 4), true)
+        .process_request(&req)
+        .unwrap();
+    assert!(!d.large_fpdus);
+    assert_eq!(d.reply_flags.reserved, RESERVED_LARGE_FPDUS);
+    let i = large(initiator(4, 4), true);
+    let o = reply_to(&i, others, 2, Some(enhanced(4, 4)));
+    assert!(!accepted(Some(o)).large_fpdus);
+    // With all four reserved bits set, the large FPDU bit counts.
+    let all = MpaFlags {
+        reserved: 0x0F,
+        ..Default::default()
+    };
+    let f = request_frame(all, 1, None);
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    assert!(
+        large_r(responder(8, 4), true)
+            .process_request(&req)
+            .unwrap()
+            .large_fpdus
+    );
+    let o = reply_to(&i, all, 2, Some(enhanced(4, 4)));
+    assert!(accepted(Some(o)).large_fpdus);
+}
+
+#[test]
+fn reject_never_carries_large_fpdus() {
+    let refusals: [(InitiatorConfig, ResponderConfig, NegotiationError); 4] = [
+        // Enhanced request to a responder without RFC 6581 support.
+        (
+            initiator(1, 1),
+            ResponderConfig {
+                enhanced: false,
+                ..responder(4, 4)
+            },
+            NegotiationError::EnhancedNotSupported,
+        ),
+        // The initiator's IRD is too small for the responder's minimum ORD.
+        (
+            initiator(2, 1),
+            ResponderConfig {
+                min_ord: 4,
+                ..responder(8, 8)
+            },
+            NegotiationError::InsufficientIrd { required: 4 },
+        ),
+        // CRC required against CRC disabled.
+        (
+            InitiatorConfig {
+                crc: CrcPolicy::Required,
+                ..unenhanced_initiator()
+            },
+            ResponderConfig {
+                crc: CrcPolicy::Disabled,
+                ..responder(4, 4)
+            },
+            NegotiationError::CrcRequiredByPeer,
+        ),
+        // No RTR kind in common.
+        (
+            p2p(ALL_RTR),
+            ResponderConfig {
+                rtr: RtrKinds::NONE,
+                ..responder(8, 4)
+            },
+            NegotiationError::NoMatchingRtr,
+        ),
+    ];
+    for (i, r, error) in refusals {
+        for noise in [0, 0x0F] {
+            let w = exchange_on_wire(&large(i, true), &large_r(r, true), noise);
+            assert_eq!(w.responder, Err(error));
+            assert_ne!(w.request[FLAGS] & RESERVED_LARGE_FPDUS, 0);
+            // The reject has the R bit and no reserved bit at all.
+            assert_eq!(w.reply[FLAGS] & 0x2F, 0x20, "{error:?} noise {noise:#x}");
+            assert!(
+                matches!(w.initiator, Ok(InitiatorOutcome::Rejected { .. })),
+                "{error:?}: {:?}",
+                w.initiator
+            );
+        }
+    }
+    // A reject of a request with markers, encoded directly.
+    let markers = MpaFlags {
+        markers: true,
+        ..MpaFlags::default().with_large_fpdus(true)
+    };
+    let f = request_frame(markers, 1, None);
+    let (req, _) = MpaFrame::decode(&f, FrameKind::Request).unwrap();
+    let r = large_r(responder(4, 4), true);
+    let e = r.process_request(&req).unwrap_err();
+    let mut out = [0u8; 64];
+    let n = r.encode_reject(&req, e, &mut out, &[]).unwrap();
+    let (rep, _) = MpaFrame::decode(&out[..n], FrameKind::Reply).unwrap();
+    assert!(rep.header.flags.reject);
+    assert!(!rep.header.flags.large_fpdus());
+    assert_eq!(rep.header.flags.reserved, 0);
+}
+
+proptest! {
+    /// Over arbitrary configurations and reserved noise on the wire: each
+    /// frame carries the bit exactly when its sender offers (a reject never),
+    /// no other reserved bit is sent, every acceptance agrees on large FPDUs
+    /// iff both offer, and the noise changes no outcome.
+    #[test]
+    fn large_fpdus_iff_both_offer(
+        i_on in any::<bool>(), r_on in any::<bool>(),
+        i_enh in any::<bool>(), r_enh in any::<bool>(), ip2p in any::<bool>(),
+        i_crc in 0u8..3, r_crc in 0u8..3,
+        ii in depth(20), io in depth(20), rmax in 0u16..20, rord in 0u16..20, rmin in 0u16..4,
+        irtr in any::<[bool; 3]>(), rrtr in any::<[bool; 3]>(),
+        noise in 0u8..16,
+    ) {
+        let policy = |p: u8| [CrcPolicy::Required, CrcPolicy::Optional, CrcPolicy::Disabled][usize::from(p)];
+        let i = InitiatorConfig {
+            crc: policy(i_crc), enhanced: i_enh, ird: ii, ord: io, max_ird: 20,
+            peer_to_peer: ip2p, rtr: RtrKinds { send: irtr[0], write: irtr[1], read: irtr[2] },
+            large_fpdus: i_on,
+        };
+        let r = ResponderConfig {
+            crc: policy(r_crc), enhanced: r_enh, max_ird: rmax, ord: rord, min_ord: rmin,
+            rtr: RtrKinds { send: rrtr[0], write: rrtr[1], read: rrtr[2] },
+            large_fpdus: r_on,
+        };
+        let w = exchange_on_wire(&i, &r, 0);
+        prop_assert_eq!(w.request[FLAGS] & 0x0F, if i_on { RESERVED_LARGE_FPDUS } else { 0 });
+        match &w.responder {
+            Ok(d) => {
+                prop_assert_eq!(w.reply[FLAGS] & 0x0F, if r_on { RESERVED_LARGE_FPDUS } else { 0 });
+                prop_assert_eq!(d.large_fpdus, i_on && r_on);
+            }
+            Err(_) => prop_assert_eq!(w.reply[FLAGS] & 0x0F, 0),
+        }
+        if let Ok(InitiatorOutcome::Accepted(o)) = &w.initiator {
+            prop_assert!(w.responder.is_ok());
+            prop_assert_eq!(o.large_fpdus, i_on && r_on);
+        }
+        // Noise in the other reserved bits changes nothing; noise in the
+        // large FPDU bit can only turn it on, and only for a side offering it.
+        let n = exchange_on_wire(&i, &r, noise);
+        if noise & RESERVED_LARGE_FPDUS == 0 {
+            prop_assert_eq!(&n.responder, &w.responder);
+            prop_assert_eq!(&n.initiator, &w.initiator);
+        }
+        if let Ok(d) = &n.responder {
+            prop_assert_eq!(d.large_fpdus, r_on && (i_on || noise & RESERVED_LARGE_FPDUS != 0));
+        }
+        if let Ok(InitiatorOutcome::Accepted(o)) = &n.initiator {
+            prop_assert_eq!(o.large_fpdus, i_on && (r_on || noise & RESERVED_LARGE_FPDUS != 0));
+        }
+    }
+}

@@ -4,13 +4,15 @@
 //! never panics, never takes more than offered, reports at most one final
 //! event, takes nothing once over, and gives the same outcome whole and
 //! chunked. A loopback with one corrupted wire byte exercises the paths in
-//! between.
+//! between. Large FPDUs are agreed iff both sides offer them: each frame
+//! carries the reserved bit 0x08 iff its sender offers (a reject never), and
+//! no other reserved bit.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
-use rsiw_proto::proto::mpa::{RtrKinds, REPLY_KEY, REQUEST_KEY};
+use rsiw_proto::proto::mpa::{RtrKinds, KEY_LEN, REPLY_KEY, REQUEST_KEY, RESERVED_LARGE_FPDUS};
 use rsiw_proto::proto::mpa_handshake::{
     InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
 };
@@ -44,7 +46,7 @@ fn configs(cfg: &[u8; 12]) -> (InitiatorConfig, ResponderConfig) {
         max_ird: word(6),
         peer_to_peer: cfg[1] & 2 != 0,
         rtr: rtr(cfg[1] >> 2),
-        large_fpdus: false,
+        large_fpdus: cfg[1] & 0x80 != 0,
     };
     let responder = ResponderConfig {
         crc: policy(cfg[8]),
@@ -53,9 +55,21 @@ fn configs(cfg: &[u8; 12]) -> (InitiatorConfig, ResponderConfig) {
         ord: word(10),
         min_ord: word(2) & 0xF,
         rtr: rtr(cfg[9] >> 1),
-        large_fpdus: false,
+        large_fpdus: cfg[9] & 0x80 != 0,
     };
     (initiator, responder)
+}
+
+/// Whether `frame`'s flags byte has the bit of large FPDUs iff `on`, and no
+/// other reserved bit.
+fn offers(frame: &[u8], on: bool) -> bool {
+    frame[KEY_LEN] & 0x0F == if on { RESERVED_LARGE_FPDUS } else { 0 }
+}
+
+/// Whether the frame at the start of `stream` (complete, as it was
+/// accepted) offers large FPDUs.
+fn peer_offers(stream: &[u8]) -> bool {
+    stream[KEY_LEN] & RESERVED_LARGE_FPDUS != 0
 }
 
 /// The events as text, with the position of each but a failure (a failure
@@ -108,10 +122,12 @@ fn run_initiator(
 ) -> Vec<(Option<usize>, String)> {
     let mut ini = InitiatorHandshake::new(config);
     let mut out = [0u8; 600];
-    ini.request(b"pd", &mut out).expect("request fits");
+    let n = ini.request(b"pd", &mut out).expect("request fits");
+    assert!(offers(&out[..n], config.large_fpdus));
     let (events, _) = drive(stream, chunk, |b| ini.on_bytes(b).expect("requested"));
     assert!(events.len() <= 1);
     if let Some((_, InitiatorEvent::Connected(d))) = events.first() {
+        assert_eq!(d.large_fpdus, config.large_fpdus && peer_offers(stream));
         let n = ini.rtr_fpdu(&mut out, SoftCrc32c).expect("rtr fits");
         assert_eq!(n == 0, d.rtr.is_none());
     }
@@ -135,12 +151,18 @@ fn run_responder(
         if let Some(ResponderEvent::ConnectRequest(_)) = event {
             match ulp & 3 {
                 0 => {
-                    res.reject(b"no", &mut out).expect("reject fits");
+                    let n = res.reject(b"no", &mut out).expect("reject fits");
+                    assert!(offers(&out[..n], false));
                 }
                 _ => {
                     let ird = u16::from(ulp >> 2);
                     if let Ok(accepted) = res.accept(b"yes", ird, ird / 2, &mut out) {
                         assert_eq!(accepted.established, res.is_established());
+                        assert!(offers(&out[..accepted.len], config.large_fpdus));
+                        assert_eq!(
+                            accepted.decision.large_fpdus,
+                            config.large_fpdus && peer_offers(stream)
+                        );
                     }
                 }
             }
@@ -171,6 +193,7 @@ fn loopback(i: InitiatorConfig, r: ResponderConfig, chunk: usize, flip: (usize, 
         }
     };
     let n = ini.request(b"abc", &mut out).expect("request fits");
+    assert!(offers(&out[..n], i.large_fpdus));
     corrupt(&mut out[..n], wire.len());
     wire.extend_from_slice(&out[..n]);
     let (events, _) = drive(&out[..n], chunk, |b| res.on_bytes(b));
@@ -181,6 +204,7 @@ fn loopback(i: InitiatorConfig, r: ResponderConfig, chunk: usize, flip: (usize, 
         return;
     };
     let n = accepted.len;
+    assert!(offers(&out[..n], r.large_fpdus));
     corrupt(&mut out[..n], wire.len());
     wire.extend_from_slice(&out[..n]);
     let (events, _) = drive(&out[..n], chunk, |b| ini.on_bytes(b).expect("requested"));
@@ -189,6 +213,8 @@ fn loopback(i: InitiatorConfig, r: ResponderConfig, chunk: usize, flip: (usize, 
     };
     if flip.1 == 0 {
         assert_eq!(d.use_crc, accepted.decision.use_crc);
+        assert_eq!(d.large_fpdus, i.large_fpdus && r.large_fpdus);
+        assert_eq!(accepted.decision.large_fpdus, d.large_fpdus);
         assert_eq!(d.rtr.is_none(), accepted.established);
     }
     let n = ini.rtr_fpdu(&mut out, SoftCrc32c).expect("rtr fits");
