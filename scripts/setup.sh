@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the build, the VM image and the tests need: Debian packages, the Rust
-# pieces Rust-for-Linux wants (rust-src, bindgen-cli), then check that the kernel agrees that
-# Rust is available. Idempotent: a rerun only checks.
+# pieces Rust-for-Linux wants (rust-src, bindgen-cli), a nightly toolchain for `make fuzz`,
+# then check that the kernel agrees that Rust is available. Idempotent: a rerun only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
@@ -37,6 +37,8 @@ fi
 
 command -v rustup >/dev/null || { echo "setup: rustup not found (need the machine's rustup toolchain)" >&2; exit 1; }
 rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
+# `make fuzz`: cargo-fuzz passes -Z flags to rustc, which only a nightly compiler takes.
+rustup toolchain list | grep -E '^nightly(-| |$)' >/dev/null || rustup toolchain install nightly --profile minimal
 if ! bindgen --version 2>/dev/null | grep -q '0\.71\.1'; then
   cargo install --locked bindgen-cli --version 0.71.1
 fi
