@@ -2,8 +2,11 @@
 # `make bench` (never part of `make test`): boot the VM once in bench mode, run kunit/bench/*.sh
 # (every provider side by side in the same boot), print a table and write bench-results.json:
 # a list of {"name", "unit", "rsiw", "siw", ...} rows, null where a figure is missing.
-# The test kernel has lockdep on: compare columns with each other, not with other kernels.
+# It runs on the bench flavour of the kernel (scripts/env.sh: no lockdep; its own tree, built
+# on first use); RSIW_FLAVOUR=test benches the test kernel instead. Compare columns with each
+# other, not with figures from another kernel.
 set -euo pipefail
+export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 out="$RSIW_CACHE/bench-run"

@@ -4,11 +4,20 @@
 # Build cache outside the clone: the extracted, overlaid kernel tree, ccache, the VM image.
 : "${RSIW_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/rsiw}"
 : "${KSRC_TARBALL:=/usr/src/linux-source-6.12.tar.xz}"
-: "${KTREE:=$RSIW_CACHE/linux-source-6.12}"
 : "${CCACHE_DIR:=$RSIW_CACHE/ccache}"
+# Which kernel: `test` (lockdep and the other checks the tests rely on) or `bench` (the same
+# kernel without the debugging that slows locks, for `make bench`). The bench flavour keeps
+# its tree, modules and image in a cache of its own and shares ccache.
+: "${RSIW_FLAVOUR:=test}"
+case "$RSIW_FLAVOUR" in
+  test) ;;
+  bench) case "$RSIW_CACHE" in */bench-kernel) ;; *) RSIW_CACHE=$RSIW_CACHE/bench-kernel ;; esac ;;
+  *) echo "env: RSIW_FLAVOUR must be test or bench, not $RSIW_FLAVOUR" >&2; exit 2 ;;
+esac
+: "${KTREE:=$RSIW_CACHE/linux-source-6.12}"
 : "${JOBS:=$(( $(nproc) + 1 ))}"
 RSIW_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RSIW_CACHE KSRC_TARBALL KTREE CCACHE_DIR JOBS RSIW_TOP
+export RSIW_CACHE KSRC_TARBALL KTREE CCACHE_DIR JOBS RSIW_TOP RSIW_FLAVOUR
 export PATH="$HOME/.cargo/bin:$PATH"
 mkdir -p "$RSIW_CACHE" "$CCACHE_DIR"
 

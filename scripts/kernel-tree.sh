@@ -58,7 +58,7 @@ overlay() {
   # 3. Config: base + the project's fragment, resolved by Kconfig; rewritten only on change.
   local cfg="$RSIW_CACHE/config.new"
   KCONFIG_CONFIG="$cfg" "$KTREE/scripts/kconfig/merge_config.sh" -m -O "$RSIW_CACHE" \
-    "$RSIW_TOP/kunit/config/base.config" "$RSIW_TOP/kunit/config/rsiw.config" >/dev/null
+    "$RSIW_TOP/kunit/config/base.config" "${fragments[@]}" >/dev/null
   cp "$cfg" "$RSIW_CACHE/config.merged"
   # olddefconfig on a scratch copy, so the tree's .config only changes if the result does.
   cp "$cfg" "$RSIW_CACHE/.config"
@@ -67,19 +67,31 @@ overlay() {
   check_config
 }
 
-# Every option the fragment asks for must have survived Kconfig (a dependency can drop it).
+# Every option the fragments ask for must have survived Kconfig (a dependency can drop it); a
+# later fragment overrides an earlier one, and `=n` means "not set".
 check_config() {
   local bad=0 line opt want
+  declare -A wanted=()
   while read -r line; do
     case "$line" in CONFIG_*=*) ;; *) continue ;; esac
-    opt=${line%%=*}; want=${line#*=}
-    if ! grep -qx "$opt=$want" "$KTREE/.config"; then
-      echo "kernel-tree: $opt=$want requested but .config has: $(grep "^$opt=" "$KTREE/.config" || echo unset)" >&2
-      bad=1
+    wanted[${line%%=*}]=${line#*=}
+  done < <(cat "${fragments[@]}")
+  for opt in "${!wanted[@]}"; do
+    want=${wanted[$opt]}
+    if [ "$want" = n ]; then
+      grep -q "^$opt=" "$KTREE/.config" || continue
+    elif grep -qx "$opt=$want" "$KTREE/.config"; then
+      continue
     fi
-  done <"$RSIW_TOP/kunit/config/rsiw.config"
+    echo "kernel-tree: $opt=$want requested but .config has: $(grep "^$opt=" "$KTREE/.config" || echo unset)" >&2
+    bad=1
+  done
   [ "$bad" = 0 ] || exit 1
 }
+
+# The project's fragments onto base.config: rsiw.config, and for the bench flavour bench.config.
+fragments=("$RSIW_TOP/kunit/config/rsiw.config")
+[ "$RSIW_FLAVOUR" = bench ] && fragments+=("$RSIW_TOP/kunit/config/bench.config")
 
 case "${1:-overlay}" in
   extract) extract ;;

@@ -38,6 +38,7 @@ pub(crate) struct SettingsGroup {
 impl SettingsGroup {
     /// A group for `names`, read-write for root, read-only for others.
     pub(crate) fn new(names: &[&'static CStr]) -> Result<KBox<Self>> {
+        #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
         let key = crate::static_lock_class!();
         let mut attrs = KVec::with_capacity(names.len(), GFP_KERNEL)?;
         for name in names {
@@ -45,7 +46,10 @@ impl SettingsGroup {
             a.attr.name = name.as_char_ptr();
             a.attr.mode = 0o644;
             // A dynamically allocated attribute needs a static lockdep key (`sysfs_attr_init`).
-            a.attr.key = key.as_ptr();
+            #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
+            {
+                a.attr.key = key.as_ptr();
+            }
             a.show = Some(show_callback);
             a.store = Some(store_callback);
             attrs.push(a, GFP_KERNEL)?;
