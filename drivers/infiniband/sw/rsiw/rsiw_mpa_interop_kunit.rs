@@ -115,8 +115,7 @@ fn initiator_config(peer_to_peer: bool, crc: CrcPolicy) -> InitiatorConfig {
             write: true,
             read: true,
         },
-        // Offered; the C siw (built without `try_gso`) ignores it: see
-        // `initiator_client_server`.
+        // Offered; see `initiator_client_server` for what the C siw makes of it.
         large_fpdus: true,
     }
 }
@@ -196,8 +195,10 @@ fn initiator_client_server(test: &mut Test) -> Result {
     let decision = hs.decision().ok_or(EINVAL)?;
     kunit_expect!(test, !decision.use_crc);
     kunit_expect!(test, decision.rtr.is_none());
-    // Our offer of large FPDUs (a reserved bit) does not disturb it, and it makes none.
-    kunit_expect!(test, !decision.large_fpdus);
+    // Our offer of large FPDUs (a reserved bit) does not disturb it. It builds its reply on
+    // our request's header and so echoes the bit back, which reads as its offer: its receive
+    // path follows MPA lengths across segments, as RFC 5044 receivers must.
+    kunit_expect!(test, decision.large_fpdus);
     // The C siw's IRD/ORD in its reply are what its ULP accepted with, and they satisfy
     // RFC 6581: our ORD (4) <= its IRD, its ORD <= our IRD (8).
     let peer = decision.peer.ok_or(EINVAL)?;
