@@ -122,6 +122,20 @@ for crc in optional required; do
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_send_lat -s 8 -n $iters -F
 done
+echo optional >/sys/class/infiniband/rsiw0/mpa_crc
+
+# Large FPDUs (FPDUs spanning several TCP segments, rsiw's large_fpdus setting, on by default):
+# loopback's 64 KiB segments never need them, so the path gets Ethernet's 1500-byte MTU. The C
+# siw echoes the offer (Documentation/rsiw.rst), so rsiw sends it 4 KiB FPDUs over 1448-byte
+# segments; rping verifies the data. Then rsiw with itself, both sides sending them.
+ip link set lo mtu 1500 || fail "lo mtu 1500"
+rping_pair "rsiw client, siw server, MTU 1500" $ADDR1 $ADDR0
+rping_pair "siw client, rsiw server, MTU 1500" $ADDR0 $ADDR1
 rdma link del siw1
+rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
+rping_pair "rsiw-rsiw, MTU 1500" $ADDR1 $ADDR0
+perf_pair "rsiw-rsiw, MTU 1500" rsiw1 rsiw0 $ADDR1 ib_write_bw -s 65536 -n $iters -F
+rdma link del rsiw1
+ip link set lo mtu 65536
 rdma link del rsiw0
 left_behind "at the end"
