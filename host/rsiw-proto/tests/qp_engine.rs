@@ -4049,10 +4049,12 @@ fn budget_bounds_every_call_and_short_buffers_lose_nothing() {
         wire.extend_from_slice(&bytes);
         t
     };
+    // None of these calls runs out of work: each stops on room or budget.
     let t = |buffered, referenced, short| Transmitted {
         buffered,
         referenced,
         short,
+        idle: false,
     };
     // No room for a copied FPDU: short, and nothing lost (again).
     assert_eq!(step(&mut p, 64, Accept::Always), t(0, 0, true));
@@ -4088,7 +4090,10 @@ fn budget_bounds_every_call_and_short_buffers_lose_nothing() {
         "{last:?}"
     );
     assert!(!last.short);
-    assert!(step(&mut p, 1 << 17, Accept::Always).is_empty());
+    // It sent the last FPDU and found the SQ empty.
+    assert!(last.idle);
+    let after = step(&mut p, 1 << 17, Accept::Always);
+    assert!(after.is_empty() && after.idle);
     assert!(!p.a.wants_transmit());
     // Every byte arrived, once.
     assert_eq!(p.b.receive(&wire, &mut p.nb), Ok(wire.len()));

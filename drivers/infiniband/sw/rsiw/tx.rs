@@ -111,7 +111,9 @@ impl TxBuffers {
 
     /// One round: `produce` writes FPDUs into the buffer it is given, taking payload into the
     /// references if it is given them, within the wire budget it is given; they go to
-    /// `socket`. Returns whether to go on (something was sent, or a fresh buffer is needed).
+    /// `socket`. Returns whether to go on: something was sent and the engine may have more, or a
+    /// fresh buffer is needed. (An engine that ran out of work says so, which spares a
+    /// round per message that would find nothing.)
     pub(crate) fn round(
         &mut self,
         socket: &TcpSocket,
@@ -126,12 +128,12 @@ impl TxBuffers {
         }
         let Some(buf) = self.splice.as_mut() else {
             let budget = self.own.len();
-            let n = produce(&mut self.own, None, budget).buffered;
-            if n == 0 {
+            let t = produce(&mut self.own, None, budget);
+            if t.buffered == 0 {
                 return Ok(false);
             }
-            send_all(socket, self.own.get(..n).unwrap_or(&[]))?;
-            return Ok(true);
+            send_all(socket, self.own.get(..t.buffered).unwrap_or(&[]))?;
+            return Ok(!t.idle);
         };
         let fresh = buf.unsent_len() == SpliceBuffer::LEN;
         self.list.clear();
@@ -152,7 +154,7 @@ impl TxBuffers {
         }
         if t.referenced == 0 && t.buffered < COPY_BELOW {
             send_all(socket, buf.unsent_mut().get(..t.buffered).unwrap_or(&[]))?;
-            return Ok(true);
+            return Ok(!t.idle);
         }
         // The buffer's bytes go around the pieces taken by reference, in wire order.
         let mut prev = 0;
@@ -172,7 +174,7 @@ impl TxBuffers {
             self.list.push(piece).map_err(|_| ENOSPC)?;
         }
         socket.send_list(&mut self.list, MsgFlags::NOSIGNAL)?;
-        Ok(true)
+        Ok(!t.idle)
     }
 }
 

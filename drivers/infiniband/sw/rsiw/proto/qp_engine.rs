@@ -665,6 +665,10 @@ pub struct Transmitted {
     /// opposed to the budget being used up or nothing more to send): call
     /// again with a larger buffer.
     pub short: bool,
+    /// It stopped because there was nothing more to send: until new work
+    /// arrives (a posted work request, a received request or response),
+    /// another call produces nothing.
+    pub idle: bool,
 }
 
 impl Transmitted {
@@ -1574,6 +1578,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             short: false,
             by_reference,
         };
+        let mut idle = false;
         loop {
             match self.st.stage {
                 Stage::Running => {}
@@ -1581,12 +1586,18 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     self.send_terminate(&mut room, error, from_rx);
                     break;
                 }
-                _ => break,
+                _ => {
+                    idle = true;
+                    break;
+                }
             }
             if self.inflight.is_none() {
                 match self.start_next(ctx) {
                     Started::Message | Started::Again => {}
-                    Started::Idle => break,
+                    Started::Idle => {
+                        idle = true;
+                        break;
+                    }
                 }
             }
             if let Some(mut job) = self.inflight {
@@ -1613,6 +1624,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             buffered: room.pos,
             referenced: room.referenced,
             short: room.short,
+            idle,
         }
     }
 
