@@ -1134,20 +1134,25 @@ impl TcpCallbacks for Qp {
     fn data_ready(&self, rx: &mut RxQueue<'_>) {
         let mut wants_tx = false;
         let mut failed = false;
-        let _ = self.with_engine(None, |engine, ctx| {
-            rx.read(&mut |slice| {
-                // The engine takes the socket buffer's bytes in place: payload is copied once,
-                // straight into the consumer's memory.
+        rx.read(&mut |slice| {
+            // The QP is locked for one socket buffer at a time, not for the whole walk: TCP's
+            // work after the last one (freeing it, acknowledging) then does not hold up a
+            // transmission that the completion just delivered set off.
+            self.with_engine(None, |engine, ctx| {
+                // The engine takes the socket buffer's bytes in place: payload is copied
+                // once, straight into the consumer's memory.
                 if !failed {
                     slice.for_each_piece(&mut |bytes| {
                         failed = engine.receive(bytes, ctx).is_err();
                         !failed
                     });
                 }
+                wants_tx |= engine.wants_transmit();
                 // Bytes after a failure are dropped: the stream is over.
                 slice.len()
-            });
-            wants_tx = engine.wants_transmit();
+            })
+            // Without an engine (the QP left RTS) the bytes stay queued.
+            .unwrap_or(0)
         });
         if failed {
             self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
