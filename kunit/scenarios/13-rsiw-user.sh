@@ -33,7 +33,8 @@ perf_pair() {
   local name=$1 sdev=$2 cdev=$3 addr=$4 tool=$5; shift 5
   timeout 120 $tool -R -d $sdev "$@" >/tmp/perf-server.log 2>&1 &
   local server=$!
-  sleep 1
+  # perftest's rdma_cm port: a client started before the server listens is refused.
+  wait_port 18515 || { cat /tmp/perf-server.log; fail "$name: $tool server did not listen"; }
   timeout 120 $tool -R -d $cdev "$@" $addr >/tmp/perf-client.log 2>&1 || {
     cat /tmp/perf-client.log /tmp/perf-server.log; fail "$name: $tool $* failed"; }
   wait $server || { cat /tmp/perf-server.log; fail "$name: $tool server failed"; }
