@@ -475,6 +475,62 @@ fn memcpy_reference(budget: Duration) {
     );
 }
 
+/// One 8-byte Send at a time, as a latency test makes them: the sender's
+/// `transmit` of it (and the empty call after), the receiver's `receive`
+/// and its empty `transmit`. Prints nanoseconds per message.
+fn small_sends(budget: Duration) {
+    let fpdu = fpdu_size(65483, 1);
+    let mut tx = engine(fpdu);
+    let mut rx = engine(fpdu);
+    let mut tnode = Node::default();
+    let mut rnode = Node::default();
+    let src = tnode.mr(64, 0x10_0000, ALL);
+    let sink = rnode.mr(64, 0x20_0000, ALL);
+    let mut out = vec![0u8; TX_BUF];
+    let mut n = 0u64;
+    let mut spent = [Duration::ZERO; 2];
+    let started = Instant::now();
+    while started.elapsed() < budget {
+        tnode.sq.push_back(SendRequest {
+            wr_id: n,
+            op: SendOp::Send {
+                solicited: false,
+                invalidate: None,
+            },
+            sges: SgeList::single(Sge {
+                addr: 0x10_0000,
+                length: 8,
+                lkey: src,
+            }),
+            signaled: true,
+            fence: false,
+        });
+        rnode.rq.push_back(RecvRequest {
+            wr_id: n,
+            sges: SgeList::single(Sge {
+                addr: 0x20_0000,
+                length: 64,
+                lkey: sink,
+            }),
+        });
+        let t = Instant::now();
+        let len = tx.transmit(&mut tnode, &mut out);
+        assert_eq!(tx.transmit(&mut tnode, &mut out[len..]), 0);
+        let t2 = Instant::now();
+        assert_eq!(rx.receive(&out[..len], &mut rnode), Ok(len));
+        assert_eq!(rx.transmit(&mut rnode, &mut out[len..]), 0);
+        spent[0] += t2 - t;
+        spent[1] += t2.elapsed();
+        n += 1;
+    }
+    black_box(&rnode);
+    println!(
+        "8-byte Sends: {n} messages; transmit {:.0} ns, receive {:.0} ns per message",
+        spent[0].as_nanos() as f64 / n as f64,
+        spent[1].as_nanos() as f64 / n as f64
+    );
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .nth(1)
@@ -484,6 +540,9 @@ fn main() {
     let filter = std::env::args().nth(2).unwrap_or_default();
     if filter.is_empty() {
         memcpy_reference(budget);
+    }
+    if filter.is_empty() || filter == "small" {
+        small_sends(budget);
     }
     let loopback = fpdu_size(65483, 1);
     for fpdu in [loopback, 1448] {
