@@ -106,16 +106,11 @@ impl Mr {
             zero_based,
         }
     }
-
-    /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
-    /// The caller has checked the region's key, state, rights and bounds.
-    fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
-        self.state.lock().with_memory(addr, len, f)
-    }
 }
 
 impl MrState {
-    /// [`Mr::with_memory`] with the region's state locked.
+    /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
+    /// The caller has checked the region's key, state, rights and bounds under the same lock.
     fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
         match &self.backing {
             Backing::Dma(mem) => {
@@ -336,22 +331,21 @@ impl MrTable {
         if !mr.in_pd(pd) {
             return Err(LocalError::Protection);
         }
-        {
-            let s = mr.state.lock();
-            if s.stag != lkey || !s.valid {
-                return Err(LocalError::Protection);
-            }
-            if write && s.access & ACCESS_LOCAL_WRITE == 0 {
+        // One lock for the checks and the access: the region cannot change in between.
+        let s = mr.state.lock();
+        if s.stag != lkey || !s.valid {
+            return Err(LocalError::Protection);
+        }
+        if write && s.access & ACCESS_LOCAL_WRITE == 0 {
+            return Err(LocalError::Access);
+        }
+        if let Some((base, length)) = s.backing.bounds() {
+            let end = addr.checked_add(len).ok_or(LocalError::Access)?;
+            if addr < base || end > base.saturating_add(length) {
                 return Err(LocalError::Access);
             }
-            if let Some((base, length)) = s.backing.bounds() {
-                let end = addr.checked_add(len).ok_or(LocalError::Access)?;
-                if addr < base || end > base.saturating_add(length) {
-                    return Err(LocalError::Access);
-                }
-            }
         }
-        mr.with_memory(addr, len, f).map_err(|_| LocalError::Access)
+        s.with_memory(addr, len, f).map_err(|_| LocalError::Access)
     }
 
     /// REG_MR: makes the region `stag` names valid under that full STag with `access`, its
