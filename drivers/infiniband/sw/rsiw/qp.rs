@@ -59,7 +59,7 @@ use crate::{
     },
     ring::Ring,
     srq::Srq,
-    tx::{Refs, TxBuffers},
+    tx::{Refs, Transmitter, TxBuffers, TxTarget},
     user_queues::{UserQueues, INLINE_LKEY},
 };
 
@@ -153,8 +153,6 @@ struct Connection {
     socket: Arc<TcpSocket>,
     /// iw_cm's id while iw_cm thinks the connection up; taken when CLOSE is delivered.
     cm_id: Option<IwCmId>,
-    /// Whether FPDUs may span a GSO packet of several TCP segments.
-    large_fpdus: bool,
 }
 
 /// Flags of [`Qp::flags`].
@@ -190,7 +188,7 @@ pub(crate) struct Qp {
     #[pin]
     connection: Mutex<Option<Connection>>,
     #[pin]
-    tx: Mutex<TxBuffers>,
+    tx: Mutex<Transmitter>,
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
@@ -263,7 +261,10 @@ impl Qp {
         srq: Option<Arc<Srq>>,
         events: QpEvents,
     ) -> Result<Arc<Self>> {
-        let tx = TxBuffers::new(TX_BUFFER)?;
+        let tx = Transmitter {
+            target: None,
+            buffers: TxBuffers::new(TX_BUFFER)?,
+        };
         let kicker = Arc::pin_init(
             pin_init!(Kicker {
                 qp <- new_spinlock_bh!(None, "Kicker::qp"),
@@ -365,10 +366,13 @@ impl Qp {
             return Err(e);
         }
         let socket = est.socket.clone();
+        self.tx.lock().target = Some(TxTarget {
+            socket: socket.clone(),
+            large_fpdus: est.large_fpdus,
+        });
         *self.connection.lock() = Some(Connection {
             socket: est.socket,
             cm_id: Some(est.cm_id),
-            large_fpdus: est.large_fpdus,
         });
         socket.install_callbacks(self.clone())?;
         socket.poke_data_ready();
@@ -397,23 +401,20 @@ impl Qp {
     /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
     /// [`crate::tx`]). The lock also keeps transmissions in the order the engine built them.
     fn transmit(&self) {
-        let Some((socket, large)) = self
-            .connection
-            .lock()
-            .as_ref()
-            .map(|c| (c.socket.clone(), c.large_fpdus))
-        else {
+        let mut guard = self.tx.lock();
+        let Transmitter { target, buffers } = &mut *guard;
+        let Some(target) = target.as_ref() else {
             return;
         };
+        let socket = &*target.socket;
         // TCP's segment size grows after the handshake (and changes with the path): messages
         // started from here on follow it.
-        let fpdu_size = fpdu_size(&socket, large);
-        let mut tx = self.tx.lock();
+        let fpdu_size = fpdu_size(socket, target.large_fpdus);
         loop {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return;
             }
-            let more = tx.round(&socket, |out, refs, budget| {
+            let more = buffers.round(socket, |out, refs, budget| {
                 self.with_engine(refs, |engine, ctx| {
                     if ctx.queues.state != State::Rts && !engine.wants_transmit() {
                         return Transmitted::default();
@@ -506,6 +507,9 @@ impl Qp {
         if let Some(mut c) = connection {
             c.socket.remove_callbacks();
             let _ = c.socket.shutdown(Shutdown::Both);
+            // A transmission blocked in the socket returns now that it is shut: the buffers
+            // let go of the socket too.
+            self.tx.lock().target = None;
             if let Some(id) = c.cm_id.take() {
                 if peer_started {
                     let _ = id.deliver(IwEvent::Disconnect(Ok(())));

@@ -22,6 +22,7 @@ use kernel::{
         MsgFlags, TcpSocket,
     },
     prelude::*,
+    sync::Arc,
 };
 
 /// The most page pieces one round sends: the consumer's pages of 64 KiB of payload (17 when
@@ -44,6 +45,20 @@ const COPY_BELOW: usize = 2048;
 struct Mark {
     at: usize,
     index: usize,
+}
+
+/// Where a QP's FPDUs go while it is connected.
+pub(crate) struct TxTarget {
+    pub(crate) socket: Arc<TcpSocket>,
+    /// Whether FPDUs may span a GSO packet of several TCP segments.
+    pub(crate) large_fpdus: bool,
+}
+
+/// The transmit side of a QP: its buffers and, while connected, where FPDUs go. One lock
+/// covers both, so that a transmission takes no other lock to find its socket.
+pub(crate) struct Transmitter {
+    pub(crate) target: Option<TxTarget>,
+    pub(crate) buffers: TxBuffers,
 }
 
 /// The transmit buffers of a QP.
