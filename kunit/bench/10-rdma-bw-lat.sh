@@ -36,21 +36,17 @@ gbps() { awk '{printf "%.3f", $1*8/1000}'; }
 # Each figure is the median of three rounds; the providers take turns within a round, and the
 # round's first provider alternates, so that drift in the machine (TCG, the host's load) falls on
 # both alike.
-results=/tmp/bench-results
-rm -rf $results && mkdir -p $results
-# record NAME UNIT PROVIDER VALUE (the unit goes in the file name with its slash spelt "per")
-record() { echo "$4" >>"$results/$1 $(echo "$2" | sed 's|/|per|') $3"; }
-
+bench_reset
 one_round() { # provider
   provider=$1
   rdma link add ${provider}0 type $provider netdev dummy0
   rdma link add ${provider}1 type $provider netdev dummy1
   for size in 4096 65536 1048576; do
     mbs=$(run_bw $provider ib_write_bw $size) || mbs=nan
-    record ib_write_bw_$size Gb/s $provider "$(echo "$mbs" | gbps)"
+    bench_record ib_write_bw_$size Gb/s $provider "$(echo "$mbs" | gbps)"
   done
   mbs=$(run_bw $provider ib_read_bw 65536) || mbs=nan
-  record ib_read_bw_65536 Gb/s $provider "$(echo "$mbs" | gbps)"
+  bench_record ib_read_bw_65536 Gb/s $provider "$(echo "$mbs" | gbps)"
 
   timeout 120 ib_send_lat -R -d ${provider}1 -s 8 -n 5000 -F >/tmp/s.log 2>&1 &
   wait_port 18515
@@ -60,8 +56,8 @@ one_round() { # provider
   read -r typ p99 <<EOL
 $(awk '$1 == 8 {print $5, $8}' /tmp/c.log)
 EOL
-  record ib_send_lat_8_typical us $provider "${typ:-nan}"
-  record ib_send_lat_8_p99 us $provider "${p99:-nan}"
+  bench_record ib_send_lat_8_typical us $provider "${typ:-nan}"
+  bench_record ib_send_lat_8_p99 us $provider "${p99:-nan}"
   rdma link del ${provider}1
   rdma link del ${provider}0
 }
@@ -71,12 +67,4 @@ for round in 1 2 3; do
   for provider in $order; do one_round $provider; done
 done
 
-# The median of each figure over the rounds that produced one (nan if none did).
-for f in "$results"/*; do
-  set -- $(basename "$f")
-  echo "rounds $1 $3: $(tr '\n' ' ' <"$f")"
-  median=$(grep -E '^[0-9]+(\.[0-9]+)?$' "$f" | sort -n | awk '{v[NR] = $1}
-    END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-         else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-  bench "$1" "$(echo "$2" | sed 's|per|/|')" "$3" "$median"
-done
+bench_report

@@ -1,11 +1,10 @@
 # timeout: 900
 # NFSv4.1 sequential throughput (fio, 1 MiB direct I/O, 64 MiB file) over the kernel's C
-# rpcrdma client and server on each provider in turn (siw, then rsiw, one device on dummy1),
-# and over TCP for reference. Prints "BENCH name unit provider value" lines.
+# rpcrdma client and server on each provider (siw and rsiw, one device on dummy1),
+# and over TCP for reference. Each figure is the median of three rounds, the providers taking
+# turns and the first alternating; prints "BENCH name unit provider value" lines.
 . /tests/lib.sh
 two_dummies
-
-bench() { echo "BENCH $1 $2 $3 $4"; }
 
 nfs_server_start
 mkdir -p /mnt/nfs
@@ -18,24 +17,27 @@ fio_run() {
 }
 
 measure() { # provider mount-options
-  timeout 60 mount -t nfs -o vers=4.1,$2 $ADDR1:/srv/export /mnt/nfs || { bench nfs_seq_write_1m MB/s $1 nan; bench nfs_seq_read_1m MB/s $1 nan; return; }
-  w=$(fio_run write || echo nan)
-  r=$(fio_run read || echo nan)
-  bench nfs_seq_write_1m MB/s $1 "$w"
-  bench nfs_seq_read_1m MB/s $1 "$r"
+  timeout 60 mount -t nfs -o vers=4.1,$2 $ADDR1:/srv/export /mnt/nfs || {
+    bench_record nfs_seq_write_1m MB/s $1 nan; bench_record nfs_seq_read_1m MB/s $1 nan; return; }
+  bench_record nfs_seq_write_1m MB/s $1 "$(fio_run write || echo nan)"
+  bench_record nfs_seq_read_1m MB/s $1 "$(fio_run read || echo nan)"
   rm -f /mnt/nfs/bench
   timeout 60 umount /mnt/nfs
 }
 
+measure_rdma() { # provider
+  rdma link add ${1}1 type $1 netdev dummy1
+  measure $1 proto=rdma,port=20049
+  rdma link del ${1}1
+}
+
 modprobe siw
-rdma link add siw1 type siw netdev dummy1
-measure siw proto=rdma,port=20049
-rdma link del siw1
-
 modprobe rsiw
-rdma link add rsiw1 type rsiw netdev dummy1
-measure rsiw proto=rdma,port=20049
-rdma link del rsiw1
-
-measure tcp proto=tcp
+bench_reset
+for round in 1 2 3; do
+  case $round in 2) order="rsiw siw" ;; *) order="siw rsiw" ;; esac
+  for provider in $order; do measure_rdma $provider; done
+  measure tcp proto=tcp
+done
+bench_report
 nfs_server_stop

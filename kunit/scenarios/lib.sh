@@ -60,3 +60,23 @@ left_behind() {
     [ "$n" = 0 ] || { rdma resource show $res; fail "$n ${res}s left behind ($1)"; }
   done
 }
+
+# Benchmark figures are medians over rounds. bench_reset starts a script's figures;
+# bench_record NAME UNIT PROVIDER VALUE keeps one round's value (the unit goes in the file name
+# with its slash spelt "per"); bench_report prints each figure's values ("rounds ...") and its
+# median over the rounds that produced a number ("BENCH name unit provider median", nan if
+# none did), which the host collects into bench-results.json.
+BENCH_RESULTS=/tmp/bench-results
+bench_reset() { rm -rf $BENCH_RESULTS && mkdir -p $BENCH_RESULTS; }
+bench_record() { echo "$4" >>"$BENCH_RESULTS/$1 $(echo "$2" | sed 's|/|per|') $3"; }
+bench_report() {
+  local f median
+  for f in "$BENCH_RESULTS"/*; do
+    set -- $(basename "$f")
+    echo "rounds $1 $3: $(tr '\n' ' ' <"$f")"
+    median=$(grep -E '^[0-9]+(\.[0-9]+)?$' "$f" | sort -n | awk '{v[NR] = $1}
+      END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+           else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+    echo "BENCH $1 $(echo "$2" | sed 's|per|/|') $3 $median"
+  done
+}
