@@ -1600,23 +1600,19 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     }
                 }
             }
-            if let Some(mut job) = self.inflight {
-                match produce(&mut job, ctx, &mut room) {
-                    Produced::Full => {
-                        self.inflight = Some(job);
-                        break;
+            // Worked on in place: the job is large, and copying it out and
+            // back costs more than producing a small message's FPDU.
+            let Some(inflight) = self.inflight.as_mut() else {
+                continue;
+            };
+            match produce(inflight, ctx, &mut room) {
+                Produced::Full => break,
+                Produced::Done => self.finish(ctx),
+                Produced::Failed(status, error) => {
+                    if let Job::Sq { wr, .. } = &inflight.job {
+                        ctx.complete(Completion::send(wr, status, 0));
                     }
-                    Produced::Done => {
-                        self.inflight = None;
-                        self.finish(job.job, ctx);
-                    }
-                    Produced::Failed(status, error) => {
-                        self.inflight = None;
-                        if let Job::Sq { wr, .. } = job.job {
-                            ctx.complete(Completion::send(&wr, status, 0));
-                        }
-                        self.fail_local(error);
-                    }
+                    self.fail_local(error);
                 }
             }
         }
@@ -2091,40 +2087,34 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
-    /// Wraps up a message whose last FPDU was produced.
-    fn finish<X: QpContext>(&mut self, job: Job, ctx: &mut X) {
-        match job {
-            Job::Sq {
-                wr,
-                len,
-                then: Some((data, solicited)),
-            } => match self.tx.start(WorkRequest::Immediate { data, solicited }) {
-                Ok(msg) => {
-                    self.inflight = Some(InFlight {
-                        msg,
-                        job: Job::Sq {
-                            wr,
-                            len,
-                            then: None,
-                        },
-                    });
+    /// Wraps up the message in flight, whose last FPDU was produced: it ends, or the Immediate
+    /// Data that follows it takes its place.
+    fn finish<X: QpContext>(&mut self, ctx: &mut X) {
+        let Some(inflight) = self.inflight.as_mut() else {
+            return;
+        };
+        match &mut inflight.job {
+            Job::Sq { wr, len, then } => match then.take() {
+                Some((data, solicited)) => {
+                    match self.tx.start(WorkRequest::Immediate { data, solicited }) {
+                        Ok(msg) => inflight.msg = msg,
+                        Err(_) => {
+                            ctx.complete(Completion::send(wr, WcStatus::LocQpOpErr, 0));
+                            self.fail_local(LOCAL_FAILURE);
+                        }
+                    }
                 }
-                Err(_) => {
-                    ctx.complete(Completion::send(&wr, WcStatus::LocQpOpErr, 0));
-                    self.fail_local(LOCAL_FAILURE);
+                None => {
+                    if wr.signaled {
+                        ctx.complete(Completion::send(wr, WcStatus::Success, *len));
+                    }
+                    self.inflight = None;
                 }
             },
-            Job::Sq {
-                wr,
-                len,
-                then: None,
-            } => {
-                if wr.signaled {
-                    ctx.complete(Completion::send(&wr, WcStatus::Success, len));
-                }
-            }
-            Job::Request => {}
+            Job::Request => self.inflight = None,
             Job::ReadResponse { slot, .. } | Job::AtomicResponse { slot } => {
+                let slot = *slot;
+                self.inflight = None;
                 self.st.responder.finish();
                 if let Some(p) = self.st.slots.pending_mut().get_mut(slot) {
                     *p = Pending::Empty;
