@@ -114,6 +114,45 @@ fn write_segments_advance_the_tagged_offset() {
 }
 
 #[test]
+fn peek_then_advance_matches_next_fpdu() {
+    let mut tx = TxEngine::new(Some(SoftCrc32c), 64);
+    let wr = WorkRequest::WriteImmediate {
+        stag: 5,
+        tagged_offset: 1000,
+        len: 60,
+        data: ImmediateData::from_be32(7),
+        solicited: false,
+    };
+    let mut peeked = tx.start(wr).unwrap();
+    let mut stepped = peeked;
+    let (mut a, mut b) = ([0u8; MAX_FPDU_HEADER_LEN], [0u8; MAX_FPDU_HEADER_LEN]);
+    let mut lasts = Vec::new();
+    while let Some(f) = peeked.peek_fpdu(&mut a).unwrap() {
+        // Peeking again describes the same FPDU.
+        let again = peeked.peek_fpdu(&mut a).unwrap().unwrap();
+        assert_eq!(
+            (again.header_len, again.payload_offset),
+            (f.header_len, f.payload_offset)
+        );
+        let g = stepped.next_fpdu(&mut b).unwrap().unwrap();
+        assert_eq!(a[..f.header_len], b[..g.header_len]);
+        assert_eq!(
+            (f.payload_offset, f.payload_len),
+            (g.payload_offset, g.payload_len)
+        );
+        assert_eq!(
+            (f.last, f.trailer_len()),
+            (g.last, g.trailer().as_bytes().len())
+        );
+        lasts.push(f.last);
+        peeked.advance();
+    }
+    // Two Write segments, then the Immediate Data message.
+    assert_eq!(lasts, vec![false, false, true]);
+    assert!(peeked.is_done() && stepped.next_fpdu(&mut b).unwrap().is_none());
+}
+
+#[test]
 fn msns_per_queue() {
     let mut tx = TxEngine::new(Some(SoftCrc32c), 256);
     let imm = ImmediateData::from_be32(1);

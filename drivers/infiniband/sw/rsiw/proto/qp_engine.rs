@@ -2256,8 +2256,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
             room.short = true;
             return Produced::Full;
         }
-        let mut probe = job.msg;
-        let mut fpdu = match probe.next_fpdu(rest) {
+        let mut fpdu = match job.msg.peek_fpdu(rest) {
             Ok(Some(fpdu)) => fpdu,
             Ok(None) => return Produced::Done,
             Err(_) => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
@@ -2269,9 +2268,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
         let Ok(payload_len) = usize::try_from(fpdu.payload_len) else {
             return Produced::Failed(WcStatus::LocLenErr, LOCAL_FAILURE);
         };
-        let trailer = fpdu.trailer();
-        let trailer_len = trailer.as_bytes().len();
-        let headers_and_trailer = fpdu.header_len.saturating_add(trailer_len);
+        let headers_and_trailer = fpdu.header_len.saturating_add(fpdu.trailer_len());
         if headers_and_trailer > rest.len() {
             room.short = true;
             return Produced::Full;
@@ -2293,7 +2290,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
                 return Produced::Full;
             };
             if !payload.is_empty() {
-                let filled = match job.job {
+                let filled = match &job.job {
                     Job::Sq { wr, .. } => {
                         sg_read(ctx, wr.sges.as_slice(), fpdu.payload_offset, payload)
                             .map_err(|status| (status, LOCAL_FAILURE))
@@ -2301,7 +2298,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
                     Job::ReadResponse { stag, offset, .. } => offset
                         .checked_add(u64::from(fpdu.payload_offset))
                         .ok_or(TermError::RdmapLocalCatastrophic)
-                        .and_then(|at| ctx.tagged_read(stag, at, payload))
+                        .and_then(|at| ctx.tagged_read(*stag, at, payload))
                         .map_err(|e| (WcStatus::LocQpOpErr, e)),
                     _ => Err((WcStatus::LocQpOpErr, LOCAL_FAILURE)),
                 };
@@ -2319,7 +2316,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
             Some(dst) if end == buffered => dst.copy_from_slice(trailer),
             _ => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
         }
-        job.msg = probe;
+        job.msg.advance();
         room.pos = room.pos.saturating_add(buffered);
         room.wire_left = room.wire_left.saturating_sub(wire_len);
         if referenced {

@@ -308,6 +308,11 @@ impl<C: Crc32c + Copy> TxFpdu<C> {
         FpduTrailer::new(self.ulpdu_len, self.digest)
     }
 
+    /// Length of the trailer.
+    pub fn trailer_len(&self) -> usize {
+        fpdu::pad_len(self.ulpdu_len).saturating_add(fpdu::CRC_LEN)
+    }
+
     /// Total length of the FPDU on the wire.
     pub fn wire_len(&self) -> usize {
         fpdu::fpdu_len(self.ulpdu_len)
@@ -335,6 +340,17 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
     /// FPDU, or returns `None` once the message is complete. On error the
     /// message does not advance.
     pub fn next_fpdu(&mut self, out: &mut [u8]) -> Result<Option<TxFpdu<C>>, TxError> {
+        let fpdu = self.peek_fpdu(out)?;
+        match fpdu {
+            Some(_) => self.advance(),
+            None => self.phase = Phase::Done,
+        }
+        Ok(fpdu)
+    }
+
+    /// As [`Self::next_fpdu`], without advancing: [`Self::advance`] moves
+    /// past the FPDU once it is sent.
+    pub fn peek_fpdu(&self, out: &mut [u8]) -> Result<Option<TxFpdu<C>>, TxError> {
         let (segment, immediate) = match self.phase {
             Phase::Done => return Ok(None),
             Phase::Immediate => (
@@ -349,10 +365,7 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
                 let mut peek = self.segments;
                 match peek.next() {
                     Some(segment) => (segment, false),
-                    None => {
-                        self.phase = Phase::Done;
-                        return Ok(None);
-                    }
+                    None => return Ok(None),
                 }
             }
         };
@@ -380,27 +393,29 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
             digest.update(out.get(..header_len).unwrap_or(&[]));
             digest
         });
-        // Advance only now that the FPDU exists.
         let has_immediate = matches!(self.wr, WorkRequest::WriteImmediate { .. });
-        self.phase = match self.phase {
-            Phase::Main => {
-                self.segments.next();
-                match (segment.last, has_immediate) {
-                    (false, _) => Phase::Main,
-                    (true, true) => Phase::Immediate,
-                    (true, false) => Phase::Done,
-                }
-            }
-            _ => Phase::Done,
-        };
         Ok(Some(TxFpdu {
             header_len,
             payload_offset: segment.offset,
             payload_len: segment.len,
-            last: self.phase == Phase::Done,
+            last: immediate || (segment.last && !has_immediate),
             ulpdu_len,
             digest,
         }))
+    }
+
+    /// Moves past the FPDU [`Self::peek_fpdu`] described.
+    pub fn advance(&mut self) {
+        self.phase = match self.phase {
+            Phase::Main => match self.segments.next() {
+                Some(segment) if !segment.last => Phase::Main,
+                Some(_) if matches!(self.wr, WorkRequest::WriteImmediate { .. }) => {
+                    Phase::Immediate
+                }
+                _ => Phase::Done,
+            },
+            _ => Phase::Done,
+        };
     }
 
     /// The DDP and RDMAP headers of `segment`.
