@@ -1102,10 +1102,11 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
     }
 
     fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError> {
-        let Some(wr) = self.st.recv else {
+        let Some(wr) = &self.st.recv else {
             return Err(TermError::DdpLocalCatastrophic);
         };
-        sg_write(self.ctx, wr.sges.as_slice(), offset, data).map_err(|status| {
+        let placed = sg_write(self.ctx, wr.sges.as_slice(), offset, data);
+        placed.map_err(|status| {
             self.st.recv_status = Some(status);
             TermError::DdpLocalCatastrophic
         })

@@ -191,8 +191,11 @@ impl RxTermination {
             ulpdu_len: 0,
         };
         if let Some(cur) = current {
-            term.header = cur.header;
-            term.header_len = cur.header_len;
+            let header = cur.header();
+            if let Some(dst) = term.header.get_mut(..header.len()) {
+                dst.copy_from_slice(header);
+                term.header_len = header.len();
+            }
             term.ulpdu_len = cur.ulpdu_len;
         }
         term
@@ -279,6 +282,15 @@ struct Current {
 }
 
 impl Current {
+    const EMPTY: Self = Self {
+        header: [0; MAX_HEADER_LEN],
+        header_len: 0,
+        ulpdu_len: 0,
+        place: Place::Drop,
+        done: Done::Nothing,
+        held: None,
+    };
+
     fn header(&self) -> &[u8] {
         self.header.get(..self.header_len).unwrap_or(&[])
     }
@@ -415,16 +427,15 @@ impl State {
         let header_len = header.len().min(MAX_HEADER_LEN);
         let payload_len = ulpdu_len.saturating_sub(header_len);
         let planned = self.plan(header, payload_len, ctx);
-        // Built in place: the segment is copied neither here nor when it
-        // completes.
-        let cur = self.current.insert(Current {
-            header: [0; MAX_HEADER_LEN],
-            header_len,
-            ulpdu_len,
-            place: Place::Drop,
-            done: Done::Nothing,
-            held: None,
-        });
+        // Updated in place: the segment is copied neither here nor when it
+        // completes, and its header buffer is not cleared (only the bytes up
+        // to `header_len` count).
+        let cur = self.current.get_or_insert(Current::EMPTY);
+        cur.header_len = header_len;
+        cur.ulpdu_len = ulpdu_len;
+        cur.place = Place::Drop;
+        cur.done = Done::Nothing;
+        cur.held = None;
         if let (Some(dst), Some(src)) = (cur.header.get_mut(..header_len), header.get(..header_len))
         {
             dst.copy_from_slice(src);
