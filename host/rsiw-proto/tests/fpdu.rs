@@ -49,6 +49,26 @@ fn frames_read_request_with_crc() {
 }
 
 #[test]
+fn trailer_write_to_matches_as_bytes() {
+    for ulpdu_len in 0..4 {
+        let mut digest = rsiw_proto::proto::crc32c::Crc32cDigest::new(SoftCrc32c);
+        digest.update(&[0x12, 0x34]);
+        let trailer = FpduTrailer::new(ulpdu_len, Some(digest));
+        let want = trailer.as_bytes();
+        assert_eq!(want.len(), pad_len(ulpdu_len) + CRC_LEN);
+        let mut out = [0xEEu8; 7];
+        assert!(trailer.write_to(&mut out[..want.len()]));
+        assert_eq!(&out[..want.len()], want);
+        assert!(out[want.len()..].iter().all(|&b| b == 0xEE));
+        // A buffer of another length is left alone.
+        let mut wrong = [0xEEu8; 8];
+        assert!(!trailer.write_to(&mut wrong[..want.len() + 1]));
+        assert!(!trailer.write_to(&mut wrong[..want.len() - 1]));
+        assert_eq!(wrong, [0xEE; 8]);
+    }
+}
+
+#[test]
 fn pad_is_covered_by_crc() {
     let mut out = [0u8; 16];
     let n = encode_fpdu(&mut out, &[0xAB], Some(SoftCrc32c)).unwrap();

@@ -84,6 +84,30 @@ impl FpduTrailer {
     pub fn as_bytes(&self) -> &[u8] {
         self.bytes.get(..self.len).unwrap_or(&[])
     }
+
+    /// Copies the trailer into `out`, which must be exactly as long; returns
+    /// `false`, writing nothing, if it is not. Two overlapping 4-byte moves
+    /// cover the 4 to 7 bytes, where a copy of a variable length would call
+    /// `memcpy`.
+    pub fn write_to(&self, out: &mut [u8]) -> bool {
+        let crc_at = self.len.saturating_sub(CRC_LEN);
+        let (Some(head), Some(crc)) = (
+            wire::read_array::<CRC_LEN>(&self.bytes, 0),
+            wire::read_array::<CRC_LEN>(&self.bytes, crc_at),
+        ) else {
+            return false;
+        };
+        if out.len() != self.len {
+            return false;
+        }
+        if let Some(dst) = out.get_mut(..CRC_LEN) {
+            dst.copy_from_slice(&head);
+        }
+        if let Some(dst) = out.get_mut(crc_at..crc_at.saturating_add(CRC_LEN)) {
+            dst.copy_from_slice(&crc);
+        }
+        true
+    }
 }
 
 /// The ULPDU_Length field for a ULPDU of `ulpdu_len` bytes.
@@ -248,7 +272,15 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
     fn take_length(&mut self, input: &[u8]) -> usize {
         let mut seen = self.part_seen;
         let mut bytes = self.length_bytes;
-        let n = Self::fill(&mut bytes, &mut seen, input);
+        let n = match wire::read_array(input, 0) {
+            // The whole field at once, as nearly always: a fixed-size move.
+            Some(field) if seen == 0 => {
+                bytes = field;
+                seen = LENGTH_FIELD_LEN;
+                LENGTH_FIELD_LEN
+            }
+            _ => Self::fill(&mut bytes, &mut seen, input),
+        };
         self.length_bytes = bytes;
         self.part_seen = seen;
         if seen < LENGTH_FIELD_LEN {
@@ -308,6 +340,13 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
             // Handled by `step`.
             RxState::Length => Ok((0, None)),
             RxState::Header => {
+                if self.part_seen == 0 && self.header_wanted == 2 && self.ulpdu_len > 2 {
+                    if let Some(control) = wire::read_array(input, 0) {
+                        // The control bytes are at hand: collect the whole
+                        // header in one go.
+                        self.header_wanted = wanted_header_len(control, self.ulpdu_len);
+                    }
+                }
                 let mut n = self.take_header(input);
                 let wanted = self.header_wanted;
                 if self.part_seen < wanted {
@@ -363,21 +402,30 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
             RxState::Trailer => {
                 let pad = pad_len(self.ulpdu_len);
                 let wanted = pad + CRC_LEN;
-                let mut seen = self.part_seen;
-                let mut trailer = self.trailer;
-                let n = match trailer.get_mut(..wanted) {
-                    Some(dst) => Self::fill(dst, &mut seen, input),
-                    None => 0,
+                let (n, received) = match input.get(..wanted) {
+                    // The whole trailer at once, as nearly always: read it
+                    // where it is.
+                    Some(trailer) if self.part_seen == 0 => {
+                        self.hash(trailer.get(..pad).unwrap_or(&[]));
+                        (wanted, wire::read_array(trailer, pad))
+                    }
+                    _ => {
+                        let mut seen = self.part_seen;
+                        let mut trailer = self.trailer;
+                        let n = match trailer.get_mut(..wanted) {
+                            Some(dst) => Self::fill(dst, &mut seen, input),
+                            None => 0,
+                        };
+                        self.trailer = trailer;
+                        self.part_seen = seen;
+                        if seen < wanted {
+                            return Ok((n, None));
+                        }
+                        self.hash(trailer.get(..pad).unwrap_or(&[]));
+                        (n, wire::read_array(&trailer, pad))
+                    }
                 };
-                self.trailer = trailer;
-                self.part_seen = seen;
-                if seen < wanted {
-                    return Ok((n, None));
-                }
-                self.hash(trailer.get(..pad).unwrap_or(&[]));
-                let received = wire::read_array(&trailer, pad)
-                    .map(u32::from_le_bytes)
-                    .unwrap_or(0);
+                let received = received.map(u32::from_le_bytes).unwrap_or(0);
                 let computed = self.digest.finish();
                 if self.crc_enabled && computed != received {
                     let e = FpduError::CrcMismatch { computed, received };

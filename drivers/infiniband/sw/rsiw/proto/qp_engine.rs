@@ -2310,12 +2310,11 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
             }
             (payload_end, wire_len)
         };
-        let trailer = fpdu.trailer();
-        let trailer = trailer.as_bytes();
-        let end = payload_end.saturating_add(trailer.len());
-        match rest.get_mut(payload_end..end) {
-            Some(dst) if end == buffered => dst.copy_from_slice(trailer),
-            _ => return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE),
+        let written = rest
+            .get_mut(payload_end..buffered)
+            .is_some_and(|dst| fpdu.trailer().write_to(dst));
+        if !written {
+            return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE);
         }
         job.msg.advance();
         room.pos = room.pos.saturating_add(buffered);

@@ -384,7 +384,12 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
             .filter(|&len| len <= self.max_ulpdu)
             .ok_or(TxError::FpduTooSmall)?;
         let length = fpdu::length_field(ulpdu_len)?;
-        wire::write_bytes(out, 0, &length)?;
+        // A fixed-size move, not a call to `write_bytes` and `memcpy`.
+        out.get_mut(..LENGTH_FIELD_LEN)
+            .ok_or(EncodeError::BufferTooSmall {
+                needed: LENGTH_FIELD_LEN,
+            })?
+            .copy_from_slice(&length);
         let header_len = LENGTH_FIELD_LEN
             .checked_add(headers_len)
             .ok_or(EncodeError::ValueOutOfRange)?;
