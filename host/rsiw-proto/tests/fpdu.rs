@@ -49,22 +49,44 @@ fn frames_read_request_with_crc() {
 }
 
 #[test]
-fn trailer_write_to_matches_as_bytes() {
+fn trailer_is_pad_then_crc() {
     for ulpdu_len in 0..4 {
+        let pad = pad_len(ulpdu_len);
         let mut digest = rsiw_proto::proto::crc32c::Crc32cDigest::new(SoftCrc32c);
         digest.update(&[0x12, 0x34]);
-        let trailer = FpduTrailer::new(ulpdu_len, Some(digest));
-        let want = trailer.as_bytes();
-        assert_eq!(want.len(), pad_len(ulpdu_len) + CRC_LEN);
-        let mut out = [0xEEu8; 7];
-        assert!(trailer.write_to(&mut out[..want.len()]));
-        assert_eq!(&out[..want.len()], want);
+        let mut hashed = vec![0x12, 0x34];
+        hashed.resize(2 + pad, 0);
+        let mut want = vec![0; pad];
+        want.extend_from_slice(&checksum(SoftCrc32c, &hashed).to_le_bytes());
+        assert_eq!(FpduTrailer::new(ulpdu_len, Some(digest)).as_bytes(), want);
+        let mut out = [0xEEu8; 8];
+        assert!(write_trailer(
+            &mut out[..want.len()],
+            ulpdu_len,
+            Some(digest)
+        ));
+        assert_eq!(out[..want.len()], want);
         assert!(out[want.len()..].iter().all(|&b| b == 0xEE));
         // A buffer of another length is left alone.
         let mut wrong = [0xEEu8; 8];
-        assert!(!trailer.write_to(&mut wrong[..want.len() + 1]));
-        assert!(!trailer.write_to(&mut wrong[..want.len() - 1]));
+        assert!(!write_trailer(
+            &mut wrong[..want.len() + 1],
+            ulpdu_len,
+            Some(digest)
+        ));
+        assert!(!write_trailer(
+            &mut wrong[..want.len() - 1],
+            ulpdu_len,
+            Some(digest)
+        ));
         assert_eq!(wrong, [0xEE; 8]);
+        // Without CRC the field is zero.
+        assert!(write_trailer::<SoftCrc32c>(
+            &mut out[..want.len()],
+            ulpdu_len,
+            None
+        ));
+        assert!(out[..want.len()].iter().all(|&b| b == 0));
     }
 }
 

@@ -62,52 +62,48 @@ impl FpduTrailer {
     /// Computes the trailer of a ULPDU of `ulpdu_len` bytes. `digest` has been
     /// fed the length field and the whole ULPDU, or is `None` when CRC is off.
     pub fn new<C: Crc32c>(ulpdu_len: usize, digest: Option<Crc32cDigest<C>>) -> Self {
-        let pad = pad_len(ulpdu_len);
+        let len = pad_len(ulpdu_len) + CRC_LEN;
         let mut bytes = [0u8; 3 + CRC_LEN];
-        let crc = match digest {
-            Some(mut digest) => {
-                digest.update(bytes.get(..pad).unwrap_or(&[]));
-                digest.wire_bytes()
-            }
-            None => [0; CRC_LEN],
-        };
-        if let Some(dst) = bytes.get_mut(pad..pad + CRC_LEN) {
-            dst.copy_from_slice(&crc);
+        if let Some(out) = bytes.get_mut(..len) {
+            write_trailer(out, ulpdu_len, digest);
         }
-        Self {
-            bytes,
-            len: pad + CRC_LEN,
-        }
+        Self { bytes, len }
     }
 
     /// The trailer bytes to send.
     pub fn as_bytes(&self) -> &[u8] {
         self.bytes.get(..self.len).unwrap_or(&[])
     }
+}
 
-    /// Copies the trailer into `out`, which must be exactly as long; returns
-    /// `false`, writing nothing, if it is not. Two overlapping 4-byte moves
-    /// cover the 4 to 7 bytes, where a copy of a variable length would call
-    /// `memcpy`.
-    pub fn write_to(&self, out: &mut [u8]) -> bool {
-        let crc_at = self.len.saturating_sub(CRC_LEN);
-        let (Some(head), Some(crc)) = (
-            wire::read_array::<CRC_LEN>(&self.bytes, 0),
-            wire::read_array::<CRC_LEN>(&self.bytes, crc_at),
-        ) else {
-            return false;
-        };
-        if out.len() != self.len {
-            return false;
-        }
-        if let Some(dst) = out.get_mut(..CRC_LEN) {
-            dst.copy_from_slice(&head);
-        }
-        if let Some(dst) = out.get_mut(crc_at..crc_at.saturating_add(CRC_LEN)) {
-            dst.copy_from_slice(&crc);
-        }
-        true
+/// Writes the trailer of a ULPDU of `ulpdu_len` bytes ([`FpduTrailer::new`])
+/// into `out`, which must be exactly as long; returns `false`, writing
+/// nothing, if it is not. Two fixed-size moves, zeros over the pad and then
+/// the CRC, cover the 4 to 7 bytes, where a copy of a variable length would
+/// call `memcpy`.
+pub fn write_trailer<C: Crc32c>(
+    out: &mut [u8],
+    ulpdu_len: usize,
+    digest: Option<Crc32cDigest<C>>,
+) -> bool {
+    let pad = pad_len(ulpdu_len);
+    if out.len() != pad + CRC_LEN {
+        return false;
     }
+    let crc = match digest {
+        Some(mut digest) => {
+            digest.update([0u8; 3].get(..pad).unwrap_or(&[]));
+            digest.wire_bytes()
+        }
+        None => [0; CRC_LEN],
+    };
+    if let Some(dst) = out.get_mut(..CRC_LEN) {
+        dst.copy_from_slice(&[0; CRC_LEN]);
+    }
+    if let Some(dst) = out.get_mut(pad..pad + CRC_LEN) {
+        dst.copy_from_slice(&crc);
+    }
+    true
 }
 
 /// The ULPDU_Length field for a ULPDU of `ulpdu_len` bytes.

@@ -2312,7 +2312,7 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
         };
         let written = rest
             .get_mut(payload_end..buffered)
-            .is_some_and(|dst| fpdu.trailer().write_to(dst));
+            .is_some_and(|dst| fpdu.write_trailer(dst));
         if !written {
             return Produced::Failed(WcStatus::LocQpOpErr, LOCAL_FAILURE);
         }

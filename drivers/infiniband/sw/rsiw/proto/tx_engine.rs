@@ -308,6 +308,13 @@ impl<C: Crc32c + Copy> TxFpdu<C> {
         FpduTrailer::new(self.ulpdu_len, self.digest)
     }
 
+    /// Writes [`Self::trailer`] into `out`, which must be exactly
+    /// [`Self::trailer_len`] long; returns `false`, writing nothing, if it is
+    /// not.
+    pub fn write_trailer(&self, out: &mut [u8]) -> bool {
+        fpdu::write_trailer(out, self.ulpdu_len, self.digest)
+    }
+
     /// Length of the trailer.
     pub fn trailer_len(&self) -> usize {
         fpdu::pad_len(self.ulpdu_len).saturating_add(fpdu::CRC_LEN)
