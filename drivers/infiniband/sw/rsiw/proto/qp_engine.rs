@@ -1033,6 +1033,19 @@ impl<'a> Iterator for Pieces<'a> {
     }
 }
 
+/// The only SGE of `sges` if the `len` > 0 bytes from `offset` on lie inside
+/// it, as nearly always: one piece, no need to iterate over [`Pieces`].
+fn single_sge(sges: &[Sge], offset: u32, len: usize) -> Option<&Sge> {
+    match sges {
+        [sge]
+            if len > 0 && u64::from(offset).saturating_add(len as u64) <= u64::from(sge.length) =>
+        {
+            Some(sge)
+        }
+        _ => None,
+    }
+}
+
 /// Reads bytes `offset..` of the concatenated `sges` into `out`.
 fn sg_read<X: QpContext>(
     ctx: &mut X,
@@ -1040,6 +1053,9 @@ fn sg_read<X: QpContext>(
     offset: u32,
     out: &mut [u8],
 ) -> Result<(), WcStatus> {
+    if let Some(sge) = single_sge(sges, offset, out.len()) {
+        return ctx.local_read(sge, offset, out);
+    }
     let mut pieces = Pieces::new(sges, offset, out.len());
     for (sge, at, start, n) in pieces.by_ref() {
         let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
@@ -1060,6 +1076,9 @@ fn sg_write<X: QpContext>(
     offset: u32,
     data: &[u8],
 ) -> Result<(), WcStatus> {
+    if let Some(sge) = single_sge(sges, offset, data.len()) {
+        return ctx.local_write(sge, offset, data);
+    }
     let mut pieces = Pieces::new(sges, offset, data.len());
     for (sge, at, start, n) in pieces.by_ref() {
         let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
