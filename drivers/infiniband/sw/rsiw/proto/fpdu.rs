@@ -307,7 +307,7 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
     /// `input`. Returns the number of bytes consumed and the event, if any.
     /// Feed the unconsumed rest again; after an error the stream is dead and
     /// every call returns the same error.
-    pub fn step<'s, 'i>(
+    pub fn step<'s, 'i: 's>(
         &'s mut self,
         input: &'i [u8],
     ) -> Result<(usize, Option<RxEvent<'s, 'i>>), FpduError> {
@@ -327,7 +327,7 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
     }
 
     /// [`Self::step`] in the part after the length field.
-    fn step_part<'s, 'i>(
+    fn step_part<'s, 'i: 's>(
         &'s mut self,
         input: &'i [u8],
     ) -> Result<(usize, Option<RxEvent<'s, 'i>>), FpduError> {
@@ -338,29 +338,41 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
             RxState::Header => {
                 if self.part_seen == 0 && self.header_wanted == 2 && self.ulpdu_len > 2 {
                     if let Some(control) = wire::read_array(input, 0) {
-                        // The control bytes are at hand: collect the whole
-                        // header in one go.
+                        // The control bytes are at hand: the header's length
+                        // is known at once.
                         self.header_wanted = wanted_header_len(control, self.ulpdu_len);
                     }
                 }
-                let mut n = self.take_header(input);
-                let wanted = self.header_wanted;
-                if self.part_seen < wanted {
-                    return Ok((n, None));
-                }
-                if self.part_seen == 2 && wanted == 2 && self.ulpdu_len > 2 {
-                    // The control bytes tell how long the header is.
-                    let control = wire::read_array(&self.header, 0).unwrap_or([0; 2]);
-                    self.header_wanted = wanted_header_len(control, self.ulpdu_len);
-                    if self.header_wanted > self.part_seen {
-                        n = n.saturating_add(self.take_header(input.get(n..).unwrap_or(&[])));
-                        if self.part_seen < self.header_wanted {
-                            return Ok((n, None));
+                // Whole in the input, as nearly always: handed out from
+                // there, not collected.
+                let in_input = self.part_seen == 0 && input.len() >= self.header_wanted;
+                let mut n = self.header_wanted;
+                if !in_input {
+                    n = self.take_header(input);
+                    let wanted = self.header_wanted;
+                    if self.part_seen < wanted {
+                        return Ok((n, None));
+                    }
+                    if self.part_seen == 2 && wanted == 2 && self.ulpdu_len > 2 {
+                        // The control bytes tell how long the header is.
+                        let control = wire::read_array(&self.header, 0).unwrap_or([0; 2]);
+                        self.header_wanted = wanted_header_len(control, self.ulpdu_len);
+                        if self.header_wanted > self.part_seen {
+                            let rest = input.get(n..).unwrap_or(&[]);
+                            n = n.saturating_add(self.take_header(rest));
+                            if self.part_seen < self.header_wanted {
+                                return Ok((n, None));
+                            }
                         }
                     }
                 }
                 let header_len = self.header_wanted;
-                let header = self.header.get(..header_len).unwrap_or(&[]);
+                let header = if in_input {
+                    input.get(..header_len)
+                } else {
+                    self.header.get(..header_len)
+                };
+                let header = header.unwrap_or(&[]);
                 if self.crc_enabled {
                     self.digest.update(header);
                 }
