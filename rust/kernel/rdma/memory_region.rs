@@ -67,16 +67,19 @@ pub struct DmaRange {
 
 impl DmaRange {
     /// Its length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether it is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The part `offset..offset + len` of the range, if it lies inside.
+    #[inline]
     pub fn sub(&self, offset: usize, len: usize) -> Option<Self> {
         let end = offset.checked_add(len)?;
         if end > self.len {
@@ -90,6 +93,7 @@ impl DmaRange {
     }
 
     /// Copies `out.len()` bytes from `offset` into `out`.
+    #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
         let part = self.sub(offset, out.len()).ok_or(EINVAL)?;
         // SAFETY: By the type invariant the consumer keeps `part` mapped; `out` is a distinct
@@ -124,6 +128,7 @@ impl DmaRange {
     }
 
     /// Copies `data` into the range at `offset`.
+    #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result {
         let part = self.sub(offset, data.len()).ok_or(EINVAL)?;
         // SAFETY: As in `read`, with the consumer having granted write access (the provider

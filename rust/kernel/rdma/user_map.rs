@@ -140,16 +140,19 @@ impl UserMapping {
     }
 
     /// The size of the memory in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether it has no bytes (never: [`UserMemory::new`] refuses 0).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The address of `size` bytes at `offset`, if they lie inside and are aligned to `align`.
+    #[inline]
     fn at(&self, offset: usize, size: usize, align: usize) -> Result<*mut u8> {
         let end = offset.checked_add(size).ok_or(EINVAL)?;
         if end > self.len || offset % align != 0 {
@@ -160,6 +163,7 @@ impl UserMapping {
     }
 
     /// Copies `out.len()` bytes at `offset` into `out`.
+    #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
         let from = self.at(offset, out.len(), 1)?;
         // SAFETY: `from` is valid for `out.len()` bytes while we hold the mapping (type
@@ -170,6 +174,7 @@ impl UserMapping {
     }
 
     /// Copies `data` into the memory at `offset`.
+    #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result {
         let to = self.at(offset, data.len(), 1)?;
         // SAFETY: As in `read`; the memory is ours to write (it is the kernel's side of a
@@ -179,6 +184,7 @@ impl UserMapping {
     }
 
     /// Reads the naturally aligned `u16` at `offset` once (`READ_ONCE`).
+    #[inline]
     pub fn load_u16(&self, offset: usize) -> Result<u16> {
         let at = self.at(offset, 2, 2)?;
         // SAFETY: Inside the allocation and aligned (checked by `at`); a volatile access of an
@@ -187,6 +193,7 @@ impl UserMapping {
     }
 
     /// Writes the naturally aligned `u16` at `offset` once (`WRITE_ONCE`).
+    #[inline]
     pub fn store_u16(&self, offset: usize, value: u16) -> Result {
         let at = self.at(offset, 2, 2)?;
         // SAFETY: As in `load_u16`.
@@ -195,6 +202,7 @@ impl UserMapping {
     }
 
     /// Reads the naturally aligned `u32` at `offset` once (`READ_ONCE`).
+    #[inline]
     pub fn load_u32(&self, offset: usize) -> Result<u32> {
         let at = self.at(offset, 4, 4)?;
         // SAFETY: As in `load_u16`.
@@ -202,6 +210,7 @@ impl UserMapping {
     }
 
     /// Writes the naturally aligned `u32` at `offset` once (`WRITE_ONCE`).
+    #[inline]
     pub fn store_u32(&self, offset: usize, value: u32) -> Result {
         let at = self.at(offset, 4, 4)?;
         // SAFETY: As in `load_u16`.
@@ -210,6 +219,7 @@ impl UserMapping {
     }
 
     /// Writes the byte at `offset` once (`WRITE_ONCE`).
+    #[inline]
     pub fn store_u8(&self, offset: usize, value: u8) -> Result {
         let at = self.at(offset, 1, 1)?;
         // SAFETY: As in `load_u16`.
@@ -218,6 +228,7 @@ impl UserMapping {
     }
 
     /// Reads the byte at `offset` once (`READ_ONCE`).
+    #[inline]
     pub fn load_u8(&self, offset: usize) -> Result<u8> {
         let at = self.at(offset, 1, 1)?;
         // SAFETY: As in `load_u16`.
