@@ -45,10 +45,15 @@ pub const fn pad_len(ulpdu_len: usize) -> usize {
     (4 - (ulpdu_len % 4 + LENGTH_FIELD_LEN) % 4) % 4
 }
 
+/// Length of the trailer (pad and CRC) after a ULPDU of `ulpdu_len` bytes.
+pub const fn trailer_len(ulpdu_len: usize) -> usize {
+    pad_len(ulpdu_len) + CRC_LEN
+}
+
 /// Total FPDU length for a ULPDU of `ulpdu_len` bytes (saturating; only
 /// lengths up to `u16::MAX` can be framed).
 pub const fn fpdu_len(ulpdu_len: usize) -> usize {
-    ulpdu_len.saturating_add(LENGTH_FIELD_LEN + CRC_LEN + pad_len(ulpdu_len))
+    ulpdu_len.saturating_add(LENGTH_FIELD_LEN + trailer_len(ulpdu_len))
 }
 
 /// The pad and CRC that close an FPDU.
@@ -62,7 +67,7 @@ impl FpduTrailer {
     /// Computes the trailer of a ULPDU of `ulpdu_len` bytes. `digest` has been
     /// fed the length field and the whole ULPDU, or is `None` when CRC is off.
     pub fn new<C: Crc32c>(ulpdu_len: usize, digest: Option<Crc32cDigest<C>>) -> Self {
-        let len = pad_len(ulpdu_len) + CRC_LEN;
+        let len = trailer_len(ulpdu_len);
         let mut bytes = [0u8; 3 + CRC_LEN];
         if let Some(out) = bytes.get_mut(..len) {
             write_trailer(out, ulpdu_len, digest);
@@ -87,7 +92,7 @@ pub fn write_trailer<C: Crc32c>(
     digest: Option<Crc32cDigest<C>>,
 ) -> bool {
     let pad = pad_len(ulpdu_len);
-    if out.len() != pad + CRC_LEN {
+    if out.len() != trailer_len(ulpdu_len) {
         return false;
     }
     let crc = match digest {

@@ -317,7 +317,7 @@ impl<C: Crc32c + Copy> TxFpdu<C> {
 
     /// Length of the trailer.
     pub fn trailer_len(&self) -> usize {
-        fpdu::pad_len(self.ulpdu_len).saturating_add(fpdu::CRC_LEN)
+        fpdu::trailer_len(self.ulpdu_len)
     }
 
     /// Total length of the FPDU on the wire.
