@@ -390,6 +390,80 @@ proptest! {
         prop_assert_eq!(s.payload, &payload[..]);
     }
 
+    /// The data segment fast path agrees with `Segment::decode`: it accepts
+    /// exactly the data segments that decode, as the same segment, and
+    /// leaves everything else (other messages, every error) to it.
+    #[test]
+    fn data_segment_agrees_with_segment_decode(
+        ddp in prop_oneof![any::<u8>(), (0u8..2, any::<bool>(), 0u8..16, 0u8..4).prop_map(|(t, l, r, v)| t << 7 | u8::from(l) << 6 | r << 2 | v)],
+        rdmap in prop_oneof![any::<u8>(), (0u8..4, 0u8..4, 0u8..16).prop_map(|(v, r, o)| v << 6 | r << 4 | o)],
+        qn in prop_oneof![Just(0u32), 0u32..5, any::<u32>()],
+        fields in proptest::collection::vec(any::<u8>(), 12),
+        tail in proptest::collection::vec(any::<u8>(), 0..40),
+        cut in 0usize..70,
+    ) {
+        let mut buf = vec![ddp, rdmap];
+        buf.extend_from_slice(&fields[..4]);
+        buf.extend_from_slice(&qn.to_be_bytes());
+        buf.extend_from_slice(&fields[4..]);
+        buf.extend_from_slice(&tail);
+        buf.truncate(cut);
+        check_data_segment(&buf)?;
+    }
+}
+
+fn check_data_segment(buf: &[u8]) -> Result<(), TestCaseError> {
+    let slow = Segment::decode(buf);
+    match DataSegment::decode(buf) {
+        Some(fast) => {
+            let ddp_len = fast.ddp().header_len();
+            let expected = Segment {
+                ddp: fast.ddp(),
+                control: RdmapControl::from_byte(buf[1]),
+                opcode: fast.opcode(),
+                header: OpcodeHeader::None,
+                payload: &buf[ddp_len..],
+            };
+            prop_assert_eq!(slow, Ok(expected));
+            prop_assert_eq!(fast.invalidate_stag(), expected.invalidate_stag());
+        }
+        None => {
+            prop_assert!(
+                !matches!(slow, Ok(s) if s.opcode.carries_payload()),
+                "{:?}",
+                slow
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn data_segment_vectors() {
+    // Every opcode with each buffer model and queue, whole and cut short.
+    for opcode in 0..16u8 {
+        for tagged in [false, true] {
+            for qn in 0..5u32 {
+                let ddp = if tagged { 0xC1 } else { 0x41 };
+                let mut buf = vec![ddp, 0x40 | opcode, 0, 0, 0, 7];
+                buf.extend_from_slice(&qn.to_be_bytes());
+                buf.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0xAB]);
+                for cut in 0..=buf.len() {
+                    check_data_segment(&buf[..cut]).unwrap();
+                }
+            }
+        }
+    }
+    let send_inv = [
+        0x41, 0x44, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0,
+    ];
+    assert_eq!(
+        DataSegment::decode(&send_inv).and_then(|s| s.invalidate_stag()),
+        Some(0x1234)
+    );
+}
+
+proptest! {
     #[test]
     fn segment_decode_never_panics(buf in proptest::collection::vec(any::<u8>(), 0..100)) {
         let _ = Segment::decode(&buf);

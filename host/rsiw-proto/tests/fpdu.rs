@@ -116,6 +116,35 @@ enum Ev {
     Complete(usize),
 }
 
+/// Records `ev`, merging adjacent payload.
+fn record(events: &mut Vec<Ev>, expected_offset: &mut usize, ev: RxEvent<'_, '_>) {
+    match ev {
+        RxEvent::Header { header, ulpdu_len } => {
+            *expected_offset = 0;
+            events.push(Ev::Header(header.to_vec(), ulpdu_len))
+        }
+        RxEvent::Payload { data, offset } => {
+            assert_eq!(offset, *expected_offset);
+            *expected_offset += data.len();
+            if let Some(Ev::Payload(p)) = events.last_mut() {
+                p.extend_from_slice(data);
+            } else {
+                events.push(Ev::Payload(data.to_vec()));
+            }
+        }
+        RxEvent::Complete { ulpdu_len } => events.push(Ev::Complete(ulpdu_len)),
+    }
+}
+
+/// The size of chunk `k`.
+fn chunk_size(chunks: &[usize], k: usize) -> usize {
+    chunks
+        .get(k % chunks.len().max(1))
+        .copied()
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// Feeds `stream` in chunks of the given sizes, merging adjacent payload.
 fn run(
     stream: &[u8],
@@ -128,35 +157,88 @@ fn run(
     let mut k = 0;
     let mut expected_offset = 0;
     while pos < stream.len() {
-        let size = chunks
-            .get(k % chunks.len().max(1))
-            .copied()
-            .unwrap_or(1)
-            .max(1);
+        let size = chunk_size(chunks, k);
         k += 1;
         let chunk = &stream[pos..(pos + size).min(stream.len())];
         let res = rx.feed(chunk, |ev| {
-            match ev {
-                RxEvent::Header { header, ulpdu_len } => {
-                    expected_offset = 0;
-                    events.push(Ev::Header(header.to_vec(), ulpdu_len))
-                }
-                RxEvent::Payload { data, offset } => {
-                    assert_eq!(offset, expected_offset);
-                    expected_offset += data.len();
-                    if let Some(Ev::Payload(p)) = events.last_mut() {
-                        p.extend_from_slice(data);
-                    } else {
-                        events.push(Ev::Payload(data.to_vec()));
-                    }
-                }
-                RxEvent::Complete { ulpdu_len } => events.push(Ev::Complete(ulpdu_len)),
-            }
+            record(&mut events, &mut expected_offset, ev);
             ControlFlow::Continue(())
         });
         match res {
             Ok(n) => assert_eq!(n, chunk.len()),
             Err(e) => return (events, Some(e)),
+        }
+        pos += chunk.len();
+    }
+    (events, None)
+}
+
+/// As [`run`], taking every FPDU a chunk holds whole with
+/// [`FpduReceiver::take_whole`] and stepping through the others.
+fn run_whole(
+    stream: &[u8],
+    crc: bool,
+    chunks: &[usize],
+) -> (Vec<Ev>, Option<rsiw_proto::proto::fpdu::FpduError>) {
+    let mut rx = FpduReceiver::new(SoftCrc32c, crc);
+    let mut events = Vec::new();
+    let mut pos = 0;
+    let mut k = 0;
+    let mut expected_offset = 0;
+    while pos < stream.len() {
+        let size = chunk_size(chunks, k);
+        k += 1;
+        let chunk = &stream[pos..(pos + size).min(stream.len())];
+        let mut at = 0;
+        while at < chunk.len() {
+            let rest = &chunk[at..];
+            let failed = |rx: &mut FpduReceiver<SoftCrc32c>, e| {
+                // The error is sticky, and nothing is taken whole any more.
+                assert_eq!(rx.step(&[0]), Err(e));
+                assert_eq!(rx.take_whole(rest), None);
+            };
+            if let Some(whole) = rx.take_whole(rest) {
+                assert!(whole.len <= rest.len());
+                let (header, ulpdu_len) = (whole.header, whole.ulpdu_len);
+                record(
+                    &mut events,
+                    &mut expected_offset,
+                    RxEvent::Header { header, ulpdu_len },
+                );
+                if !whole.payload.is_empty() {
+                    let data = whole.payload;
+                    record(
+                        &mut events,
+                        &mut expected_offset,
+                        RxEvent::Payload { data, offset: 0 },
+                    );
+                }
+                if let Err(e) = whole.crc {
+                    failed(&mut rx, e);
+                    return (events, Some(e));
+                }
+                record(
+                    &mut events,
+                    &mut expected_offset,
+                    RxEvent::Complete { ulpdu_len },
+                );
+                assert!(rx.at_fpdu_boundary());
+                at += whole.len;
+                continue;
+            }
+            match rx.step(rest) {
+                Ok((n, event)) => {
+                    at += n;
+                    match event {
+                        Some(ev) => record(&mut events, &mut expected_offset, ev),
+                        None => assert!(n > 0),
+                    }
+                }
+                Err(e) => {
+                    failed(&mut rx, e);
+                    return (events, Some(e));
+                }
+            }
         }
         pos += chunk.len();
     }
@@ -256,6 +338,7 @@ fn feed_stops_on_break() {
 fn arb_ulpdu() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..200),
+        proptest::collection::vec(any::<u8>(), 0..5),
         proptest::collection::vec(any::<u8>(), 0..300).prop_map(|p| send_ulpdu(&p)),
         Just(READ_REQUEST.to_vec()),
     ]
@@ -289,6 +372,31 @@ proptest! {
             }
         }
         prop_assert_eq!(rebuilt, ulpdus);
+    }
+
+    /// Taking whole FPDUs yields the events and errors of stepping
+    /// through them, for any stream (valid, damaged or garbage) and
+    /// chunking.
+    #[test]
+    fn take_whole_agrees_with_step(ulpdus in proptest::collection::vec(arb_ulpdu(), 1..5),
+                                   damage in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
+                                   garbage in proptest::collection::vec(any::<u8>(), 0..64),
+                                   chunks in proptest::collection::vec(1usize..120, 1..10),
+                                   crc in any::<bool>()) {
+        let mut stream = Vec::new();
+        for u in &ulpdus {
+            let mut out = vec![0u8; fpdu_len(u.len())];
+            let n = if crc { encode_fpdu(&mut out, u, Some(SoftCrc32c)) } else { encode_fpdu::<SoftCrc32c>(&mut out, u, None) }.unwrap();
+            stream.extend_from_slice(&out[..n]);
+        }
+        for (at, flip) in &damage {
+            let i = at.index(stream.len());
+            stream[i] ^= flip;
+        }
+        stream.extend_from_slice(&garbage);
+        for sizes in [&[stream.len()][..], &chunks[..]] {
+            prop_assert_eq!(run_whole(&stream, crc, sizes), run(&stream, crc, sizes));
+        }
     }
 
     #[test]

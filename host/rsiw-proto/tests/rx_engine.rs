@@ -206,6 +206,47 @@ proptest! {
     }
 }
 
+/// Everything a stream fed in `sizes` left behind: the result, the
+/// context's record and memory, and the engine's state.
+fn outcome(stream: &[u8], crc: bool, sizes: &[usize]) -> impl PartialEq + core::fmt::Debug {
+    let mut mem = receiver();
+    let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+    let result = feed_chunked(&mut rx, &mut mem, stream, sizes);
+    let regions: Vec<Vec<u8>> = [W, R, A, S]
+        .iter()
+        .map(|&s| mem.bytes(s).to_vec())
+        .collect();
+    (
+        result,
+        mem.events,
+        mem.taken,
+        regions,
+        mem.requester,
+        mem.responder,
+        *rx.queues(),
+        rx.is_running(),
+        rx.termination().copied(),
+    )
+}
+
+proptest! {
+    /// Feeding FPDUs whole (taken in one go) and byte by byte (stepped
+    /// through part by part) does the same, for damaged streams too.
+    #[test]
+    fn whole_fpdus_and_bytes_agree(crc: bool,
+                                   damage in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
+                                   sizes in prop::collection::vec(1usize..300, 1..20)) {
+        let (mut stream, _, _, _) = scenario(crc);
+        for (at, flip) in &damage {
+            let i = at.index(stream.len());
+            stream[i] ^= flip;
+        }
+        let bytes = outcome(&stream, crc, &[1]);
+        prop_assert_eq!(&outcome(&stream, crc, &[]), &bytes);
+        prop_assert_eq!(&outcome(&stream, crc, &sizes), &bytes);
+    }
+}
+
 #[test]
 fn crc_mismatch_in_stream_terminates() {
     let (stream, _, _, _) = scenario(true);

@@ -202,6 +202,26 @@ pub enum RxEvent<'h, 'i> {
     },
 }
 
+/// A whole FPDU at the start of the input, as [`FpduReceiver::take_whole`]
+/// takes it: what the events of the [`FpduReceiver::step`] calls consuming it
+/// would carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeFpdu<'i> {
+    /// The DDP/RDMAP header ([`RxEvent::Header`]).
+    pub header: &'i [u8],
+    /// Length of the whole ULPDU.
+    pub ulpdu_len: usize,
+    /// The payload after the header, empty if there is none
+    /// ([`RxEvent::Payload`] at offset 0).
+    pub payload: &'i [u8],
+    /// Bytes of the input the FPDU takes.
+    pub len: usize,
+    /// The CRC check at the FPDU's end: the error [`FpduReceiver::step`]
+    /// would return there instead of [`RxEvent::Complete`]. The stream is
+    /// then dead, as after that error.
+    pub crc: Result<(), FpduError>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RxState {
     Length,
@@ -306,6 +326,54 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
         };
         self.part_seen = seen;
         n
+    }
+
+    /// Takes the FPDU at the start of `input` in one go if the receiver is
+    /// between FPDUs and `input` holds all of it, as nearly always; `None`,
+    /// consuming nothing, otherwise. The result is that of the [`Self::step`]
+    /// calls that would consume the FPDU, without a round trip per part;
+    /// act on its parts in their order (header, payload, CRC check).
+    pub fn take_whole<'i>(&mut self, input: &'i [u8]) -> Option<WholeFpdu<'i>> {
+        if self.state != RxState::Length || self.part_seen != 0 {
+            return None;
+        }
+        let length = wire::read_array(input, 0)?;
+        let ulpdu_len = usize::from(u16::from_be_bytes(length));
+        let len = fpdu_len(ulpdu_len);
+        let fpdu = input.get(..len)?;
+        let ulpdu_end = LENGTH_FIELD_LEN.saturating_add(ulpdu_len);
+        let ulpdu = fpdu.get(LENGTH_FIELD_LEN..ulpdu_end)?;
+        // As `step` finds it: the control bytes tell the header's length.
+        let header_len = match wire::read_array(ulpdu, 0) {
+            Some(control) if ulpdu_len > 2 => wanted_header_len(control, ulpdu_len),
+            _ => ulpdu_len.min(2),
+        };
+        let header = ulpdu.get(..header_len)?;
+        let payload = ulpdu.get(header_len..)?;
+        let mut crc = Ok(());
+        if self.crc_enabled {
+            // Length field, ULPDU and pad lie back to back before the CRC.
+            let pad = pad_len(ulpdu_len);
+            let framed = fpdu.get(..len.saturating_sub(CRC_LEN))?;
+            let received = wire::read_array(fpdu, ulpdu_end.saturating_add(pad))
+                .map(u32::from_le_bytes)
+                .unwrap_or(0);
+            let mut digest = Crc32cDigest::new(self.engine);
+            digest.update(framed);
+            let computed = digest.finish();
+            if computed != received {
+                let e = FpduError::CrcMismatch { computed, received };
+                self.state = RxState::Failed(e);
+                crc = Err(e);
+            }
+        }
+        Some(WholeFpdu {
+            header,
+            ulpdu_len,
+            payload,
+            len,
+            crc,
+        })
     }
 
     /// Parses from the start of `input` until the next event or the end of

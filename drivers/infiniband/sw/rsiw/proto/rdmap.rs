@@ -16,7 +16,10 @@
 //! one reported in the TERMINATE.
 
 use super::atomic::{AtomicError, AtomicRequestHeader, AtomicResponseHeader};
-use super::ddp::{DdpControl, DdpError, DdpHeader, QueueNumber, TaggedHeader, UntaggedHeader};
+use super::ddp::{
+    DdpControl, DdpError, DdpHeader, QueueNumber, TaggedHeader, UntaggedHeader, TAGGED_HEADER_LEN,
+    UNTAGGED_HEADER_LEN,
+};
 use super::immediate::{ImmediateData, IMMEDIATE_DATA_LEN};
 use super::terminate::{TermError, TerminateError, TerminateMessage, TERMINATE_CONTROL_LEN};
 use super::wire::{self, EncodeError};
@@ -392,6 +395,91 @@ impl<'a> Segment<'a> {
     pub fn invalidate_stag(&self) -> Option<u32> {
         match self.ddp {
             DdpHeader::Untagged(h) if self.opcode.invalidates() => Some(h.ulp_reserved),
+            _ => None,
+        }
+    }
+}
+
+/// The headers of a data segment: a segment of a message that carries payload
+/// and has no header of its own (RDMA Write and Read Response, tagged; the
+/// Send family, untagged). Nearly every segment received is one, and
+/// [`Self::decode`] reads it without building a [`Segment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataSegment {
+    /// An RDMA Write or Read Response segment.
+    Tagged(Opcode, TaggedHeader),
+    /// A segment of a Send, Send with Invalidate, Send with SE, or Send with
+    /// SE and Invalidate.
+    Untagged(Opcode, UntaggedHeader),
+}
+
+impl DataSegment {
+    /// Decodes the headers at the start of `ulpdu` if they are those of a
+    /// data segment that [`Segment::decode`] accepts; the segment is then
+    /// the one it returns, with [`OpcodeHeader::None`] and the payload after
+    /// the DDP header. `None` for every other ULPDU, valid or not: leave it
+    /// to [`Segment::decode`], which also tells what is wrong with it.
+    #[inline]
+    pub fn decode(ulpdu: &[u8]) -> Option<Self> {
+        let [ddp, rdmap] = wire::read_array(ulpdu, 0)?;
+        let control = DdpControl::from_byte(ddp);
+        let rdmap_control = RdmapControl::from_byte(rdmap);
+        if control.version != super::ddp::DDP_VERSION || rdmap_control.version != RDMAP_VERSION {
+            return None;
+        }
+        let opcode = Opcode::from_u8(rdmap_control.opcode)?;
+        if !opcode.carries_payload() || opcode.is_tagged() != control.tagged {
+            return None;
+        }
+        // The whole header at once, as fixed-size reads.
+        if control.tagged {
+            let [_, _, s0, s1, s2, s3, t0, t1, t2, t3, t4, t5, t6, t7] =
+                wire::read_array::<TAGGED_HEADER_LEN>(ulpdu, 0)?;
+            let header = TaggedHeader {
+                control,
+                rdmap_control: rdmap,
+                stag: u32::from_be_bytes([s0, s1, s2, s3]),
+                tagged_offset: u64::from_be_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
+            };
+            return Some(Self::Tagged(opcode, header));
+        }
+        let [_, _, u0, u1, u2, u3, q0, q1, q2, q3, n0, n1, n2, n3, o0, o1, o2, o3] =
+            wire::read_array::<UNTAGGED_HEADER_LEN>(ulpdu, 0)?;
+        let header = UntaggedHeader {
+            control,
+            rdmap_control: rdmap,
+            ulp_reserved: u32::from_be_bytes([u0, u1, u2, u3]),
+            queue_number: u32::from_be_bytes([q0, q1, q2, q3]),
+            msn: u32::from_be_bytes([n0, n1, n2, n3]),
+            message_offset: u32::from_be_bytes([o0, o1, o2, o3]),
+        };
+        // The Send family's queue.
+        if header.queue_number != QueueNumber::Send as u32 {
+            return None;
+        }
+        Some(Self::Untagged(opcode, header))
+    }
+
+    /// The opcode.
+    pub const fn opcode(&self) -> Opcode {
+        match self {
+            Self::Tagged(opcode, _) | Self::Untagged(opcode, _) => *opcode,
+        }
+    }
+
+    /// The DDP header.
+    pub const fn ddp(&self) -> DdpHeader {
+        match self {
+            Self::Tagged(_, h) => DdpHeader::Tagged(*h),
+            Self::Untagged(_, h) => DdpHeader::Untagged(*h),
+        }
+    }
+
+    /// The STag a Send with Invalidate asks to invalidate
+    /// ([`Segment::invalidate_stag`]).
+    pub const fn invalidate_stag(&self) -> Option<u32> {
+        match self {
+            Self::Untagged(opcode, h) if opcode.invalidates() => Some(h.ulp_reserved),
             _ => None,
         }
     }

@@ -9,7 +9,8 @@
 //!
 //! - [`super::fpdu::FpduReceiver`] finds the FPDUs, collects each DDP/RDMAP
 //!   header and checks the CRC32c over the whole FPDU;
-//! - [`super::rdmap::Segment::decode`] validates the headers;
+//! - [`super::rdmap::Segment::decode`] validates the headers (the common
+//!   data segments through [`super::rdmap::DataSegment::decode`]);
 //! - [`super::placement`] decides whether and where the payload may go, and
 //!   keeps the MSN/MO state of the untagged queues;
 //! - [`super::ord_ird`] accounts for RDMA Read and Atomic requests (IRD, as
@@ -48,15 +49,19 @@
 
 use super::atomic::{AtomicRequestHeader, AtomicResponseHeader};
 use super::crc32c::Crc32c;
-use super::ddp::{DdpHeader, QueueNumber};
-use super::fpdu::{FpduReceiver, RxEvent as FpduEvent, MAX_HEADER_LEN};
+use super::ddp::{
+    DdpHeader, QueueNumber, TaggedHeader, UntaggedHeader, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
+};
+use super::fpdu::{FpduReceiver, RxEvent as FpduEvent, WholeFpdu, MAX_HEADER_LEN};
 use super::immediate::ImmediateData;
 use super::ord_ird::{RequestKind, Requester, Responder};
 use super::placement::{
-    check_tagged, MemoryRegion, TaggedAccess, TaggedUse, UntaggedQueues, UntaggedSegment,
+    check_tagged, MemoryRegion, TaggedAccess, TaggedUse, UntaggedPlacement, UntaggedQueues,
+    UntaggedSegment,
 };
-use super::rdmap::{Opcode, OpcodeHeader, ReadRequestHeader, Segment};
+use super::rdmap::{DataSegment, Opcode, OpcodeHeader, ReadRequestHeader, Segment};
 use super::terminate::{TermError, TerminateMessage};
+use super::wire;
 
 /// What the receive engine needs from the driver.
 ///
@@ -386,6 +391,11 @@ impl<C: Crc32c + Copy> RxEngine<C> {
                 Some(rest) if !rest.is_empty() => rest,
                 _ => return Ok(consumed),
             };
+            if let Some(fpdu) = self.fpdu.take_whole(rest) {
+                consumed = consumed.saturating_add(fpdu.len);
+                self.state.on_whole(&fpdu, ctx)?;
+                continue;
+            }
             let (n, event) = match self.fpdu.step(rest) {
                 Ok(step) => step,
                 Err(e) => {
@@ -416,11 +426,94 @@ impl<C: Crc32c + Copy> RxEngine<C> {
     }
 }
 
+/// Copies the first `len` bytes of `src` to the start of `dst`, the DDP
+/// header of a data segment (nearly every segment's whole header) with a
+/// fixed-size move rather than a call to `memcpy`.
+#[inline]
+fn copy_header(dst: &mut [u8], src: &[u8], len: usize) {
+    fn fixed<const N: usize>(dst: &mut [u8], src: &[u8]) -> bool {
+        match (dst.get_mut(..N), wire::read_array::<N>(src, 0)) {
+            (Some(dst), Some(src)) => {
+                dst.copy_from_slice(&src);
+                true
+            }
+            _ => false,
+        }
+    }
+    let copied = match len {
+        TAGGED_HEADER_LEN => fixed::<TAGGED_HEADER_LEN>(dst, src),
+        UNTAGGED_HEADER_LEN => fixed::<UNTAGGED_HEADER_LEN>(dst, src),
+        _ => false,
+    };
+    if !copied {
+        if let (Some(dst), Some(src)) = (dst.get_mut(..len), src.get(..len)) {
+            dst.copy_from_slice(src);
+        }
+    }
+}
+
+/// Where the payload of a Send family segment placed as `placement` goes,
+/// and what to do when it is complete.
+fn send_plan(
+    opcode: Opcode,
+    placement: &UntaggedPlacement,
+    invalidate: Option<u32>,
+    payload_len: usize,
+) -> (Place, Done) {
+    let place = if payload_len == 0 {
+        Place::Drop
+    } else {
+        Place::Untagged {
+            offset: placement.offset,
+        }
+    };
+    let done = match placement.message_len {
+        Some(len) => Done::Send {
+            msn: placement.msn,
+            len,
+            solicited: opcode.solicited_event(),
+            invalidate,
+        },
+        None => Done::Nothing,
+    };
+    (place, done)
+}
+
 impl State {
     /// Records the stream's end with `error` about the current segment.
     fn fail(&mut self, error: TermError) {
         let term = RxTermination::new(error, self.current.as_ref());
         self.stage = Stage::Failed(term);
+    }
+
+    /// Acts on a whole FPDU as on the events of its parts: header,
+    /// payload, then the CRC check and completion. A CRC error ends the
+    /// stream at once; other errors end it as in [`RxEngine::feed`].
+    fn on_whole<X: RxContext>(
+        &mut self,
+        fpdu: &WholeFpdu<'_>,
+        ctx: &mut X,
+    ) -> Result<(), TermError> {
+        self.on_header(fpdu.header, fpdu.ulpdu_len, ctx);
+        if self.stage != Stage::Running {
+            return Ok(());
+        }
+        if !fpdu.payload.is_empty() {
+            if let Err(e) = self.on_payload(fpdu.payload, 0, ctx) {
+                self.fail(e);
+                return Ok(());
+            }
+        }
+        if let Err(e) = fpdu.crc {
+            // As in `RxEngine::feed`: the CRC error is the one to report.
+            let term = RxTermination::new(e.term(), None);
+            self.stage = Stage::Failed(term);
+            return Err(term.error);
+        }
+        if let Err(e) = self.on_complete(ctx) {
+            self.fail(e);
+        }
+        Ok(())
     }
 
     fn on_header<X: RxContext>(&mut self, header: &[u8], ulpdu_len: usize, ctx: &mut X) {
@@ -436,10 +529,7 @@ impl State {
         cur.place = Place::Drop;
         cur.done = Done::Nothing;
         cur.held = None;
-        if let (Some(dst), Some(src)) = (cur.header.get_mut(..header_len), header.get(..header_len))
-        {
-            dst.copy_from_slice(src);
-        }
+        copy_header(&mut cur.header, header, header_len);
         match planned {
             Ok((place, done)) => {
                 cur.place = place;
@@ -459,6 +549,18 @@ impl State {
         payload_len: usize,
         ctx: &mut X,
     ) -> Result<(Place, Done), TermError> {
+        // Nearly every segment is a data segment: read without building a
+        // `Segment`, with the same checks.
+        match DataSegment::decode(header) {
+            Some(DataSegment::Tagged(opcode, h)) => {
+                return self.plan_tagged(opcode, &h, payload_len, ctx)
+            }
+            Some(data @ DataSegment::Untagged(opcode, h)) => {
+                let invalidate = data.invalidate_stag();
+                return self.plan_send(opcode, &h, invalidate, payload_len, ctx);
+            }
+            None => {}
+        }
         let seg = Segment::decode(header).map_err(|e| e.term())?;
         let opcode = seg.opcode;
         if !opcode.carries_payload() && payload_len != 0 {
@@ -466,78 +568,15 @@ impl State {
             return Err(TermError::RdmapCatastrophicStream);
         }
         let untagged = match seg.ddp {
-            DdpHeader::Tagged(h) => {
-                let usage = if opcode == Opcode::ReadResponse {
-                    // A response nobody asked for.
-                    match ctx.requester().front() {
-                        Some((slot, RequestKind::Read)) => {
-                            if !ctx.read_sink_allows(slot, h.stag, h.tagged_offset, payload_len) {
-                                return Err(TermError::DdpBaseBounds);
-                            }
-                        }
-                        _ => return Err(TermError::RdmapUnexpectedOpcode),
-                    }
-                    TaggedUse::ReadResponse
-                } else {
-                    TaggedUse::RdmaWrite
-                };
-                let access = TaggedAccess::segment(usage, &h, payload_len);
-                let region = if access.len == 0 {
-                    None
-                } else {
-                    ctx.lookup_stag(h.stag)
-                };
-                let offset = check_tagged(region.as_ref(), self.pd, &access)?;
-                let place = if payload_len == 0 {
-                    Place::Drop
-                } else {
-                    Place::Tagged {
-                        stag: h.stag,
-                        offset,
-                    }
-                };
-                let done = match (opcode, h.control.last) {
-                    (Opcode::ReadResponse, true) => Done::ReadResponse,
-                    (Opcode::RdmaWrite, true) => Done::Write,
-                    _ => Done::Nothing,
-                };
-                return Ok((place, done));
-            }
+            DdpHeader::Tagged(h) => return self.plan_tagged(opcode, &h, payload_len, ctx),
             DdpHeader::Untagged(h) => h,
         };
-        let segment = UntaggedSegment::new(&untagged, payload_len);
-        let send_queue = self.queues.send;
-        if untagged.queue_number == QueueNumber::Send as u32
-            && send_queue.needs_buffer()
-            && untagged.msn == send_queue.expected_msn()
-        {
-            // The first segment of a message claims the next receive
-            // buffer; without one, placement reports "no buffer".
-            if let Some(len) = ctx.recv_buffer() {
-                self.queues.send.bind_buffer(len);
-            }
-        }
-        let placement = self.queues.place(&segment)?;
+        let placement = self.place_untagged(&untagged, payload_len, ctx)?;
         let msn = placement.msn;
         let done = match seg.header {
             OpcodeHeader::None => {
-                let place = if payload_len == 0 {
-                    Place::Drop
-                } else {
-                    Place::Untagged {
-                        offset: placement.offset,
-                    }
-                };
-                let done = match placement.message_len {
-                    Some(len) => Done::Send {
-                        msn,
-                        len,
-                        solicited: opcode.solicited_event(),
-                        invalidate: seg.invalidate_stag(),
-                    },
-                    None => Done::Nothing,
-                };
-                return Ok((place, done));
+                let invalidate = seg.invalidate_stag();
+                return Ok(send_plan(opcode, &placement, invalidate, payload_len));
             }
             OpcodeHeader::Immediate(data) => Done::Immediate {
                 msn,
@@ -580,6 +619,87 @@ impl State {
             OpcodeHeader::Terminate(_) => Done::Terminate,
         };
         Ok((Place::Drop, done))
+    }
+
+    /// [`Self::plan`] for a tagged segment (RDMA Write or Read Response).
+    fn plan_tagged<X: RxContext>(
+        &mut self,
+        opcode: Opcode,
+        h: &TaggedHeader,
+        payload_len: usize,
+        ctx: &mut X,
+    ) -> Result<(Place, Done), TermError> {
+        let usage = if opcode == Opcode::ReadResponse {
+            // A response nobody asked for.
+            match ctx.requester().front() {
+                Some((slot, RequestKind::Read)) => {
+                    if !ctx.read_sink_allows(slot, h.stag, h.tagged_offset, payload_len) {
+                        return Err(TermError::DdpBaseBounds);
+                    }
+                }
+                _ => return Err(TermError::RdmapUnexpectedOpcode),
+            }
+            TaggedUse::ReadResponse
+        } else {
+            TaggedUse::RdmaWrite
+        };
+        let access = TaggedAccess::segment(usage, h, payload_len);
+        let region = if access.len == 0 {
+            None
+        } else {
+            ctx.lookup_stag(h.stag)
+        };
+        let offset = check_tagged(region.as_ref(), self.pd, &access)?;
+        let place = if payload_len == 0 {
+            Place::Drop
+        } else {
+            Place::Tagged {
+                stag: h.stag,
+                offset,
+            }
+        };
+        let done = match (opcode, h.control.last) {
+            (Opcode::ReadResponse, true) => Done::ReadResponse,
+            (Opcode::RdmaWrite, true) => Done::Write,
+            _ => Done::Nothing,
+        };
+        Ok((place, done))
+    }
+
+    /// [`Self::plan`] for a segment of the Send family, which asks to
+    /// invalidate `invalidate`.
+    fn plan_send<X: RxContext>(
+        &mut self,
+        opcode: Opcode,
+        h: &UntaggedHeader,
+        invalidate: Option<u32>,
+        payload_len: usize,
+        ctx: &mut X,
+    ) -> Result<(Place, Done), TermError> {
+        let placement = self.place_untagged(h, payload_len, ctx)?;
+        Ok(send_plan(opcode, &placement, invalidate, payload_len))
+    }
+
+    /// Places an untagged segment on its queue; the first segment of a
+    /// message on queue 0 claims the next receive buffer first.
+    fn place_untagged<X: RxContext>(
+        &mut self,
+        h: &UntaggedHeader,
+        payload_len: usize,
+        ctx: &mut X,
+    ) -> Result<UntaggedPlacement, TermError> {
+        let segment = UntaggedSegment::new(h, payload_len);
+        let send_queue = self.queues.send;
+        if h.queue_number == QueueNumber::Send as u32
+            && send_queue.needs_buffer()
+            && h.msn == send_queue.expected_msn()
+        {
+            // Without a buffer, placement reports "no buffer".
+            if let Some(len) = ctx.recv_buffer() {
+                self.queues.send.bind_buffer(len);
+            }
+        }
+        self.queues.place(&segment)
     }
 
     fn on_payload<X: RxContext>(
