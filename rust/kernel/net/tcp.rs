@@ -775,23 +775,19 @@ pub struct RxQueue<'a> {
     _p: PhantomData<&'a mut ()>,
 }
 
-/// The signature of the closure [`RxQueue::read`] takes.
-type ReadFn<'f> = dyn FnMut(&SkbSlice<'_>) -> usize + 'f;
-
 impl RxQueue<'_> {
     /// Offers the queued bytes to `f`, in order, one contiguous piece of a socket buffer at a
     /// time; `f` returns how many bytes of the piece it consumed. Consuming fewer than offered
     /// stops the walk (the rest stays queued for a later call). Returns the bytes consumed.
-    pub fn read(&mut self, f: &mut ReadFn<'_>) -> usize {
-        let mut f: &mut ReadFn<'_> = f;
+    pub fn read<F: FnMut(&SkbSlice<'_>) -> usize>(&mut self, f: &mut F) -> usize {
         let mut desc = bindings::read_descriptor_t {
             count: 1,
             ..Default::default()
         };
-        desc.arg.data = (&mut f as *mut &mut ReadFn<'_>).cast();
+        desc.arg.data = (f as *mut F).cast();
         // SAFETY: `sk` is a TCP socket in its `sk_data_ready` (type invariant). `desc.arg.data`
-        // points to `f`, alive for the call, as `read_actor` expects.
-        let ret = unsafe { bindings::tcp_read_sock(self.sk, &mut desc, Some(read_actor)) };
+        // points to `f`, alive for the call, as `read_actor::<F>` expects.
+        let ret = unsafe { bindings::tcp_read_sock(self.sk, &mut desc, Some(read_actor::<F>)) };
         ret.max(0) as usize
     }
 }
@@ -800,16 +796,16 @@ impl RxQueue<'_> {
 ///
 /// # Safety
 ///
-/// `desc.arg.data` must point to a live `&mut ReadFn`, and `skb` hold `len` bytes from
-/// `offset`, as `tcp_read_sock` guarantees for its actor.
-unsafe extern "C" fn read_actor(
+/// `desc.arg.data` must point to a live `F`, and `skb` hold `len` bytes from `offset`, as
+/// `tcp_read_sock` guarantees for its actor.
+unsafe extern "C" fn read_actor<F: FnMut(&SkbSlice<'_>) -> usize>(
     desc: *mut bindings::read_descriptor_t,
     skb: *mut bindings::sk_buff,
     offset: c_uint,
     len: usize,
 ) -> c_int {
     // SAFETY: `desc` is the descriptor `RxQueue::read` built, pointing at its closure.
-    let f = unsafe { &mut *(*desc).arg.data.cast::<&mut ReadFn<'_>>() };
+    let f = unsafe { &mut *(*desc).arg.data.cast::<F>() };
     // INVARIANT: `tcp_read_sock` guarantees the range for this call.
     let slice = SkbSlice {
         skb,
@@ -868,7 +864,8 @@ impl SkbSlice<'_> {
     /// Hands the bytes of the slice to `f` in place, as the contiguous pieces the socket
     /// buffer holds them in (its head, then each page fragment, mapped for the call), in
     /// order, without copying them. `f` returns `false` to stop early.
-    pub fn for_each_piece(&self, f: &mut dyn FnMut(&[u8]) -> bool) {
+    #[inline]
+    pub fn for_each_piece(&self, mut f: impl FnMut(&[u8]) -> bool) {
         let Some(to) = u32::try_from(self.len)
             .ok()
             .and_then(|len| self.offset.checked_add(len))

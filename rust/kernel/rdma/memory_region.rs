@@ -162,7 +162,7 @@ impl DmaMemory {
 /// # Invariants
 ///
 /// The first `count` entries of `pages` are the addresses `ib_sg_to_pages` reported for pages
-/// of `page_size` bytes; `iova` and `length` are the MR's after the mapping.
+/// of `1 << page_shift` bytes; `iova` and `length` are the MR's after the mapping.
 pub struct PageList {
     pages: KVec<u64>,
     count: usize,
@@ -170,7 +170,8 @@ pub struct PageList {
     first_offset: u64,
     iova: u64,
     length: u64,
-    page_size: u64,
+    /// Pages are `1 << page_shift` bytes (the core's page sizes are powers of two).
+    page_shift: u32,
 }
 
 impl PageList {
@@ -186,7 +187,7 @@ impl PageList {
             first_offset: 0,
             iova: 0,
             length: 0,
-            page_size: 4096,
+            page_shift: 12,
         })
     }
 
@@ -214,11 +215,12 @@ impl PageList {
 
     /// Calls `f` with the memory of `len` bytes starting `offset` bytes after the start of the
     /// mapping, in page-contiguous pieces and in order. Fails if the range is not mapped.
+    #[inline]
     pub fn for_each_range(
         &self,
         offset: u64,
         len: u64,
-        f: &mut dyn FnMut(DmaRange) -> Result,
+        mut f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         if end > self.length {
@@ -226,14 +228,16 @@ impl PageList {
         }
         let mut at = offset.checked_add(self.first_offset).ok_or(EINVAL)?;
         let mut left = len;
+        let page_size = 1u64 << self.page_shift;
         while left > 0 {
-            let index = usize::try_from(at / self.page_size).map_err(|_| EINVAL)?;
-            let in_page = at % self.page_size;
+            // Shifts and masks, not divisions: a division is a helper call under emulation.
+            let index = usize::try_from(at >> self.page_shift).map_err(|_| EINVAL)?;
+            let in_page = at & (page_size - 1);
             if index >= self.count {
                 return Err(EINVAL);
             }
             let page = *self.pages.get(index).ok_or(EINVAL)?;
-            let piece = core::cmp::min(left, self.page_size - in_page);
+            let piece = core::cmp::min(left, page_size - in_page);
             let addr =
                 usize::try_from(page.checked_add(in_page).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
             let piece_len = usize::try_from(piece).map_err(|_| EINVAL)?;
@@ -435,7 +439,7 @@ impl UserPages {
         list.first_offset = start - first;
         list.iova = iova;
         list.length = length;
-        list.page_size = page;
+        list.page_shift = bindings::PAGE_SHIFT;
         this.list = list;
         Ok(this)
     }
@@ -452,11 +456,12 @@ impl UserPages {
 
     /// Calls `f` with the memory of `len` bytes starting `offset` bytes after the start of the
     /// region, in page-contiguous pieces and in order. Fails if the range is not inside.
+    #[inline]
     pub fn for_each_range(
         &self,
         offset: u64,
         len: u64,
-        f: &mut dyn FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
         self.list.for_each_range(offset, len, f)
     }
@@ -553,13 +558,18 @@ pub(crate) unsafe extern "C" fn map_mr_sg_callback(
             return Err(Error::from_errno(mapped));
         }
         // SAFETY: `ib_sg_to_pages` set the MR's iova, length and page size.
-        unsafe {
+        let page_size = unsafe {
             list.iova = (*mr).iova;
             list.length = (*mr).length;
-            list.page_size = u64::from((*mr).page_size).max(1);
+            (*mr).page_size
+        };
+        if !page_size.is_power_of_two() {
+            list.count = 0;
+            return Err(EINVAL);
         }
+        list.page_shift = page_size.trailing_zeros();
         // The first page starts at the first byte rounded down to the page size.
-        list.first_offset = list.iova % list.page_size;
+        list.first_offset = list.iova & (u64::from(page_size) - 1);
         // INVARIANT: The pages and geometry are those `ib_sg_to_pages` reported.
         Ok(mapped as u32)
     };
