@@ -34,6 +34,7 @@ use crate::proto::{
     qp_engine::{Completion, WcOpcode, WcStatus},
     user_queue,
 };
+use crate::user_queues::ring_slot;
 
 /// Where the entries are.
 enum Entries {
@@ -127,7 +128,7 @@ impl Cq {
             .checked_mul(user_queue::CQE_SIZE)
             .and_then(|n| n.checked_add(user_queue::CQ_CTRL_SIZE))
             .ok_or(EINVAL)?;
-        if num == 0 || ring.len() < needed {
+        if !num.is_power_of_two() || ring.len() < needed {
             return Err(EINVAL);
         }
         Self::with_entries(Entries::User { ring, num }, notifier, place)
@@ -225,7 +226,8 @@ impl Cq {
         qpn: u32,
         solicited: bool,
     ) -> Result<bool> {
-        let at = (tail % num as usize) * user_queue::CQE_SIZE;
+        // `tail` counts on past `u32::MAX`; the slot is the same in its low bits.
+        let at = ring_slot(tail as u32, num) as usize * user_queue::CQE_SIZE;
         let flags_at = at + user_queue::FLAGS_OFFSET;
         if ring.load_u8(flags_at)? & user_queue::VALID as u8 != 0 {
             // The process has not polled this entry yet.

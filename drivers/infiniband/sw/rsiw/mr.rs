@@ -111,7 +111,8 @@ impl Mr {
 impl MrState {
     /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
     /// The caller has checked the region's key, state, rights and bounds under the same lock.
-    fn with_memory(&self, addr: u64, len: u64, f: &mut dyn FnMut(DmaRange) -> Result) -> Result {
+    #[inline]
+    fn with_memory(&self, addr: u64, len: u64, mut f: impl FnMut(DmaRange) -> Result) -> Result {
         match &self.backing {
             Backing::Dma(mem) => {
                 let len = u32::try_from(len).map_err(|_| EINVAL)?;
@@ -308,7 +309,7 @@ impl MrTable {
         stag: u32,
         offset: u64,
         len: u64,
-        f: &mut dyn FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
         let mr = self.get(stag).ok_or(EINVAL)?;
         let s = mr.state.lock();
@@ -325,7 +326,7 @@ impl MrTable {
         addr: u64,
         len: u64,
         write: bool,
-        f: &mut dyn FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange) -> Result,
     ) -> core::result::Result<(), LocalError> {
         let mr = self.get(lkey).ok_or(LocalError::Protection)?;
         if !mr.in_pd(pd) {

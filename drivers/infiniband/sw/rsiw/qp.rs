@@ -400,23 +400,26 @@ impl Qp {
 
     /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
     /// [`crate::tx`]). The lock also keeps transmissions in the order the engine built them.
-    fn transmit(&self) {
+    /// Returns whether the QP was connected and in RTS.
+    fn transmit(&self) -> bool {
         let mut guard = self.tx.lock();
         let Transmitter { target, buffers } = &mut *guard;
         let Some(target) = target.as_ref() else {
-            return;
+            return false;
         };
+        let mut rts = false;
         let socket = &*target.socket;
         // TCP's segment size grows after the handshake (and changes with the path): messages
         // started from here on follow it.
         let fpdu_size = fpdu_size(socket, target.large_fpdus);
         loop {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
-                return;
+                return true;
             }
             let more = buffers.round(socket, |out, refs, budget| {
                 self.with_engine(refs, |engine, ctx| {
-                    if ctx.queues.state != State::Rts && !engine.wants_transmit() {
+                    rts = ctx.queues.state == State::Rts;
+                    if !rts && !engine.wants_transmit() {
                         return Transmitted::default();
                     }
                     engine.set_fpdu_size(fpdu_size);
@@ -430,10 +433,10 @@ impl Qp {
             });
             match more {
                 Ok(true) => {}
-                Ok(false) => return,
+                Ok(false) => return rts,
                 Err(_) => {
                     self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
-                    return;
+                    return rts;
                 }
             }
         }
@@ -732,7 +735,7 @@ impl Ctx<'_> {
         offset: u32,
         len: usize,
         write: bool,
-        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange, usize) -> Result,
     ) -> core::result::Result<(), WcStatus> {
         let addr = sge
             .addr
@@ -764,7 +767,7 @@ impl Ctx<'_> {
         stag: u32,
         offset: u64,
         len: usize,
-        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange, usize) -> Result,
     ) -> core::result::Result<(), TermError> {
         let mut at = 0;
         let mut piece = |r: DmaRange| {
@@ -796,7 +799,16 @@ impl QpContext for Ctx<'_> {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek(),
-            WorkQueues::User(u) => self.qp.take_user(limit, || u.peek_send()),
+            WorkQueues::User(u) => {
+                // As `Qp::take_user`, but the entry stays in place until it is copied out.
+                for _ in 0..limit {
+                    match u.peek_send() {
+                        Ok(entry) => return entry.copied(),
+                        Err(bad) => self.qp.bad_user_entry(&bad),
+                    }
+                }
+                None
+            }
             WorkQueues::Released => None,
         }
     }
@@ -846,7 +858,7 @@ impl QpContext for Ctx<'_> {
             }
         }
         let len = out.len();
-        self.local(sge, offset, len, false, &mut |r, at| {
+        self.local(sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
         })
@@ -858,7 +870,7 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
-        self.local(sge, offset, data.len(), true, &mut |r, at| {
+        self.local(sge, offset, data.len(), true, |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -874,7 +886,7 @@ impl QpContext for Ctx<'_> {
         out: &mut [u8],
     ) -> core::result::Result<(), TermError> {
         let len = out.len();
-        self.tagged(stag, offset, len, &mut |r, at| {
+        self.tagged(stag, offset, len, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -885,7 +897,7 @@ impl QpContext for Ctx<'_> {
         offset: u64,
         data: &[u8],
     ) -> core::result::Result<(), TermError> {
-        self.tagged(stag, offset, data.len(), &mut |r, at| {
+        self.tagged(stag, offset, data.len(), |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -968,7 +980,7 @@ impl Ctx<'_> {
         sges: &[Sge],
         offset: u32,
         len: u32,
-        f: &mut dyn FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange, usize) -> Result,
     ) -> Result<bool> {
         let mut skip = offset;
         let mut left = len;
@@ -984,7 +996,7 @@ impl Ctx<'_> {
                 return Ok(false);
             }
             let n = core::cmp::min(sge.length - skip, left);
-            if self.local(sge, skip, n as usize, false, f).is_err() {
+            if self.local(sge, skip, n as usize, false, &mut f).is_err() {
                 return Ok(false);
             }
             skip = 0;
@@ -1101,34 +1113,32 @@ impl QueuePair for Qp {
     }
 
     fn doorbell(&self) -> Result {
-        let state = {
-            let mut guard = self.inner.lock();
-            let Inner { queues, .. } = &mut *guard;
-            if !matches!(queues.work, WorkQueues::User(_)) {
-                return Err(EINVAL);
-            }
-            if queues.state == State::Error {
-                // New work requests complete at once as flushed.
-                Ctx {
-                    queues,
-                    qp: self,
-                    flushing: true,
-                    refs: None,
-                }
-                .flush_queues();
-            }
-            queues.state
-        };
-        if state == State::Rts {
-            // The doorbell is a system call of the process: transmit right here, as the C
-            // siw does, rather than waking the work item (a scheduling round trip per
-            // message). A transmission already running holds the buffer; this one then
-            // sends what is left.
-            self.transmit();
+        // The doorbell is a system call of the process: a connected QP transmits right here,
+        // as the C siw does, rather than waking the work item (a scheduling round trip per
+        // message). A transmission already running holds the buffer; this one then sends what
+        // is left. The transmission checks the state under the QP lock, so the common case
+        // takes it once.
+        if self.transmit() {
             if self.flags.load(Ordering::Relaxed) != 0 {
                 // Something ended the connection: the work item runs the end.
                 self.kick();
             }
+            return Ok(());
+        }
+        let mut guard = self.inner.lock();
+        let Inner { queues, .. } = &mut *guard;
+        if !matches!(queues.work, WorkQueues::User(_)) {
+            return Err(EINVAL);
+        }
+        if queues.state == State::Error {
+            // New work requests complete at once as flushed.
+            Ctx {
+                queues,
+                qp: self,
+                flushing: true,
+                refs: None,
+            }
+            .flush_queues();
         }
         Ok(())
     }
@@ -1146,7 +1156,7 @@ impl TcpCallbacks for Qp {
                 // The engine takes the socket buffer's bytes in place: payload is copied
                 // once, straight into the consumer's memory.
                 if !failed {
-                    slice.for_each_piece(&mut |bytes| {
+                    slice.for_each_piece(|bytes: &[u8]| {
                         failed = engine.receive(bytes, ctx).is_err();
                         !failed
                     });

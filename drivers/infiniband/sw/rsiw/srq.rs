@@ -95,7 +95,7 @@ impl Srq {
         let needed = (num as usize)
             .checked_mul(crate::abi::RQE_SIZE)
             .ok_or(EINVAL)?;
-        if num == 0 || ring.len() < needed {
+        if !num.is_power_of_two() || ring.len() < needed {
             return Err(EINVAL);
         }
         let pool = Pool::User { ring, num, get: 0 };

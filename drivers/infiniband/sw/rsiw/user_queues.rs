@@ -62,7 +62,11 @@ impl UserQueues {
     ) -> Result<Self> {
         let sq_len = (num_sqe as usize).checked_mul(SQE_SIZE).ok_or(EINVAL)?;
         let rq_len = (num_rqe as usize).checked_mul(RQE_SIZE).ok_or(EINVAL)?;
-        if num_sqe == 0 || sq.len() < sq_len || rq.as_ref().map_or(0, |r| r.len()) < rq_len {
+        if !num_sqe.is_power_of_two()
+            || (num_rqe != 0 && !num_rqe.is_power_of_two())
+            || sq.len() < sq_len
+            || rq.as_ref().map_or(0, |r| r.len()) < rq_len
+        {
             return Err(EINVAL);
         }
         let inline_len = if with_inline {
@@ -87,80 +91,82 @@ impl UserQueues {
 
     /// The send queue entry the engine gets next, if the process posted one. A malformed
     /// entry is taken and its error completion returned: the caller reports it and fails the
-    /// QP, as the C siw does.
-    pub(crate) fn peek_send(&mut self) -> core::result::Result<Option<SendRequest>, Completion> {
-        if let Some(request) = self.peeked {
-            return Ok(Some(request));
+    /// QP, as the C siw does. The entry is decoded once, in place, and stays there until
+    /// [`Self::pop_send`] (the engine may look without taking).
+    pub(crate) fn peek_send(&mut self) -> core::result::Result<Option<&SendRequest>, Completion> {
+        if self.peeked.is_none() {
+            if let Err((status, wr_id)) = self.load_send() {
+                let c = Completion {
+                    wr_id,
+                    status,
+                    opcode: WcOpcode::Send,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                };
+                self.pop_send();
+                return Err(c);
+            }
         }
-        let slot = self.sq_get % self.num_sqe;
+        Ok(self.peeked.as_ref())
+    }
+
+    /// Decodes the send queue entry at `sq_get` into `peeked` if the process posted it; the
+    /// status and work request identifier of its error completion if it is malformed.
+    fn load_send(&mut self) -> core::result::Result<(), (WcStatus, u64)> {
+        let slot = ring_slot(self.sq_get, self.num_sqe);
         let at = slot as usize * SQE_SIZE;
         let valid = self
             .sq
             .load_u16(at + user_queue::FLAGS_OFFSET)
             .is_ok_and(|f| f & user_queue::VALID != 0);
         if !valid {
-            return Ok(None);
+            return Ok(());
         }
         // The entry's content is read after its flag (`smp_rmb`).
         fence(Ordering::Acquire);
         let mut raw = [0u8; SQE_SIZE];
-        let decoded = match self.sq.read(at, &mut raw) {
-            Ok(()) => user_queue::decode_sqe(&raw, self.signal_all).map_err(|e| e.status()),
-            Err(_) => Err(WcStatus::GeneralErr),
-        };
-        let bad = |status| Completion {
-            wr_id: user_queue::entry_id(&raw),
-            status,
-            opcode: WcOpcode::Send,
-            byte_len: 0,
-            imm: None,
-            invalidated: None,
-            solicited: false,
-        };
-        let mut send = match decoded {
-            Ok(send) => send,
-            Err(status) => {
-                self.pop_send();
-                return Err(bad(status));
-            }
-        };
-        match send.inline.clone() {
+        let read = self.sq.read(at, &mut raw);
+        let bad = |status| (status, user_queue::entry_id(&raw));
+        read.map_err(|_| bad(WcStatus::GeneralErr))?;
+        let send = user_queue::decode_sqe(&raw, self.signal_all).map_err(|e| bad(e.status()))?;
+        let request = self.peeked.insert(send.request);
+        match send.inline {
             Some(range) => {
                 let data = raw.get(range).unwrap_or(&[]);
                 let base = slot as usize * user_queue::MAX_INLINE;
                 let Some(room) = self.inline.get_mut(base..base + data.len()) else {
                     // The QP was created without inline data.
-                    self.pop_send();
+                    self.peeked = None;
                     return Err(bad(WcStatus::LocQpOpErr));
                 };
                 room.copy_from_slice(data);
-                send.request.sges = SgeList::single(Sge {
+                request.sges = SgeList::single(Sge {
                     addr: base as u64,
                     length: data.len() as u32,
                     lkey: INLINE_LKEY,
                 });
             }
             None => {
-                if send
-                    .request
+                if request
                     .sges
                     .as_slice()
                     .iter()
                     .any(|s| s.lkey == INLINE_LKEY)
                 {
-                    self.pop_send();
+                    self.peeked = None;
                     return Err(bad(WcStatus::LocProtErr));
                 }
             }
         }
-        self.peeked = Some(send.request);
-        Ok(Some(send.request))
+        Ok(())
     }
 
     /// The engine took the entry [`Self::peek_send`] returned: release it to the process.
     pub(crate) fn pop_send(&mut self) {
         self.peeked = None;
-        let at = (self.sq_get % self.num_sqe) as usize * SQE_SIZE;
+        let at = ring_slot(self.sq_get, self.num_sqe) as usize * SQE_SIZE;
         let _ = self.sq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
         // `smp_store_mb`: the release is visible before the next entry's flag is read.
         fence(Ordering::SeqCst);
@@ -196,7 +202,7 @@ pub(crate) fn take_rqe(
     num: u32,
     get: &mut u32,
 ) -> core::result::Result<Option<RecvRequest>, Completion> {
-    let at = (*get % num) as usize * RQE_SIZE;
+    let at = ring_slot(*get, num) as usize * RQE_SIZE;
     if !rqe_posted(rq, num, *get) {
         return Ok(None);
     }
@@ -225,7 +231,15 @@ pub(crate) fn take_rqe(
 
 /// Whether the receive queue entry `index` of the ring `rq` of `num` entries is posted.
 pub(crate) fn rqe_posted(rq: &UserMapping, num: u32, index: u32) -> bool {
-    let at = (index % num) as usize * RQE_SIZE;
+    let at = ring_slot(index, num) as usize * RQE_SIZE;
     rq.load_u16(at + user_queue::FLAGS_OFFSET)
         .is_ok_and(|f| f & user_queue::VALID != 0)
+}
+
+/// The slot of entry `index` in a ring of `num` entries. Rings are created with a power of two
+/// entries, as the C siw's are, so this is a mask, not a division (a helper call under
+/// emulation). It stays below `num` whatever `num` is, and an empty ring has no slot at all
+/// (the access fails).
+pub(crate) fn ring_slot(index: u32, num: u32) -> u32 {
+    index & num.wrapping_sub(1)
 }
