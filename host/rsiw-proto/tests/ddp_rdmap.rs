@@ -8,6 +8,7 @@ use rsiw_proto::proto::ddp::*;
 use rsiw_proto::proto::immediate::ImmediateData;
 use rsiw_proto::proto::rdmap::*;
 use rsiw_proto::proto::terminate::TermError;
+use rsiw_proto::proto::wire;
 
 const READ_REQUEST: [u8; 46] = [
     0x41, 0x41, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, // DDP untagged, QN1 MSN1 MO0
@@ -463,7 +464,57 @@ fn data_segment_vectors() {
     );
 }
 
+/// `DdpHeader::encode` as it was written field by field: the reference for
+/// its fixed-size form, errors and their order included.
+fn reference_encode(h: &DdpHeader, out: &mut [u8]) -> Result<usize, wire::EncodeError> {
+    match h {
+        DdpHeader::Tagged(h) => {
+            if !h.control.tagged {
+                return Err(wire::EncodeError::ValueOutOfRange);
+            }
+            wire::ensure_room(out, TAGGED_HEADER_LEN)?;
+            wire::write_bytes(out, 0, &[h.control.to_byte()?, h.rdmap_control])?;
+            wire::write_be32(out, 2, h.stag)?;
+            wire::write_be64(out, 6, h.tagged_offset)?;
+            Ok(TAGGED_HEADER_LEN)
+        }
+        DdpHeader::Untagged(h) => {
+            if h.control.tagged {
+                return Err(wire::EncodeError::ValueOutOfRange);
+            }
+            wire::ensure_room(out, UNTAGGED_HEADER_LEN)?;
+            wire::write_bytes(out, 0, &[h.control.to_byte()?, h.rdmap_control])?;
+            wire::write_be32(out, 2, h.ulp_reserved)?;
+            wire::write_be32(out, 6, h.queue_number)?;
+            wire::write_be32(out, 10, h.msn)?;
+            wire::write_be32(out, 14, h.message_offset)?;
+            Ok(UNTAGGED_HEADER_LEN)
+        }
+    }
+}
+
 proptest! {
+    /// Any header, valid or not, into a buffer of any length: the same
+    /// bytes or the same error, with nothing written on error.
+    #[test]
+    fn ddp_encode_matches_reference(h in arb_ddp(), tagged: bool, reserved in 0u8..20, version in 0u8..6,
+                                    len in 0usize..24) {
+        let mut h = h;
+        match &mut h {
+            DdpHeader::Tagged(t) => t.control = DdpControl { tagged, reserved, version, ..t.control },
+            DdpHeader::Untagged(u) => u.control = DdpControl { tagged, reserved, version, ..u.control },
+        }
+        let mut out = vec![0xEEu8; len];
+        let mut want = out.clone();
+        let expected = reference_encode(&h, &mut want);
+        prop_assert_eq!(h.encode(&mut out), expected);
+        if expected.is_ok() {
+            prop_assert_eq!(out, want);
+        } else {
+            prop_assert!(out.iter().all(|&b| b == 0xEE));
+        }
+    }
+
     #[test]
     fn segment_decode_never_panics(buf in proptest::collection::vec(any::<u8>(), 0..100)) {
         let _ = Segment::decode(&buf);

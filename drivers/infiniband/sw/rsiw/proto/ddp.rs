@@ -142,6 +142,60 @@ pub struct UntaggedHeader {
     pub message_offset: u32,
 }
 
+impl TaggedHeader {
+    /// The header on the wire (the T bit as `control` has it).
+    pub fn to_bytes(&self) -> Result<[u8; TAGGED_HEADER_LEN], EncodeError> {
+        let [s0, s1, s2, s3] = self.stag.to_be_bytes();
+        let [t0, t1, t2, t3, t4, t5, t6, t7] = self.tagged_offset.to_be_bytes();
+        Ok([
+            self.control.to_byte()?,
+            self.rdmap_control,
+            s0,
+            s1,
+            s2,
+            s3,
+            t0,
+            t1,
+            t2,
+            t3,
+            t4,
+            t5,
+            t6,
+            t7,
+        ])
+    }
+}
+
+impl UntaggedHeader {
+    /// The header on the wire (the T bit as `control` has it).
+    pub fn to_bytes(&self) -> Result<[u8; UNTAGGED_HEADER_LEN], EncodeError> {
+        let [u0, u1, u2, u3] = self.ulp_reserved.to_be_bytes();
+        let [q0, q1, q2, q3] = self.queue_number.to_be_bytes();
+        let [n0, n1, n2, n3] = self.msn.to_be_bytes();
+        let [o0, o1, o2, o3] = self.message_offset.to_be_bytes();
+        Ok([
+            self.control.to_byte()?,
+            self.rdmap_control,
+            u0,
+            u1,
+            u2,
+            u3,
+            q0,
+            q1,
+            q2,
+            q3,
+            n0,
+            n1,
+            n2,
+            n3,
+            o0,
+            o1,
+            o2,
+            o3,
+        ])
+    }
+}
+
 /// A decoded DDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DdpHeader {
@@ -229,28 +283,33 @@ impl DdpHeader {
 
     /// Encodes the header into `out` and returns its length. The T bit of
     /// the control byte must match the variant.
+    #[inline]
     pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        // One fixed-size move of the whole header, checked before anything
+        // is written.
         match self {
             Self::Tagged(h) => {
                 if !h.control.tagged {
                     return Err(EncodeError::ValueOutOfRange);
                 }
-                wire::ensure_room(out, TAGGED_HEADER_LEN)?;
-                wire::write_bytes(out, 0, &[h.control.to_byte()?, h.rdmap_control])?;
-                wire::write_be32(out, 2, h.stag)?;
-                wire::write_be64(out, 6, h.tagged_offset)?;
+                let dst = out
+                    .get_mut(..TAGGED_HEADER_LEN)
+                    .ok_or(EncodeError::BufferTooSmall {
+                        needed: TAGGED_HEADER_LEN,
+                    })?;
+                dst.copy_from_slice(&h.to_bytes()?);
                 Ok(TAGGED_HEADER_LEN)
             }
             Self::Untagged(h) => {
                 if h.control.tagged {
                     return Err(EncodeError::ValueOutOfRange);
                 }
-                wire::ensure_room(out, UNTAGGED_HEADER_LEN)?;
-                wire::write_bytes(out, 0, &[h.control.to_byte()?, h.rdmap_control])?;
-                wire::write_be32(out, 2, h.ulp_reserved)?;
-                wire::write_be32(out, 6, h.queue_number)?;
-                wire::write_be32(out, 10, h.msn)?;
-                wire::write_be32(out, 14, h.message_offset)?;
+                let dst =
+                    out.get_mut(..UNTAGGED_HEADER_LEN)
+                        .ok_or(EncodeError::BufferTooSmall {
+                            needed: UNTAGGED_HEADER_LEN,
+                        })?;
+                dst.copy_from_slice(&h.to_bytes()?);
                 Ok(UNTAGGED_HEADER_LEN)
             }
         }

@@ -64,6 +64,7 @@ impl KindRing {
         }
     }
 
+    #[inline]
     fn is_atomic(&self, slot: u8) -> bool {
         let word = self
             .atomic
@@ -99,6 +100,7 @@ impl KindRing {
         Some(usize::from(slot))
     }
 
+    #[inline]
     fn front(&self) -> Option<(usize, RequestKind)> {
         if self.len == 0 {
             return None;
@@ -190,6 +192,7 @@ impl Requester {
     }
 
     /// The oldest outstanding request: the one the next response answers.
+    #[inline]
     pub fn front(&self) -> Option<(usize, RequestKind)> {
         self.outstanding.front()
     }
@@ -257,6 +260,7 @@ impl Responder {
     }
 
     /// The oldest pending request: the next one to answer.
+    #[inline]
     pub fn front(&self) -> Option<(usize, RequestKind)> {
         self.pending.front()
     }

@@ -219,6 +219,7 @@ impl SgeList {
 
     /// The total length of the entries (`None` only if it overflowed, which
     /// six 32-bit lengths cannot).
+    #[inline]
     pub fn total_len(&self) -> Option<u64> {
         self.as_slice()
             .iter()

@@ -532,6 +532,7 @@ pub fn untagged_header(
 /// Encodes the DDP header followed by the opcode header into `out` and
 /// returns the number of bytes written. The payload, if any, is sent after
 /// this by the caller.
+#[inline]
 pub fn encode_headers(
     ddp: &DdpHeader,
     header: &OpcodeHeader<'_>,

@@ -37,6 +37,7 @@ pub const fn fpdu_size(mss: u32, gso_segments: u32) -> usize {
 
 /// Largest ULPDU whose FPDU (length field, ULPDU, pad, CRC) fits in
 /// `fpdu_size` bytes, and which MPA can frame.
+#[inline]
 pub const fn max_ulpdu_len(fpdu_size: usize) -> usize {
     // Length field, ULPDU and pad together are a multiple of 4.
     let framed = fpdu_size.saturating_sub(CRC_LEN) & !3;
@@ -51,12 +52,14 @@ pub const fn max_ulpdu_len(fpdu_size: usize) -> usize {
 /// Most payload bytes a DDP segment can carry in an FPDU of `fpdu_size`
 /// bytes after `header_len` bytes of DDP and RDMAP headers; `None` if not
 /// even one byte fits.
+#[inline]
 pub fn max_payload(fpdu_size: usize, header_len: usize) -> Option<NonZeroU32> {
     let payload = max_ulpdu_len(fpdu_size).checked_sub(header_len)?;
     NonZeroU32::new(u32::try_from(payload).ok()?)
 }
 
 /// [`max_payload`] for the segments of `opcode`.
+#[inline]
 pub fn max_payload_for(fpdu_size: usize, opcode: Opcode) -> Option<NonZeroU32> {
     max_payload(fpdu_size, opcode.header_len())
 }
@@ -97,6 +100,7 @@ pub const fn segments(message_len: u32, max_payload: NonZeroU32) -> Segments {
 impl Iterator for Segments {
     type Item = TxSegment;
 
+    #[inline]
     fn next(&mut self) -> Option<TxSegment> {
         if self.done {
             return None;

@@ -376,7 +376,8 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
                 }
             }
         };
-        let (ddp, header) = self.headers(&segment, immediate)?;
+        let ddp = self.ddp_header(&segment, immediate)?;
+        let header = self.opcode_header(immediate);
         let body = out.get_mut(LENGTH_FIELD_LEN..).unwrap_or(&mut []);
         let headers_len = rdmap::encode_headers(&ddp, &header, body)
             .map_err(|e| wire::shift_error(e, LENGTH_FIELD_LEN))?;
@@ -430,28 +431,16 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
         };
     }
 
-    /// The DDP and RDMAP headers of `segment`.
-    fn headers(
-        &self,
-        segment: &TxSegment,
-        immediate: bool,
-    ) -> Result<(DdpHeader, OpcodeHeader<'a>), TxError> {
-        let tagged = |stag: u32, tagged_offset: u64| -> Result<DdpHeader, TxError> {
-            let to = tagged_offset
-                .checked_add(u64::from(segment.offset))
-                .ok_or(TxError::ToWrap)?;
-            Ok(rdmap::tagged_header(self.opcode, segment.last, stag, to))
-        };
+    /// The DDP header of `segment` (of the Immediate Data message after an
+    /// RDMA Write if `immediate`).
+    fn ddp_header(&self, segment: &TxSegment, immediate: bool) -> Result<DdpHeader, TxError> {
         let untagged = |opcode: Opcode, ulp: u32, msn: u32| {
             rdmap::untagged_header(opcode, segment.last, ulp, msn, segment.offset)
         };
-        Ok(match self.wr {
-            WorkRequest::WriteImmediate {
-                data, solicited, ..
-            } if immediate => (
-                untagged(immediate_opcode(solicited), 0, self.immediate_msn),
-                OpcodeHeader::Immediate(data),
-            ),
+        match self.wr {
+            WorkRequest::WriteImmediate { solicited, .. } if immediate => {
+                Ok(untagged(immediate_opcode(solicited), 0, self.immediate_msn))
+            }
             WorkRequest::Write {
                 stag,
                 tagged_offset,
@@ -461,36 +450,42 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
                 stag,
                 tagged_offset,
                 ..
-            } => (tagged(stag, tagged_offset)?, OpcodeHeader::None),
-            WorkRequest::ReadResponse {
-                sink_stag,
-                sink_tagged_offset,
+            }
+            | WorkRequest::ReadResponse {
+                sink_stag: stag,
+                sink_tagged_offset: tagged_offset,
                 ..
-            } => (tagged(sink_stag, sink_tagged_offset)?, OpcodeHeader::None),
-            WorkRequest::Send { invalidate, .. } => (
-                untagged(self.opcode, invalidate.unwrap_or(0), self.msn),
-                OpcodeHeader::None,
-            ),
-            WorkRequest::Immediate { data, .. } => (
-                untagged(self.opcode, 0, self.msn),
-                OpcodeHeader::Immediate(data),
-            ),
-            WorkRequest::ReadRequest(h) => (
-                untagged(self.opcode, 0, self.msn),
-                OpcodeHeader::ReadRequest(h),
-            ),
-            WorkRequest::AtomicRequest(h) => (
-                untagged(self.opcode, 0, self.msn),
-                OpcodeHeader::AtomicRequest(h),
-            ),
-            WorkRequest::AtomicResponse(h) => (
-                untagged(self.opcode, 0, self.msn),
-                OpcodeHeader::AtomicResponse(h),
-            ),
-            WorkRequest::Terminate(m) => (
-                untagged(self.opcode, 0, self.msn),
-                OpcodeHeader::Terminate(m),
-            ),
-        })
+            } => {
+                let to = tagged_offset
+                    .checked_add(u64::from(segment.offset))
+                    .ok_or(TxError::ToWrap)?;
+                Ok(rdmap::tagged_header(self.opcode, segment.last, stag, to))
+            }
+            WorkRequest::Send { invalidate, .. } => {
+                Ok(untagged(self.opcode, invalidate.unwrap_or(0), self.msn))
+            }
+            WorkRequest::Immediate { .. }
+            | WorkRequest::ReadRequest(_)
+            | WorkRequest::AtomicRequest(_)
+            | WorkRequest::AtomicResponse(_)
+            | WorkRequest::Terminate(_) => Ok(untagged(self.opcode, 0, self.msn)),
+        }
+    }
+
+    /// The RDMAP header that follows the DDP header (of the Immediate Data
+    /// message after an RDMA Write if `immediate`).
+    fn opcode_header(&self, immediate: bool) -> OpcodeHeader<'a> {
+        match self.wr {
+            WorkRequest::WriteImmediate { data, .. } if immediate => OpcodeHeader::Immediate(data),
+            WorkRequest::Immediate { data, .. } => OpcodeHeader::Immediate(data),
+            WorkRequest::ReadRequest(h) => OpcodeHeader::ReadRequest(h),
+            WorkRequest::AtomicRequest(h) => OpcodeHeader::AtomicRequest(h),
+            WorkRequest::AtomicResponse(h) => OpcodeHeader::AtomicResponse(h),
+            WorkRequest::Terminate(m) => OpcodeHeader::Terminate(m),
+            WorkRequest::Write { .. }
+            | WorkRequest::WriteImmediate { .. }
+            | WorkRequest::ReadResponse { .. }
+            | WorkRequest::Send { .. } => OpcodeHeader::None,
+        }
     }
 }
