@@ -1582,6 +1582,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     }
 
     /// The FPDUs of [`Self::transmit_by_reference`], offering payload only if `by_reference`.
+    #[inline]
     fn produce_fpdus<X: QpContext>(
         &mut self,
         ctx: &mut X,
@@ -1591,6 +1592,34 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     ) -> Transmitted {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
+        // Most calls find nothing to send, or only the SQ head: tell so
+        // before setting up to produce FPDUs, with the SQ head's one peek.
+        let sq_head = self.st.stage == Stage::Running
+            && self.inflight.is_none()
+            && self.st.split.is_none()
+            && self.responder_ready().is_none();
+        if !sq_head {
+            return self.produce_fpdus_from(ctx, out, budget, by_reference, None);
+        }
+        match ctx.peek_send() {
+            Some(wr) => self.produce_fpdus_from(ctx, out, budget, by_reference, Some(&wr)),
+            None => Transmitted {
+                idle: true,
+                ..Transmitted::default()
+            },
+        }
+    }
+
+    /// [`Self::produce_fpdus`], starting with `sq_head`, the SQ head peeked
+    /// already, if it is next.
+    fn produce_fpdus_from<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        out: &mut [u8],
+        budget: usize,
+        by_reference: bool,
+        mut sq_head: Option<&SendRequest>,
+    ) -> Transmitted {
         let mut room = Room {
             out,
             pos: 0,
@@ -1613,7 +1642,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
             if self.inflight.is_none() {
-                match self.start_next(ctx) {
+                match self.start_next(ctx, sq_head.take()) {
                     Started::Message | Started::Again => {}
                     Started::Idle => {
                         idle = true;
@@ -1700,8 +1729,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
-    /// Starts the next response or SQ work request.
-    fn start_next<X: QpContext>(&mut self, ctx: &mut X) -> Started {
+    /// Starts the next response or SQ work request; `sq_head` is the SQ
+    /// head if the caller peeked it already (and nothing comes before it).
+    fn start_next<X: QpContext>(&mut self, ctx: &mut X, sq_head: Option<&SendRequest>) -> Started {
         if let Some(slot) = self.responder_ready() {
             return self.start_response(slot);
         }
@@ -1724,8 +1754,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             };
         }
-        let Some(wr) = ctx.peek_send() else {
-            return Started::Idle;
+        let wr = match sq_head {
+            Some(wr) => *wr,
+            None => match ctx.peek_send() {
+                Some(wr) => wr,
+                None => return Started::Idle,
+            },
         };
         let is_request = matches!(
             wr.op,
