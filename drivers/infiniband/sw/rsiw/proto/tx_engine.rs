@@ -190,6 +190,7 @@ impl<C: Crc32c + Copy> TxEngine<C> {
 
     /// Starts transmitting `wr`, assigning its MSNs. Messages must be sent in
     /// the order they are started; on error nothing is assigned.
+    #[inline]
     pub fn start<'a>(&mut self, wr: WorkRequest<'a>) -> Result<TxMessage<'a, C>, TxError> {
         let (opcode, len) = match wr {
             WorkRequest::Send {
