@@ -447,6 +447,7 @@ impl TcpSocket {
 
     /// The current maximum segment size of a connected socket (`mss_cache`): the payload of
     /// one TCP segment on this path (large on loopback, about MTU - 52 on Ethernet).
+    #[inline]
     pub fn mss(&self) -> u32 {
         // SAFETY: `sk` is a TCP socket (type invariant), so it is the `sock` inside a
         // `tcp_sock`; the field is a plain integer TCP updates as the path changes.
@@ -456,6 +457,7 @@ impl TcpSocket {
     /// How many segments of [`Self::mss`] TCP currently puts in one GSO packet (`gso_segs`;
     /// 0 before the connection sent anything): TCP sizes it from the device's GSO limit and
     /// the pacing rate.
+    #[inline]
     pub fn gso_segments(&self) -> u16 {
         // SAFETY: as in `mss`: the field is a plain integer of the `tcp_sock` TCP updates
         // while sending.

@@ -192,11 +192,13 @@ impl PageList {
     }
 
     /// The I/O virtual address of the first byte.
+    #[inline]
     pub fn iova(&self) -> u64 {
         self.iova
     }
 
     /// The length of the mapping in bytes.
+    #[inline]
     pub fn length(&self) -> u64 {
         self.length
     }
@@ -445,11 +447,13 @@ impl UserPages {
     }
 
     /// The I/O virtual address of the first byte.
+    #[inline]
     pub fn iova(&self) -> u64 {
         self.list.iova()
     }
 
     /// The length of the region in bytes.
+    #[inline]
     pub fn length(&self) -> u64 {
         self.list.length()
     }

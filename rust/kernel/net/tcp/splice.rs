@@ -156,6 +156,7 @@ impl SpliceBuffer {
     }
 
     /// The bytes not handed over yet, to fill.
+    #[inline]
     pub fn unsent_mut(&mut self) -> &mut [u8] {
         // SAFETY: Bytes `handed..LEN` are mapped and written only through this value (type
         // invariant), borrowed mutably with `self`.
@@ -168,6 +169,7 @@ impl SpliceBuffer {
     }
 
     /// How many bytes are not handed over yet.
+    #[inline]
     pub fn unsent_len(&self) -> usize {
         Self::LEN - self.handed
     }
@@ -256,11 +258,13 @@ impl SpliceList {
     }
 
     /// How many pieces it holds.
+    #[inline]
     pub fn count(&self) -> usize {
         self.vecs.len()
     }
 
     /// How many pieces it can hold.
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.vecs.capacity()
     }
@@ -290,6 +294,7 @@ impl SpliceList {
     }
 
     /// Empties it, dropping the page references.
+    #[inline]
     pub fn clear(&mut self) {
         self.truncate(0);
     }
