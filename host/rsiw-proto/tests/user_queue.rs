@@ -587,4 +587,45 @@ proptest! {
             }
         }
     }
+
+    /// Decoding in place, over whatever request the slot held before, gives
+    /// what decoding afresh gives: the kernel reuses one slot per queue.
+    #[test]
+    fn decode_in_place_ignores_the_old_content(
+            first in proptest::collection::vec(any::<u8>(), SQE_SIZE),
+            second in proptest::collection::vec(any::<u8>(), SQE_SIZE),
+            signal_all in any::<bool>()) {
+        let mut first: [u8; SQE_SIZE] = first.try_into().unwrap();
+        let mut second: [u8; SQE_SIZE] = second.try_into().unwrap();
+        first[8] |= 1;
+        second[8] |= 1;
+        // Mostly well-formed: a Write with at most six SGEs, inline or not.
+        first[11] = OP_WRITE;
+        first[10] %= 7;
+        if let Ok(old) = decode_sqe(&first, signal_all) {
+            let mut slot = old.request;
+            let fresh = decode_sqe(&second, signal_all);
+            let in_place = decode_sqe_into(&second, signal_all, &mut slot);
+            match fresh {
+                Ok(r) => {
+                    prop_assert_eq!(in_place, Ok(r.inline));
+                    prop_assert_eq!(slot, r.request);
+                }
+                Err(e) => prop_assert_eq!(in_place, Err(e)),
+            }
+        }
+        let rq: [u8; RQE_SIZE] = first[..RQE_SIZE].try_into().unwrap();
+        let rq2: [u8; RQE_SIZE] = second[..RQE_SIZE].try_into().unwrap();
+        if let Ok(mut slot) = decode_rqe(&rq) {
+            let fresh = decode_rqe(&rq2);
+            let in_place = decode_rqe_into(&rq2, &mut slot);
+            match fresh {
+                Ok(r) => {
+                    prop_assert_eq!(in_place, Ok(()));
+                    prop_assert_eq!(slot, r);
+                }
+                Err(e) => prop_assert_eq!(in_place, Err(e)),
+            }
+        }
+    }
 }

@@ -202,6 +202,31 @@ impl SgeList {
         Some(list)
     }
 
+    /// Refills the list in place with `count` entries, the `i`th being
+    /// `sge(i)`. `None`, and the list left empty, if `count` exceeds
+    /// [`MAX_SGE`] or `sge` fails. (Decoding into place spares the copies of
+    /// a list built on the stack and moved through return values.)
+    #[inline]
+    pub fn fill_with(
+        &mut self,
+        count: usize,
+        mut sge: impl FnMut(usize) -> Option<Sge>,
+    ) -> Option<()> {
+        *self = Self::EMPTY;
+        let slots = self.sges.get_mut(..count)?;
+        for (i, slot) in slots.iter_mut().enumerate() {
+            match sge(i) {
+                Some(s) => *slot = s,
+                None => {
+                    *self = Self::EMPTY;
+                    return None;
+                }
+            }
+        }
+        self.count = u8::try_from(count).ok()?;
+        Some(())
+    }
+
     /// The list of one entry.
     pub const fn single(sge: Sge) -> Self {
         let mut list = Self::EMPTY;

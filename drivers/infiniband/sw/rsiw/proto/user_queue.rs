@@ -231,13 +231,35 @@ pub fn entry_id(raw: &[u8]) -> u64 {
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
 /// "signal all work requests" setting.
 pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, SqeError> {
+    let mut request = SendRequest {
+        wr_id: 0,
+        op: SendOp::Send {
+            solicited: false,
+            invalidate: None,
+        },
+        sges: SgeList::EMPTY,
+        signaled: false,
+        fence: false,
+    };
+    let inline = decode_sqe_into(raw, signal_all, &mut request)?;
+    Ok(UserSend { request, inline })
+}
+
+/// [`decode_sqe`] into `out` (whose content is undefined on error): returns
+/// where in the entry the inline payload lies, if it is inline (the request
+/// then has no SGEs).
+pub fn decode_sqe_into(
+    raw: &[u8; SQE_SIZE],
+    signal_all: bool,
+    out: &mut SendRequest,
+) -> Result<Option<Range<usize>>, SqeError> {
     let flags = entry_flags(raw);
     if flags & VALID == 0 {
         return Err(SqeError::NotValid);
     }
     let rkey = read_u32(raw, SQE_RKEY_OFFSET).unwrap_or(0);
     let remote_addr = read_u64(raw, SQE_RADDR_OFFSET).unwrap_or(0);
-    let op = match wire::read_u8(raw, OPCODE_OFFSET).unwrap_or(u8::MAX) {
+    out.op = match wire::read_u8(raw, OPCODE_OFFSET).unwrap_or(u8::MAX) {
         OP_WRITE => SendOp::Write { remote_addr, rkey },
         OP_READ => SendOp::Read { remote_addr, rkey },
         OP_READ_LOCAL_INV => SendOp::ReadInv { remote_addr, rkey },
@@ -254,8 +276,8 @@ pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, Sq
         }
         _ => return Err(SqeError::BadOpcode),
     };
-    let (sges, inline) = if flags & INLINE != 0 {
-        if !matches!(op, SendOp::Send { .. } | SendOp::Write { .. }) {
+    let inline = if flags & INLINE != 0 {
+        if !matches!(out.op, SendOp::Send { .. } | SendOp::Write { .. }) {
             return Err(SqeError::InlineNotAllowed);
         }
         let len = read_u32(raw, SQE_SGE_OFFSET + SGE_LENGTH_OFFSET).unwrap_or(u32::MAX);
@@ -266,36 +288,39 @@ pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, Sq
         let end = INLINE_OFFSET
             .checked_add(len)
             .ok_or(SqeError::InlineTooLong)?;
-        (SgeList::EMPTY, Some(INLINE_OFFSET..end))
+        out.sges = SgeList::EMPTY;
+        Some(INLINE_OFFSET..end)
     } else {
         let num_sge = wire::read_u8(raw, NUM_SGE_OFFSET).unwrap_or(u8::MAX);
-        let sges = read_sges(raw, SQE_SGE_OFFSET, num_sge).ok_or(SqeError::TooManySges)?;
-        (sges, None)
+        read_sges(raw, SQE_SGE_OFFSET, num_sge, &mut out.sges).ok_or(SqeError::TooManySges)?;
+        None
     };
-    Ok(UserSend {
-        request: SendRequest {
-            wr_id: entry_id(raw),
-            op,
-            sges,
-            signaled: flags & SIGNALLED != 0 || signal_all,
-            fence: flags & READ_FENCE != 0,
-        },
-        inline,
-    })
+    out.wr_id = entry_id(raw);
+    out.signaled = flags & SIGNALLED != 0 || signal_all;
+    out.fence = flags & READ_FENCE != 0;
+    Ok(inline)
 }
 
 /// Decodes the copy `raw` of a receive queue entry. Its opcode field is
 /// ignored, as in the C siw.
 pub fn decode_rqe(raw: &[u8; RQE_SIZE]) -> Result<RecvRequest, RqeError> {
+    let mut request = RecvRequest {
+        wr_id: 0,
+        sges: SgeList::EMPTY,
+    };
+    decode_rqe_into(raw, &mut request)?;
+    Ok(request)
+}
+
+/// [`decode_rqe`] into `out` (whose content is undefined on error).
+pub fn decode_rqe_into(raw: &[u8; RQE_SIZE], out: &mut RecvRequest) -> Result<(), RqeError> {
     if entry_flags(raw) & VALID == 0 {
         return Err(RqeError::NotValid);
     }
     let num_sge = wire::read_u8(raw, NUM_SGE_OFFSET).unwrap_or(u8::MAX);
-    let sges = read_sges(raw, RQE_SGE_OFFSET, num_sge).ok_or(RqeError::TooManySges)?;
-    Ok(RecvRequest {
-        wr_id: entry_id(raw),
-        sges,
-    })
+    read_sges(raw, RQE_SGE_OFFSET, num_sge, &mut out.sges).ok_or(RqeError::TooManySges)?;
+    out.wr_id = entry_id(raw);
+    Ok(())
 }
 
 /// The CQE of `c` for the QP `qp_id`, with its flags byte 0: store
@@ -388,22 +413,15 @@ fn put(out: &mut [u8], offset: usize, bytes: &[u8]) {
     let _ = wire::write_bytes(out, offset, bytes);
 }
 
-/// The `count` SGEs from `offset` on, or `None` if `count` exceeds
-/// [`MAX_SGE`] (or `buf` is too short).
-fn read_sges(buf: &[u8], offset: usize, count: u8) -> Option<SgeList> {
-    let count = usize::from(count);
-    if count > MAX_SGE {
-        return None;
-    }
-    let mut sges = [Sge::default(); MAX_SGE];
-    let mut at = offset;
-    for sge in sges.iter_mut().take(count) {
-        *sge = Sge {
+/// Reads the `count` SGEs from `offset` on into `out`, or `None` if `count`
+/// exceeds [`MAX_SGE`] (or `buf` is too short).
+fn read_sges(buf: &[u8], offset: usize, count: u8, out: &mut SgeList) -> Option<()> {
+    out.fill_with(usize::from(count), |i| {
+        let at = offset.checked_add(i.checked_mul(SGE_SIZE)?)?;
+        Some(Sge {
             addr: read_u64(buf, at)?,
             length: read_u32(buf, at.checked_add(SGE_LENGTH_OFFSET)?)?,
             lkey: read_u32(buf, at.checked_add(SGE_LKEY_OFFSET)?)?,
-        };
-        at = at.checked_add(SGE_SIZE)?;
-    }
-    SgeList::new(sges.get(..count)?)
+        })
+    })
 }
