@@ -90,6 +90,9 @@ enum State {
 }
 
 /// Where the work requests wait.
+// One per QP, built in place and never moved: boxing the process's queues (which hold the
+// entries they decode) would add a pointer hop to every message.
+#[allow(clippy::large_enum_variant)]
 enum WorkQueues {
     /// A kernel consumer's rings.
     Kernel {
@@ -670,17 +673,19 @@ impl Qp {
         });
     }
 
-    /// Takes an entry a process wrote with `take`, looking at up to `limit` of them: a
-    /// malformed one completes with its error and fails the QP ([`Qp::bad_user_entry`]), and
-    /// the next is looked at (a flush goes through a ring's worth, a running QP takes no more).
-    fn take_user<T>(
+    /// Takes an entry a process wrote into `queues` with `take` (which decodes it in place),
+    /// looking at up to `limit` of them, and copies it out: a malformed one completes with its
+    /// error and fails the QP ([`Qp::bad_user_entry`]), and the next is looked at (a flush goes
+    /// through a ring's worth, a running QP takes no more).
+    fn take_user<T: Copy>(
         &self,
+        queues: &mut UserQueues,
         limit: u32,
-        mut take: impl FnMut() -> core::result::Result<Option<T>, Completion>,
+        take: impl for<'q> Fn(&'q mut UserQueues) -> core::result::Result<Option<&'q T>, Completion>,
     ) -> Option<T> {
         for _ in 0..limit {
-            match take() {
-                Ok(entry) => return entry,
+            match take(queues) {
+                Ok(entry) => return entry.copied(),
                 Err(bad) => self.bad_user_entry(&bad),
             }
         }
@@ -799,16 +804,7 @@ impl QpContext for Ctx<'_> {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek(),
-            WorkQueues::User(u) => {
-                // As `Qp::take_user`, but the entry stays in place until it is copied out.
-                for _ in 0..limit {
-                    match u.peek_send() {
-                        Ok(entry) => return entry.copied(),
-                        Err(bad) => self.qp.bad_user_entry(&bad),
-                    }
-                }
-                None
-            }
+            WorkQueues::User(u) => self.qp.take_user(u, limit, UserQueues::peek_send),
             WorkQueues::Released => None,
         }
     }
@@ -828,12 +824,18 @@ impl QpContext for Ctx<'_> {
             if self.flushing {
                 return None;
             }
-            return self.qp.take_user(1, || srq.take());
+            return match srq.take() {
+                Ok(entry) => entry,
+                Err(bad) => {
+                    self.qp.bad_user_entry(&bad);
+                    None
+                }
+            };
         }
         let limit = self.user_entries(self.qp.caps.max_recv_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { rq, .. } => rq.pop(),
-            WorkQueues::User(u) => self.qp.take_user(limit, || u.pop_recv()),
+            WorkQueues::User(u) => self.qp.take_user(u, limit, UserQueues::pop_recv),
             WorkQueues::Released => None,
         }
     }

@@ -29,7 +29,7 @@ use crate::{
     device::CountedPlace,
     proto::qp_engine::{Completion, RecvRequest},
     ring::Ring,
-    user_queues::{rqe_posted, take_rqe},
+    user_queues::{rqe_posted, take_rqe, EMPTY_RECV},
 };
 
 /// Where the receive work requests wait.
@@ -143,7 +143,9 @@ impl Srq {
                     (Ok(taken), ring.len() < *limit as usize)
                 }
                 Pool::User { ring, num, get } => {
-                    let taken = take_rqe(ring, *num, get);
+                    let mut request = EMPTY_RECV;
+                    let taken = take_rqe(ring, *num, get, &mut request)
+                        .map(|taken| taken.then_some(request));
                     let below = *limit > 0 && !rqe_posted(ring, *num, get.wrapping_add(*limit - 1));
                     (taken, below)
                 }

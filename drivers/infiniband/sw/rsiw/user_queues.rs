@@ -25,8 +25,26 @@ use core::sync::atomic::{fence, Ordering};
 use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
 
 use crate::proto::{
-    qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
+    qp_engine::{Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
     user_queue::{self, RQE_SIZE, SQE_SIZE},
+};
+
+/// A send request slot before anything is decoded into it.
+const EMPTY_SEND: SendRequest = SendRequest {
+    wr_id: 0,
+    op: SendOp::Send {
+        solicited: false,
+        invalidate: None,
+    },
+    sges: SgeList::EMPTY,
+    signaled: false,
+    fence: false,
+};
+
+/// A receive request slot before anything is decoded into it.
+pub(crate) const EMPTY_RECV: RecvRequest = RecvRequest {
+    wr_id: 0,
+    sges: SgeList::EMPTY,
 };
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
@@ -38,8 +56,11 @@ pub(crate) struct UserQueues {
     num_sqe: u32,
     /// The count of send queue entries taken.
     sq_get: u32,
-    /// The decoded entry at `sq_get`, looked at and not yet taken.
-    peeked: Option<SendRequest>,
+    /// The decoded entry at `sq_get`, if `peeked`: looked at and not yet taken.
+    sq_entry: SendRequest,
+    peeked: bool,
+    /// The receive queue entry taken last, decoded.
+    rq_entry: RecvRequest,
     rq: Option<UserMapping>,
     num_rqe: u32,
     rq_get: u32,
@@ -80,7 +101,9 @@ impl UserQueues {
             sq,
             num_sqe,
             sq_get: 0,
-            peeked: None,
+            sq_entry: EMPTY_SEND,
+            peeked: false,
+            rq_entry: EMPTY_RECV,
             rq,
             num_rqe,
             rq_get: 0,
@@ -94,7 +117,7 @@ impl UserQueues {
     /// QP, as the C siw does. The entry is decoded once, in place, and stays there until
     /// [`Self::pop_send`] (the engine may look without taking).
     pub(crate) fn peek_send(&mut self) -> core::result::Result<Option<&SendRequest>, Completion> {
-        if self.peeked.is_none() {
+        if !self.peeked {
             if let Err((status, wr_id)) = self.load_send() {
                 let c = Completion {
                     wr_id,
@@ -109,11 +132,12 @@ impl UserQueues {
                 return Err(c);
             }
         }
-        Ok(self.peeked.as_ref())
+        Ok(self.peeked.then_some(&self.sq_entry))
     }
 
-    /// Decodes the send queue entry at `sq_get` into `peeked` if the process posted it; the
-    /// status and work request identifier of its error completion if it is malformed.
+    /// Decodes the send queue entry at `sq_get` into `sq_entry`, and marks it `peeked`, if the
+    /// process posted it; the status and work request identifier of its error completion if it
+    /// is malformed.
     fn load_send(&mut self) -> core::result::Result<(), (WcStatus, u64)> {
         let slot = ring_slot(self.sq_get, self.num_sqe);
         let at = slot as usize * SQE_SIZE;
@@ -130,15 +154,15 @@ impl UserQueues {
         let read = self.sq.read(at, &mut raw);
         let bad = |status| (status, user_queue::entry_id(&raw));
         read.map_err(|_| bad(WcStatus::GeneralErr))?;
-        let send = user_queue::decode_sqe(&raw, self.signal_all).map_err(|e| bad(e.status()))?;
-        let request = self.peeked.insert(send.request);
-        match send.inline {
+        let request = &mut self.sq_entry;
+        let inline = user_queue::decode_sqe_into(&raw, self.signal_all, request)
+            .map_err(|e| bad(e.status()))?;
+        match inline {
             Some(range) => {
                 let data = raw.get(range).unwrap_or(&[]);
                 let base = slot as usize * user_queue::MAX_INLINE;
                 let Some(room) = self.inline.get_mut(base..base + data.len()) else {
                     // The QP was created without inline data.
-                    self.peeked = None;
                     return Err(bad(WcStatus::LocQpOpErr));
                 };
                 room.copy_from_slice(data);
@@ -155,17 +179,17 @@ impl UserQueues {
                     .iter()
                     .any(|s| s.lkey == INLINE_LKEY)
                 {
-                    self.peeked = None;
                     return Err(bad(WcStatus::LocProtErr));
                 }
             }
         }
+        self.peeked = true;
         Ok(())
     }
 
     /// The engine took the entry [`Self::peek_send`] returned: release it to the process.
     pub(crate) fn pop_send(&mut self) {
-        self.peeked = None;
+        self.peeked = false;
         let at = ring_slot(self.sq_get, self.num_sqe) as usize * SQE_SIZE;
         let _ = self.sq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
         // `smp_store_mb`: the release is visible before the next entry's flag is read.
@@ -173,13 +197,14 @@ impl UserQueues {
         self.sq_get = self.sq_get.wrapping_add(1);
     }
 
-    /// Takes the next receive queue entry, if the process posted one. A malformed entry is
-    /// taken and its error completion returned.
-    pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<RecvRequest>, Completion> {
-        match self.rq.as_ref() {
-            Some(rq) => take_rqe(rq, self.num_rqe, &mut self.rq_get),
-            None => Ok(None),
-        }
+    /// Takes the next receive queue entry, if the process posted one (decoded in place, to be
+    /// copied out once). A malformed entry is taken and its error completion returned.
+    pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<&RecvRequest>, Completion> {
+        let Some(rq) = self.rq.as_ref() else {
+            return Ok(None);
+        };
+        let taken = take_rqe(rq, self.num_rqe, &mut self.rq_get, &mut self.rq_entry)?;
+        Ok(taken.then_some(&self.rq_entry))
     }
 
     /// The inline data `sge` (with [`INLINE_LKEY`]) stands for, from `offset` on, `len` bytes.
@@ -194,17 +219,18 @@ impl UserQueues {
     }
 }
 
-/// Takes the receive queue entry `*get` of the ring `rq` of `num` entries, if the process
-/// posted it, releases it and advances `*get`. A malformed entry is taken and its error
-/// completion returned.
+/// Takes the receive queue entry `*get` of the ring `rq` of `num` entries into `out`, if the
+/// process posted it (`Ok(true)`), releases it and advances `*get`. A malformed entry is taken
+/// and its error completion returned.
 pub(crate) fn take_rqe(
     rq: &UserMapping,
     num: u32,
     get: &mut u32,
-) -> core::result::Result<Option<RecvRequest>, Completion> {
+    out: &mut RecvRequest,
+) -> core::result::Result<bool, Completion> {
     let at = ring_slot(*get, num) as usize * RQE_SIZE;
     if !rqe_posted(rq, num, *get) {
-        return Ok(None);
+        return Ok(false);
     }
     // The entry's content is read after its flag (`smp_rmb`).
     fence(Ordering::Acquire);
@@ -214,9 +240,9 @@ pub(crate) fn take_rqe(
     *get = get.wrapping_add(1);
     let decoded = read
         .map_err(|_| WcStatus::GeneralErr)
-        .and_then(|()| user_queue::decode_rqe(&raw).map_err(|e| e.status()));
+        .and_then(|()| user_queue::decode_rqe_into(&raw, out).map_err(|e| e.status()));
     match decoded {
-        Ok(request) => Ok(Some(request)),
+        Ok(()) => Ok(true),
         Err(status) => Err(Completion {
             wr_id: user_queue::entry_id(&raw),
             status,
