@@ -159,6 +159,16 @@ impl MemoryRegion for Mr {
     }
 }
 
+/// A local access to a region: by key `lkey` within PD `pd`, `len` bytes at `addr`, writing
+/// or reading.
+pub(crate) struct LocalAccess {
+    pub(crate) pd: PdId,
+    pub(crate) lkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+    pub(crate) write: bool,
+}
+
 /// Why a local access is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LocalError {
@@ -318,16 +328,30 @@ impl MrTable {
     }
 
     /// Runs `f` over the memory of a local SGE after checking the key, PD, state, bounds and,
-    /// for `write`, local write access.
+    /// for `write`, local write access. `cache` holds the region the caller used last: if the
+    /// key still names it, the table is not looked up (its lock and a reference count are
+    /// shared by every CPU that places data); otherwise the region found is cached.
     pub(crate) fn local(
         &self,
-        pd: PdId,
-        lkey: u32,
-        addr: u64,
-        len: u64,
-        write: bool,
+        cache: &mut Option<Arc<Mr>>,
+        access: LocalAccess,
         f: impl FnMut(DmaRange) -> Result,
     ) -> core::result::Result<(), LocalError> {
+        let LocalAccess {
+            pd,
+            lkey,
+            addr,
+            len,
+            write,
+        } = access;
+        if let Some(mr) = cache.as_ref().filter(|mr| mr.in_pd(pd)) {
+            // The region's own lock decides, as below: a region deregistered since is invalid
+            // for good, and one registered anew under another key has another key.
+            let s = mr.state.lock();
+            if s.stag == lkey && s.valid {
+                return Self::access_local(&s, addr, len, write, f);
+            }
+        }
         let mr = self.get(lkey).ok_or(LocalError::Protection)?;
         if !mr.in_pd(pd) {
             return Err(LocalError::Protection);
@@ -337,6 +361,21 @@ impl MrTable {
         if s.stag != lkey || !s.valid {
             return Err(LocalError::Protection);
         }
+        let done = Self::access_local(&s, addr, len, write, f);
+        drop(s);
+        *cache = Some(mr);
+        done
+    }
+
+    /// The access of [`Self::local`] to a valid region `s` its key names.
+    #[inline]
+    fn access_local(
+        s: &MrState,
+        addr: u64,
+        len: u64,
+        write: bool,
+        f: impl FnMut(DmaRange) -> Result,
+    ) -> core::result::Result<(), LocalError> {
         if write && s.access & ACCESS_LOCAL_WRITE == 0 {
             return Err(LocalError::Access);
         }

@@ -46,7 +46,7 @@ use crate::{
     cq::Cq,
     device::CountedPlace,
     kernel_crc32c::KernelCrc32c,
-    mr::{LocalError, MrTable},
+    mr::{LocalAccess, LocalError, Mr, MrTable},
     proto::{
         placement,
         qp_engine::{
@@ -109,6 +109,8 @@ enum WorkQueues {
 struct Queues {
     state: State,
     work: WorkQueues,
+    /// The regions local reads (sending) and local writes (receiving) used last.
+    mr_cache: [Option<Arc<Mr>>; 2],
 }
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
@@ -285,6 +287,7 @@ impl Qp {
         let queues = Queues {
             state: State::Idle(ib_state::RESET),
             work,
+            mr_cache: [None, None],
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -736,6 +739,7 @@ impl Ctx<'_> {
 
     fn local(
         &self,
+        cache: &mut Option<Arc<Mr>>,
         sge: &Sge,
         offset: u32,
         len: usize,
@@ -754,7 +758,17 @@ impl Ctx<'_> {
         };
         self.qp
             .mrs
-            .local(self.qp.pd, sge.lkey, addr, len as u64, write, &mut piece)
+            .local(
+                cache,
+                LocalAccess {
+                    pd: self.qp.pd,
+                    lkey: sge.lkey,
+                    addr,
+                    len: len as u64,
+                    write,
+                },
+                &mut piece,
+            )
             .map_err(|e| match e {
                 LocalError::Protection => WcStatus::LocProtErr,
                 LocalError::Access => WcStatus::LocAccessErr,
@@ -860,10 +874,14 @@ impl QpContext for Ctx<'_> {
             }
         }
         let len = out.len();
-        self.local(sge, offset, len, false, |r, at| {
+        // The cache leaves the queues for the call (the access borrows the context).
+        let mut cache = self.queues.mr_cache[0].take();
+        let done = self.local(&mut cache, sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
-        })
+        });
+        self.queues.mr_cache[0] = cache;
+        done
     }
 
     fn local_write(
@@ -872,9 +890,12 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
-        self.local(sge, offset, data.len(), true, |r, at| {
+        let mut cache = self.queues.mr_cache[1].take();
+        let done = self.local(&mut cache, sge, offset, data.len(), true, |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
-        })
+        });
+        self.queues.mr_cache[1] = cache;
+        done
     }
 
     fn lookup_stag(&mut self, stag: u32) -> Option<placement::MemoryRegion> {
@@ -998,7 +1019,11 @@ impl Ctx<'_> {
                 return Ok(false);
             }
             let n = core::cmp::min(sge.length - skip, left);
-            if self.local(sge, skip, n as usize, false, &mut f).is_err() {
+            // Payload sent by reference is large: its lookup is not worth caching.
+            if self
+                .local(&mut None, sge, skip, n as usize, false, &mut f)
+                .is_err()
+            {
                 return Ok(false);
             }
             skip = 0;
