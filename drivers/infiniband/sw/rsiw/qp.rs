@@ -109,9 +109,14 @@ enum WorkQueues {
 struct Queues {
     state: State,
     work: WorkQueues,
-    /// The regions local reads (sending) and local writes (receiving) used last.
-    mr_cache: [Option<Arc<Mr>>; 2],
+    /// The regions local reads (sending) and local writes (receiving) used last, each on a
+    /// cache line of its own (sending and receiving run on different CPUs).
+    mr_cache: [OwnLine<Option<Arc<Mr>>>; 2],
 }
+
+/// A value on a cache line of its own.
+#[repr(align(64))]
+struct OwnLine<T>(T);
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
 struct HeapSlots {
@@ -287,7 +292,7 @@ impl Qp {
         let queues = Queues {
             state: State::Idle(ib_state::RESET),
             work,
-            mr_cache: [None, None],
+            mr_cache: [OwnLine(None), OwnLine(None)],
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -737,8 +742,10 @@ impl Ctx<'_> {
         }
     }
 
+    /// Runs `f` over `len` bytes at `offset` within `sge` of a QP `qp`, checked for a local
+    /// access (`write` or read), with the region cache `cache` ([`MrTable::local`]).
     fn local(
-        &self,
+        qp: &Qp,
         cache: &mut Option<Arc<Mr>>,
         sge: &Sge,
         offset: u32,
@@ -756,12 +763,11 @@ impl Ctx<'_> {
             at += r.len();
             Ok(())
         };
-        self.qp
-            .mrs
+        qp.mrs
             .local(
                 cache,
                 LocalAccess {
-                    pd: self.qp.pd,
+                    pd: qp.pd,
                     lkey: sge.lkey,
                     addr,
                     len: len as u64,
@@ -874,14 +880,11 @@ impl QpContext for Ctx<'_> {
             }
         }
         let len = out.len();
-        // The cache leaves the queues for the call (the access borrows the context).
-        let mut cache = self.queues.mr_cache[0].take();
-        let done = self.local(&mut cache, sge, offset, len, false, |r, at| {
+        let cache = &mut self.queues.mr_cache[0].0;
+        Self::local(self.qp, cache, sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
-        });
-        self.queues.mr_cache[0] = cache;
-        done
+        })
     }
 
     fn local_write(
@@ -890,12 +893,10 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
-        let mut cache = self.queues.mr_cache[1].take();
-        let done = self.local(&mut cache, sge, offset, data.len(), true, |r, at| {
+        let cache = &mut self.queues.mr_cache[1].0;
+        Self::local(self.qp, cache, sge, offset, data.len(), true, |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
-        });
-        self.queues.mr_cache[1] = cache;
-        done
+        })
     }
 
     fn lookup_stag(&mut self, stag: u32) -> Option<placement::MemoryRegion> {
@@ -1020,10 +1021,7 @@ impl Ctx<'_> {
             }
             let n = core::cmp::min(sge.length - skip, left);
             // Payload sent by reference is large: its lookup is not worth caching.
-            if self
-                .local(&mut None, sge, skip, n as usize, false, &mut f)
-                .is_err()
-            {
+            if Self::local(self.qp, &mut None, sge, skip, n as usize, false, &mut f).is_err() {
                 return Ok(false);
             }
             skip = 0;
