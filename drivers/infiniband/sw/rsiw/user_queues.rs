@@ -59,16 +59,24 @@ pub(crate) struct UserQueues {
     /// The decoded entry at `sq_get`, if `peeked`: looked at and not yet taken.
     sq_entry: SendRequest,
     peeked: bool,
-    /// The receive queue entry taken last, decoded.
-    rq_entry: RecvRequest,
-    rq: Option<UserMapping>,
-    num_rqe: u32,
-    rq_get: u32,
+    recv: RecvSide,
     /// Every send queue entry is signalled.
     signal_all: bool,
     /// Inline data, [`user_queue::MAX_INLINE`] bytes per send queue entry (empty if the QP
     /// has no inline data).
     inline: KVVec<u8>,
+}
+
+/// The receive queue's side of [`UserQueues`], on cache lines of its own: a QP's receiving and
+/// sending run on different CPUs (in a ping-pong, receiving runs in the peer's send), and
+/// lines written by both would move between the CPUs with every message.
+#[repr(align(64))]
+struct RecvSide {
+    rq: Option<UserMapping>,
+    num_rqe: u32,
+    rq_get: u32,
+    /// The receive queue entry taken last, decoded.
+    rq_entry: RecvRequest,
 }
 
 impl UserQueues {
@@ -103,10 +111,12 @@ impl UserQueues {
             sq_get: 0,
             sq_entry: EMPTY_SEND,
             peeked: false,
-            rq_entry: EMPTY_RECV,
-            rq,
-            num_rqe,
-            rq_get: 0,
+            recv: RecvSide {
+                rq,
+                num_rqe,
+                rq_get: 0,
+                rq_entry: EMPTY_RECV,
+            },
             signal_all,
             inline: KVVec::from_elem(0u8, inline_len, GFP_KERNEL)?,
         })
@@ -200,11 +210,12 @@ impl UserQueues {
     /// Takes the next receive queue entry, if the process posted one (decoded in place, to be
     /// copied out once). A malformed entry is taken and its error completion returned.
     pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<&RecvRequest>, Completion> {
-        let Some(rq) = self.rq.as_ref() else {
+        let r = &mut self.recv;
+        let Some(rq) = r.rq.as_ref() else {
             return Ok(None);
         };
-        let taken = take_rqe(rq, self.num_rqe, &mut self.rq_get, &mut self.rq_entry)?;
-        Ok(taken.then_some(&self.rq_entry))
+        let taken = take_rqe(rq, r.num_rqe, &mut r.rq_get, &mut r.rq_entry)?;
+        Ok(taken.then_some(&r.rq_entry))
     }
 
     /// The inline data `sge` (with [`INLINE_LKEY`]) stands for, from `offset` on, `len` bytes.

@@ -915,6 +915,7 @@ enum Job {
 }
 
 #[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
 struct InFlight<C: Crc32c + Copy> {
     msg: TxMessage<'static, C>,
     job: Job,
@@ -946,18 +947,16 @@ enum Stage {
     Flushed,
 }
 
-/// Everything but the stream engines, so that borrows stay disjoint.
+/// Everything but the stream engines, so that borrows stay disjoint. The fields the
+/// receiving side writes with every message come last, on cache lines of their own (see
+/// [`CacheLine`]).
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct State<S: SlotStorage> {
     pd: u32,
     requester: Requester,
     responder: Responder,
     slots: S,
-    /// The receive request bound to the Send in progress.
-    recv: Option<RecvRequest>,
-    /// Why placing into it failed, if it did.
-    recv_status: Option<WcStatus>,
-    last_rx: LastRx,
     stage: Stage,
     /// The SQ head waits for an ORD credit or a fence.
     sq_stalled: bool,
@@ -967,7 +966,21 @@ struct State<S: SlotStorage> {
     /// The Read taken from the SQ whose later parts are still to be issued;
     /// it stands for the SQ head until its last part is out.
     split: Option<SplitRead>,
+    /// Starts the receiving side's fields on a cache line.
+    rx_line: [CacheLine; 0],
+    /// The receive request bound to the Send in progress.
+    recv: Option<RecvRequest>,
+    /// Why placing into it failed, if it did.
+    recv_status: Option<WcStatus>,
+    last_rx: LastRx,
 }
+
+/// Aligns what follows it in a `#[repr(C)]` struct to a cache line. A QP receives on another
+/// CPU than it sends (in a ping-pong, in the peer's send): state written by both sides on
+/// shared lines would move between the CPUs with every message.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct CacheLine;
 
 /// A Read into several SGEs, some of whose parts (one Read Request per
 /// non-empty SGE) are out and the others not yet.
@@ -1443,14 +1456,15 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 requester: Requester::new(config.ord),
                 responder: Responder::new(config.ird),
                 slots,
-                recv: None,
-                recv_status: None,
-                last_rx: LastRx::Other,
                 stage: Stage::Running,
                 sq_stalled: false,
                 sq_unblocked: false,
                 next_request_id: 0,
                 split: None,
+                rx_line: [],
+                recv: None,
+                recv_status: None,
+                last_rx: LastRx::Other,
             },
         };
         engine.start_past_rtr(config.rtr);
