@@ -3,7 +3,7 @@
 # (the ceiling, measured with iperf3) and over each provider: the C siw (siw0 -> siw1) and
 # rsiw (rsiw0 -> rsiw1), one after the other in the same boot, with the same perftest runs
 # over rdma_cm. Prints one "BENCH name unit provider value" line per figure (the median of
-# three rounds); the host collects them into bench-results.json. Kernel-ULP figures are in
+# five rounds); the host collects them into bench-results.json. Kernel-ULP figures are in
 # 20-nfs-rdma.sh.
 . /tests/lib.sh
 two_dummies
@@ -33,7 +33,7 @@ run_bw() { # provider tool size -> MB/s average
 }
 gbps() { awk '{printf "%.3f", $1*8/1000}'; }
 
-# Each figure is the median of three rounds; the providers take turns within a round, and the
+# Each figure is the median of five rounds; the providers take turns within a round, and the
 # round's first provider alternates, so that drift in the machine (TCG, the host's load) falls on
 # both alike.
 bench_reset
@@ -62,8 +62,8 @@ EOL
   rdma link del ${provider}0
 }
 
-for round in 1 2 3; do
-  case $round in 2) order="rsiw siw" ;; *) order="siw rsiw" ;; esac
+for round in 1 2 3 4 5; do
+  case $((round % 2)) in 0) order="rsiw siw" ;; *) order="siw rsiw" ;; esac
   for provider in $order; do one_round $provider; done
 done
 
