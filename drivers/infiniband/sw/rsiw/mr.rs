@@ -14,6 +14,7 @@
 //! Send with Invalidate), and user MRs (a process's pages, pinned by `reg_user_mr` until the
 //! region is deregistered).
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     alloc::flags::GFP_ATOMIC,
     new_spinlock_bh,
@@ -187,6 +188,9 @@ pub(crate) struct MrTable {
     /// each other on this device (`IB_ATOMIC_HCA`).
     #[pin]
     atomics: SpinLockBh<()>,
+    /// The key the next region gets: keys rotate, so that the STag of a deregistered region
+    /// does not name the next one entered at its index.
+    next_key: AtomicU32,
 }
 
 impl MrTable {
@@ -195,12 +199,13 @@ impl MrTable {
             pin_init!(Self {
                 slots <- new_spinlock_bh!(KVec::new(), "MrTable::slots"),
                 atomics <- new_spinlock_bh!((), "MrTable::atomics"),
+                next_key: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Creates a region of `pd` and enters it; its key is 0.
+    /// Creates a region of `pd` and enters it, under the next key.
     fn add(self: &Arc<Self>, pd: PdId, access: u32, backing: Backing) -> Result<(Arc<Mr>, u32)> {
         // Index 0 is never used, so that STag 0 names nothing.
         let mr = Arc::pin_init(
@@ -233,7 +238,8 @@ impl MrTable {
         if index >= 1 << 24 {
             return Err(ENOMEM);
         }
-        let stag = (index as u32) << 8;
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed) & 0xff;
+        let stag = (index as u32) << 8 | key;
         mr.state.lock().stag = stag;
         if let Some(slot) = slots.get_mut(index) {
             *slot = Some(mr.clone());
