@@ -38,6 +38,8 @@ gcc -O2 -Wall -Werror -o "$out/tools/read-sges" "$RSIW_TOP/kunit/tools/read-sges
 bins+=("$out/tools/read-sges")
 gcc -O2 -Wall -Werror -o "$out/tools/bad-sqe" "$RSIW_TOP/kunit/tools/bad-sqe.c" -libverbs
 bins+=("$out/tools/bad-sqe")
+gcc -O2 -Wall -Werror -o "$out/tools/stale-lkey" "$RSIW_TOP/kunit/tools/stale-lkey.c" -libverbs -lrdmacm
+bins+=("$out/tools/stale-lkey")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -50,6 +52,7 @@ install -m 0755 "$out/tools/verbs-check" "$root/usr/bin/verbs-check"
 install -m 0755 "$out/tools/srq-limit" "$root/usr/bin/srq-limit"
 install -m 0755 "$out/tools/read-sges" "$root/usr/bin/read-sges"
 install -m 0755 "$out/tools/bad-sqe" "$root/usr/bin/bad-sqe"
+install -m 0755 "$out/tools/stale-lkey" "$root/usr/bin/stale-lkey"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"

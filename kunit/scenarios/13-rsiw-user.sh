@@ -3,7 +3,7 @@
 # (mapped send, receive, shared receive and completion rings, the doorbell, user memory
 # regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
 # Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), a Read into 3 SGEs
-# (read-sges), and malformed
+# (read-sges), a Send through a deregistered key (stale-lkey), and malformed
 # queue entries written by the process itself (bad-sqe). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
@@ -54,6 +54,18 @@ srq_pair() {
   echo "$1: $(grep 'limit reached' /tmp/srq-server.log)"
 }
 
+# stale_pair NAME SERVER_ADDR CLIENT_ADDR: a Send through a deregistered local key fails, right
+# after the key was used and with the memory registered again (kunit/tools/stale-lkey.c).
+stale_pair() {
+  timeout 60 stale-lkey server $2 7473 >/tmp/stale-server.log 2>&1 &
+  local server=$!
+  wait_port 7473 || { cat /tmp/stale-server.log; fail "$1: stale-lkey server did not listen"; }
+  timeout 60 stale-lkey client $2 7473 $3 >/tmp/stale-client.log 2>&1 || {
+    cat /tmp/stale-client.log /tmp/stale-server.log; fail "$1: stale-lkey client failed"; }
+  wait $server || { cat /tmp/stale-client.log /tmp/stale-server.log; fail "$1: stale-lkey server failed"; }
+  echo "$1: $(cat /tmp/stale-client.log) / $(grep server: /tmp/stale-server.log)"
+}
+
 # sges_pair NAME SERVER_ADDR CLIENT_ADDR: an RDMA Read into 3 SGEs (kunit/tools/read-sges.c).
 sges_pair() {
   timeout 60 read-sges server $2 7472 >/tmp/sges-server.log 2>&1 &
@@ -85,6 +97,7 @@ sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
 srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
 sges_pair "rsiw-rsiw" $ADDR1 $ADDR0
+stale_pair "rsiw-rsiw" $ADDR1 $ADDR0
 # The peer-to-peer model (RFC 6581): rsiw0 initiates with each RTR kind, rsiw1 accepts all.
 [ "$(cat /sys/class/infiniband/rsiw1/rtr_kinds)" = "send,write,read" ] || fail "rtr_kinds default"
 echo 1 >/sys/class/infiniband/rsiw0/peer_to_peer || fail "peer_to_peer 1"
