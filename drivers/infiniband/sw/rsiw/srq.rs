@@ -27,9 +27,12 @@ use kernel::{
 
 use crate::{
     device::CountedPlace,
-    proto::qp_engine::{Completion, RecvRequest},
+    proto::{
+        qp_engine::{Completion, RecvRequest},
+        user_queue,
+    },
     ring::Ring,
-    user_queues::{rqe_posted, take_rqe, EMPTY_RECV},
+    user_queues::{rqe_posted, take_rqe},
 };
 
 /// Where the receive work requests wait.
@@ -143,7 +146,7 @@ impl Srq {
                     (Ok(taken), ring.len() < *limit as usize)
                 }
                 Pool::User { ring, num, get } => {
-                    let mut request = EMPTY_RECV;
+                    let mut request = user_queue::EMPTY_RECV;
                     let taken = take_rqe(ring, *num, get, &mut request)
                         .map(|taken| taken.then_some(request));
                     let below = *limit > 0 && !rqe_posted(ring, *num, get.wrapping_add(*limit - 1));

@@ -25,26 +25,8 @@ use core::sync::atomic::{fence, Ordering};
 use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
 
 use crate::proto::{
-    qp_engine::{Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
+    qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
     user_queue::{self, RQE_SIZE, SQE_SIZE},
-};
-
-/// A send request slot before anything is decoded into it.
-const EMPTY_SEND: SendRequest = SendRequest {
-    wr_id: 0,
-    op: SendOp::Send {
-        solicited: false,
-        invalidate: None,
-    },
-    sges: SgeList::EMPTY,
-    signaled: false,
-    fence: false,
-};
-
-/// A receive request slot before anything is decoded into it.
-pub(crate) const EMPTY_RECV: RecvRequest = RecvRequest {
-    wr_id: 0,
-    sges: SgeList::EMPTY,
 };
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
@@ -109,13 +91,13 @@ impl UserQueues {
             sq,
             num_sqe,
             sq_get: 0,
-            sq_entry: EMPTY_SEND,
+            sq_entry: user_queue::EMPTY_SEND,
             peeked: false,
             recv: RecvSide {
                 rq,
                 num_rqe,
                 rq_get: 0,
-                rq_entry: EMPTY_RECV,
+                rq_entry: user_queue::EMPTY_RECV,
             },
             signal_all,
             inline: KVVec::from_elem(0u8, inline_len, GFP_KERNEL)?,

@@ -228,19 +228,28 @@ pub fn entry_id(raw: &[u8]) -> u64 {
     read_u64(raw, ID_OFFSET).unwrap_or(0)
 }
 
+/// A send request slot before anything is decoded into it.
+pub const EMPTY_SEND: SendRequest = SendRequest {
+    wr_id: 0,
+    op: SendOp::Send {
+        solicited: false,
+        invalidate: None,
+    },
+    sges: SgeList::EMPTY,
+    signaled: false,
+    fence: false,
+};
+
+/// A receive request slot before anything is decoded into it.
+pub const EMPTY_RECV: RecvRequest = RecvRequest {
+    wr_id: 0,
+    sges: SgeList::EMPTY,
+};
+
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
 /// "signal all work requests" setting.
 pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, SqeError> {
-    let mut request = SendRequest {
-        wr_id: 0,
-        op: SendOp::Send {
-            solicited: false,
-            invalidate: None,
-        },
-        sges: SgeList::EMPTY,
-        signaled: false,
-        fence: false,
-    };
+    let mut request = EMPTY_SEND;
     let inline = decode_sqe_into(raw, signal_all, &mut request)?;
     Ok(UserSend { request, inline })
 }
@@ -304,10 +313,7 @@ pub fn decode_sqe_into(
 /// Decodes the copy `raw` of a receive queue entry. Its opcode field is
 /// ignored, as in the C siw.
 pub fn decode_rqe(raw: &[u8; RQE_SIZE]) -> Result<RecvRequest, RqeError> {
-    let mut request = RecvRequest {
-        wr_id: 0,
-        sges: SgeList::EMPTY,
-    };
+    let mut request = EMPTY_RECV;
     decode_rqe_into(raw, &mut request)?;
     Ok(request)
 }
