@@ -21,8 +21,9 @@ modprobe rsiw
 
 # perftest over rdma_cm: server on ${provider}1, client on ${provider}0.
 run_bw() { # provider tool size -> MB/s average
+  wait_port_free 18515 || return 1
   timeout 60 $2 -R -d ${1}1 -s $3 -D 3 -F >/tmp/s.log 2>&1 &
-  wait_port 18515 || return 1
+  wait_port 18515 $ADDR1 || return 1
   timeout 60 $2 -R -d ${1}0 -s $3 -D 3 -F $ADDR1 >/tmp/c.log 2>&1 || { cat /tmp/c.log >&2; wait; return 1; }
   wait
   # Columns: bytes, iterations, BW peak (0 in duration mode), BW average [MiB/s], message
@@ -48,8 +49,9 @@ one_round() { # provider
   mbs=$(run_bw $provider ib_read_bw 65536) || mbs=nan
   bench_record ib_read_bw_65536 Gb/s $provider "$(echo "$mbs" | gbps)"
 
+  wait_port_free 18515
   timeout 120 ib_send_lat -R -d ${provider}1 -s 8 -n 5000 -F >/tmp/s.log 2>&1 &
-  wait_port 18515
+  wait_port 18515 $ADDR1
   timeout 120 ib_send_lat -R -d ${provider}0 -s 8 -n 5000 -F $ADDR1 >/tmp/c.log 2>&1 || cat /tmp/c.log
   wait
   # Columns: bytes iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%

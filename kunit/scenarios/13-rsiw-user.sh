@@ -17,9 +17,10 @@ iters=200; [ "$RSIW_MODE" = test ] || iters=5000
 
 # rping_pair NAME SERVER_ADDR CLIENT_ADDR: rping -V, COUNT rounds of 4 KiB, data verified.
 rping_pair() {
+  wait_port_free 7174 || fail "$1: the previous rping's listener stayed"
   timeout 60 rping -s -a $2 -C $count -S 4096 -V >/tmp/rping-server.log 2>&1 &
   local server=$!
-  wait_port 7174 || fail "$1: rping server did not listen"
+  wait_port 7174 $2 || fail "$1: rping server did not listen"
   timeout 60 rping -c -a $2 -I $3 -C $count -S 4096 -V -v >/tmp/rping-client.log 2>&1 || {
     cat /tmp/rping-client.log /tmp/rping-server.log; fail "$1: rping client failed"; }
   wait $server || { cat /tmp/rping-server.log; fail "$1: rping server failed"; }
@@ -31,10 +32,11 @@ rping_pair() {
 # perf_pair NAME SERVER_DEV CLIENT_DEV SERVER_ADDR TOOL ARGS...: a perftest run over rdma_cm.
 perf_pair() {
   local name=$1 sdev=$2 cdev=$3 addr=$4 tool=$5; shift 5
+  wait_port_free 18515 || fail "$name: the previous run's listener stayed"
   timeout 120 $tool -R -d $sdev "$@" >/tmp/perf-server.log 2>&1 &
   local server=$!
   # perftest's rdma_cm port: a client started before the server listens is refused.
-  wait_port 18515 || { cat /tmp/perf-server.log; fail "$name: $tool server did not listen"; }
+  wait_port 18515 $addr || { cat /tmp/perf-server.log; fail "$name: $tool server did not listen"; }
   timeout 120 $tool -R -d $cdev "$@" $addr >/tmp/perf-client.log 2>&1 || {
     cat /tmp/perf-client.log /tmp/perf-server.log; fail "$name: $tool $* failed"; }
   wait $server || { cat /tmp/perf-server.log; fail "$name: $tool server failed"; }
@@ -43,38 +45,38 @@ perf_pair() {
   echo "$name: $tool $*: $line"
 }
 
-# srq_pair NAME SERVER_ADDR CLIENT_ADDR: the SRQ limit event (kunit/tools/srq-limit.c).
-srq_pair() {
-  timeout 60 srq-limit server $2 7471 >/tmp/srq-server.log 2>&1 &
+# cm_tool_pair NAME TOOL PORT SERVER_ADDR CLIENT_ADDR: one of our rdma_cm test tools
+# (kunit/tools/), its server then its client; both must succeed. Logs: /tmp/TOOL-server.log and
+# /tmp/TOOL-client.log.
+cm_tool_pair() {
+  local name=$1 tool=$2 port=$3
+  wait_port_free $port || fail "$name: the previous run's listener stayed"
+  timeout 60 $tool server $4 $port >/tmp/$tool-server.log 2>&1 &
   local server=$!
-  wait_port 7471 || { cat /tmp/srq-server.log; fail "$1: srq-limit server did not listen"; }
-  timeout 60 srq-limit client $2 7471 $3 >/tmp/srq-client.log 2>&1 || {
-    cat /tmp/srq-client.log /tmp/srq-server.log; fail "$1: srq-limit client failed"; }
-  wait $server || { cat /tmp/srq-server.log; fail "$1: srq-limit server failed"; }
-  echo "$1: $(grep 'limit reached' /tmp/srq-server.log)"
+  wait_port $port $4 || { cat /tmp/$tool-server.log; fail "$name: $tool server did not listen"; }
+  timeout 60 $tool client $4 $port $5 >/tmp/$tool-client.log 2>&1 || {
+    cat /tmp/$tool-client.log /tmp/$tool-server.log; fail "$name: $tool client failed"; }
+  wait $server || {
+    cat /tmp/$tool-client.log /tmp/$tool-server.log; fail "$name: $tool server failed"; }
+}
+
+# srq_pair NAME SERVER_ADDR CLIENT_ADDR: the SRQ limit event (srq-limit.c).
+srq_pair() {
+  cm_tool_pair "$1" srq-limit 7471 $2 $3
+  echo "$1: $(grep 'limit reached' /tmp/srq-limit-server.log)"
+}
+
+# sges_pair NAME SERVER_ADDR CLIENT_ADDR: an RDMA Read into 3 SGEs (read-sges.c).
+sges_pair() {
+  cm_tool_pair "$1" read-sges 7472 $2 $3
+  echo "$1: $(cat /tmp/read-sges-client.log)"
 }
 
 # stale_pair NAME SERVER_ADDR CLIENT_ADDR: a Send through a deregistered local key fails, right
-# after the key was used and with the memory registered again (kunit/tools/stale-lkey.c).
+# after the key was used and with the memory registered again (stale-lkey.c).
 stale_pair() {
-  timeout 60 stale-lkey server $2 7473 >/tmp/stale-server.log 2>&1 &
-  local server=$!
-  wait_port 7473 || { cat /tmp/stale-server.log; fail "$1: stale-lkey server did not listen"; }
-  timeout 60 stale-lkey client $2 7473 $3 >/tmp/stale-client.log 2>&1 || {
-    cat /tmp/stale-client.log /tmp/stale-server.log; fail "$1: stale-lkey client failed"; }
-  wait $server || { cat /tmp/stale-client.log /tmp/stale-server.log; fail "$1: stale-lkey server failed"; }
-  echo "$1: $(cat /tmp/stale-client.log) / $(grep server: /tmp/stale-server.log)"
-}
-
-# sges_pair NAME SERVER_ADDR CLIENT_ADDR: an RDMA Read into 3 SGEs (kunit/tools/read-sges.c).
-sges_pair() {
-  timeout 60 read-sges server $2 7472 >/tmp/sges-server.log 2>&1 &
-  local server=$!
-  wait_port 7472 || { cat /tmp/sges-server.log; fail "$1: read-sges server did not listen"; }
-  timeout 60 read-sges client $2 7472 $3 >/tmp/sges-client.log 2>&1 || {
-    cat /tmp/sges-client.log /tmp/sges-server.log; fail "$1: read-sges client failed"; }
-  wait $server || { cat /tmp/sges-server.log; fail "$1: read-sges server failed"; }
-  echo "$1: $(cat /tmp/sges-client.log)"
+  cm_tool_pair "$1" stale-lkey 7473 $2 $3
+  echo "$1: $(cat /tmp/stale-lkey-client.log) / $(grep server: /tmp/stale-lkey-server.log)"
 }
 
 perf_all() {
@@ -109,6 +111,7 @@ done
 # TERMINATE), rping fails cleanly.
 echo read >/sys/class/infiniband/rsiw1/rtr_kinds
 echo write >/sys/class/infiniband/rsiw0/rtr_kinds
+wait_port_free 7174 || fail "the previous rping's listener stayed"
 timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
 wait_port 7174 || fail "rping server did not listen"
 if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then

@@ -13,13 +13,28 @@ two_dummies() {
   ip addr replace $ADDR1/32 dev dummy1
 }
 
-# wait_port PORT: until something listens on TCP PORT (max ~10 s).
-wait_port() {
+# wait_port_free PORT: until nothing listens on TCP PORT any more (max ~10 s). An rdma_cm
+# listener goes away after its process has exited: a server started on the same port before
+# that would be taken as listening by wait_port, and its client refused.
+wait_port_free() {
   for _ in $(seq 50); do
-    netstat -ltn 2>/dev/null | grep -q ":$1 " && return 0
+    netstat -ltn 2>/dev/null | grep -q ":$1 " || return 0
     sleep 0.2
   done
-  echo "nothing listens on port $1"; return 1
+  echo "port $1 is still in use"; return 1
+}
+
+# wait_port PORT [ADDR]: until something listens on TCP PORT (on ADDR or on every address, if
+# ADDR is given; max ~10 s). A server listening on every address has rdma_cm listen on each
+# RDMA device in turn, so a listener on some device's address does not mean ADDR's is up.
+wait_port() {
+  local at=":$1 "
+  [ -n "${2:-}" ] && at="($2|0\.0\.0\.0):$1 "
+  for _ in $(seq 50); do
+    netstat -ltn 2>/dev/null | grep -qE "$at" && return 0
+    sleep 0.2
+  done
+  echo "nothing listens on port $1${2:+ of $2}"; return 1
 }
 
 fail() { echo "FAIL: $*"; exit 1; }
