@@ -136,13 +136,25 @@ fn record(events: &mut Vec<Ev>, expected_offset: &mut usize, ev: RxEvent<'_, '_>
     }
 }
 
-/// The size of chunk `k`.
-fn chunk_size(chunks: &[usize], k: usize) -> usize {
-    chunks
-        .get(k % chunks.len().max(1))
-        .copied()
-        .unwrap_or(1)
-        .max(1)
+/// `stream` cut into consecutive chunks of the sizes `chunks` gives in turn (0 counts as 1;
+/// no sizes means bytes one by one), the last one possibly shorter.
+fn split<'s>(stream: &'s [u8], chunks: &[usize]) -> Vec<&'s [u8]> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for k in 0.. {
+        if pos >= stream.len() {
+            break;
+        }
+        let size = chunks
+            .get(k % chunks.len().max(1))
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        let chunk = &stream[pos..(pos + size).min(stream.len())];
+        out.push(chunk);
+        pos += chunk.len();
+    }
+    out
 }
 
 /// Feeds `stream` in chunks of the given sizes, merging adjacent payload.
@@ -153,13 +165,8 @@ fn run(
 ) -> (Vec<Ev>, Option<rsiw_proto::proto::fpdu::FpduError>) {
     let mut rx = FpduReceiver::new(SoftCrc32c, crc);
     let mut events = Vec::new();
-    let mut pos = 0;
-    let mut k = 0;
     let mut expected_offset = 0;
-    while pos < stream.len() {
-        let size = chunk_size(chunks, k);
-        k += 1;
-        let chunk = &stream[pos..(pos + size).min(stream.len())];
+    for chunk in split(stream, chunks) {
         let res = rx.feed(chunk, |ev| {
             record(&mut events, &mut expected_offset, ev);
             ControlFlow::Continue(())
@@ -168,7 +175,6 @@ fn run(
             Ok(n) => assert_eq!(n, chunk.len()),
             Err(e) => return (events, Some(e)),
         }
-        pos += chunk.len();
     }
     (events, None)
 }
@@ -182,13 +188,8 @@ fn run_whole(
 ) -> (Vec<Ev>, Option<rsiw_proto::proto::fpdu::FpduError>) {
     let mut rx = FpduReceiver::new(SoftCrc32c, crc);
     let mut events = Vec::new();
-    let mut pos = 0;
-    let mut k = 0;
     let mut expected_offset = 0;
-    while pos < stream.len() {
-        let size = chunk_size(chunks, k);
-        k += 1;
-        let chunk = &stream[pos..(pos + size).min(stream.len())];
+    for chunk in split(stream, chunks) {
         let mut at = 0;
         while at < chunk.len() {
             let rest = &chunk[at..];
@@ -240,7 +241,6 @@ fn run_whole(
                 }
             }
         }
-        pos += chunk.len();
     }
     (events, None)
 }
