@@ -46,6 +46,8 @@ struct Received {
     state: Option<TcpState>,
     /// A read ran past the buffer: the case fails.
     overflow: bool,
+    /// The in-place pieces of a slice differed from its copy (or did not cover it).
+    pieces_differ: bool,
 }
 
 /// A `TcpCallbacks` that copies everything received into a buffer and wakes the test.
@@ -68,6 +70,7 @@ impl Collector {
                     calls: 0,
                     state: None,
                     overflow: false,
+                    pieces_differ: false,
                 }),
                 changed <- new_condvar!(),
             }),
@@ -104,6 +107,16 @@ impl TcpCallbacks for Collector {
                 guard.overflow = true;
                 return 0;
             }
+            // The pieces handed over in place are the same bytes as the copy (made by
+            // `skb_copy_bits`), in order, and all of them.
+            let mut seen = 0;
+            let mut same = true;
+            slice.for_each_piece(|piece| {
+                same &= dst.get(seen..seen + piece.len()) == Some(piece);
+                seen += piece.len();
+                same
+            });
+            guard.pieces_differ |= !same || seen != slice.len();
             guard.len += slice.len();
             slice.len()
         });
@@ -164,13 +177,17 @@ fn stream_reaches_callbacks(test: &mut Test, ip: IpAddr) -> Result {
     let total = msg.len();
     let arrived = collector.wait_for(|r| r.len >= total || r.overflow);
     kunit_expect!(test, arrived, "timed out waiting for {} bytes", total);
-    {
+    // Read out under the lock, checked after it: a failed check allocates its message.
+    let (overflow, pieces_differ, len, same, calls) = {
         let r = collector.rx.lock();
-        kunit_expect!(test, !r.overflow);
-        kunit_expect_eq!(test, r.len, total);
-        kunit_expect!(test, r.data[..total] == msg[..], "received bytes differ");
-        kunit_expect!(test, r.calls >= 1);
-    }
+        let same = r.data.get(..total) == Some(&msg[..]);
+        (r.overflow, r.pieces_differ, r.len, same, r.calls)
+    };
+    kunit_expect!(test, !overflow);
+    kunit_expect!(test, !pieces_differ, "in-place pieces differ from the copy");
+    kunit_expect_eq!(test, len, total);
+    kunit_expect!(test, same, "received bytes differ");
+    kunit_expect!(test, calls >= 1);
 
     // The peer closing shows up as a state change.
     client.shutdown(Shutdown::Write)?;

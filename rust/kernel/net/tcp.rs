@@ -823,6 +823,9 @@ unsafe extern "C" fn read_actor<F: FnMut(&SkbSlice<'_>) -> usize>(
     used as c_int
 }
 
+/// The tag of a page fragment that is not a page (`NET_IOV` in `include/net/netmem.h`).
+const NET_IOV: bindings::netmem_ref = 1;
+
 /// A contiguous range of received bytes inside a socket buffer, offered by [`RxQueue::read`].
 ///
 /// # Invariants
@@ -874,6 +877,92 @@ impl SkbSlice<'_> {
         else {
             return;
         };
+        if self.for_each_direct_piece(to, &mut f) {
+            return;
+        }
+        self.for_each_seq_piece(to, f);
+    }
+
+    /// [`Self::for_each_piece`] for the common socket buffer, which TCP builds from a head and
+    /// page fragments and no fragment list: walks them here instead of through
+    /// `skb_seq_read`, which costs a preparation call and a further call per piece (plus the
+    /// one that finds the end). Returns `false`, having handed nothing to `f`, when the
+    /// buffer is of another kind.
+    #[inline]
+    fn for_each_direct_piece(&self, to: u32, f: &mut impl FnMut(&[u8]) -> bool) -> bool {
+        // A fragment may span several pages of a compound page: only without highmem are
+        // they mapped contiguously (in the direct map) by mapping the first.
+        if cfg!(CONFIG_HIGHMEM) {
+            return false;
+        }
+        let skb = self.skb;
+        // SAFETY: `skb` is valid for `'a` (type invariant); these are plain fields, and the
+        // shared info sits `end` bytes after `head` (64-bit builds keep `end` as an offset).
+        let (data, headlen, shinfo) = unsafe {
+            let shinfo = (*skb)
+                .head
+                .add((*skb).end as usize)
+                .cast::<bindings::skb_shared_info>();
+            let headlen = (*skb).len.saturating_sub((*skb).data_len);
+            ((*skb).data, headlen, &*shinfo)
+        };
+        if !shinfo.frag_list.is_null() {
+            return false;
+        }
+        let Some(frags) = shinfo.frags.get(..usize::from(shinfo.nr_frags)) else {
+            return false;
+        };
+        // Fragments backed by something other than a page (a `net_iov`, tagged `NET_IOV` in
+        // the low bit) are left to the general walk, which knows them.
+        if frags.iter().any(|frag| frag.netmem & NET_IOV != 0) {
+            return false;
+        }
+        let mut at = self.offset;
+        // The head: bytes `0..headlen` after `data`.
+        if at < headlen {
+            let end = to.min(headlen);
+            // SAFETY: The head holds `headlen` bytes from `data`, and `at..end` is inside both
+            // them and the slice (type invariant).
+            let piece =
+                unsafe { core::slice::from_raw_parts(data.add(at as usize), (end - at) as usize) };
+            if !f(piece) {
+                return true;
+            }
+            at = end;
+        }
+        let mut start = headlen;
+        for frag in frags {
+            if at >= to {
+                break;
+            }
+            let end = start.saturating_add(frag.len);
+            if at < end {
+                let last = to.min(end);
+                let page = frag.netmem as *mut bindings::page;
+                // SAFETY: The fragment is a page (checked above) the buffer holds a reference
+                // to; the mapping is valid until the matching `kunmap_local` below and, without
+                // highmem, covers the whole (compound) page the fragment lies in.
+                let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
+                let from = frag.offset as usize + (at - start) as usize;
+                // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped page
+                // range, and `at..last` lies within the fragment and the slice.
+                let piece =
+                    unsafe { core::slice::from_raw_parts(base.add(from), (last - at) as usize) };
+                let go_on = f(piece);
+                // SAFETY: `base` is the mapping made above; `piece` is not used any more.
+                unsafe { bindings::kunmap_local(base.cast()) };
+                if !go_on {
+                    return true;
+                }
+                at = last;
+            }
+            start = end;
+        }
+        true
+    }
+
+    /// [`Self::for_each_piece`] through `skb_seq_read`, for any socket buffer.
+    fn for_each_seq_piece(&self, to: u32, mut f: impl FnMut(&[u8]) -> bool) {
         // SAFETY: Plain data, set up by `skb_prepare_seq_read`.
         let mut st: bindings::skb_seq_state = unsafe { core::mem::zeroed() };
         // SAFETY: `skb` holds the bytes `offset..to` and is valid for `'a` (type invariant).
