@@ -54,6 +54,17 @@ overlay() {
   done
   for f in $files; do install_if_changed "$stage/$f" "$KTREE/$f"; done
   rm -rf "$stage"
+  # Files an earlier series touched and this one does not go back to their pristine copies
+  # (an empty copy stands for a file a patch created: it goes).
+  (cd "$pristine" && find . -type f | sed 's|^\./||') | while read -r f; do
+    grep -qxF "$f" <<<"$files" && continue
+    if [ -s "$pristine/$f" ]; then
+      install_if_changed "$pristine/$f" "$KTREE/$f"
+    elif [ -e "$KTREE/$f" ]; then
+      rm -f "$KTREE/$f"
+      echo "  removed ${f}"
+    fi
+  done
 
   # 3. Config: base + the project's fragment, resolved by Kconfig; rewritten only on change.
   local cfg="$RSIW_CACHE/config.new"
