@@ -921,10 +921,10 @@ impl SkbSlice<'_> {
         // The head: bytes `0..headlen` after `data`.
         if at < headlen {
             let end = to.min(headlen);
+            let (ptr, n) = (data.wrapping_add(at as usize), (end - at) as usize);
             // SAFETY: The head holds `headlen` bytes from `data`, and `at..end` is inside both
             // them and the slice (type invariant).
-            let piece =
-                unsafe { core::slice::from_raw_parts(data.add(at as usize), (end - at) as usize) };
+            let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
             if !f(piece) {
                 return true;
             }
@@ -944,10 +944,10 @@ impl SkbSlice<'_> {
                 // highmem, covers the whole (compound) page the fragment lies in.
                 let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
                 let from = frag.offset as usize + (at - start) as usize;
+                let (ptr, n) = (base.wrapping_add(from), (last - at) as usize);
                 // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped page
                 // range, and `at..last` lies within the fragment and the slice.
-                let piece =
-                    unsafe { core::slice::from_raw_parts(base.add(from), (last - at) as usize) };
+                let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
                 let go_on = f(piece);
                 // SAFETY: `base` is the mapping made above; `piece` is not used any more.
                 unsafe { bindings::kunmap_local(base.cast()) };

@@ -61,40 +61,45 @@ unsafe impl super::Backend for SpinLockBhBackend {
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
         // SAFETY: The safety requirements of this function ensure that `ptr` points to valid
         // memory, and that it has been initialised before.
-        #[cfg(not(CONFIG_PREEMPT_RT))]
-        unsafe {
-            bindings::_raw_spin_lock_bh(raw(ptr))
-        }
-        // SAFETY: As above.
-        #[cfg(CONFIG_PREEMPT_RT)]
-        unsafe {
-            bindings::spin_lock_bh(ptr)
-        }
+        unsafe { lock_bh(ptr) }
     }
 
     #[inline]
     unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
         // SAFETY: The safety requirements of this function ensure that `ptr` is valid and that
         // the caller is the owner of the spinlock, taken by `lock` above.
-        #[cfg(not(CONFIG_PREEMPT_RT))]
-        unsafe {
-            bindings::_raw_spin_unlock_bh(raw(ptr))
-        }
-        // SAFETY: As above.
-        #[cfg(CONFIG_PREEMPT_RT)]
-        unsafe {
-            bindings::spin_unlock_bh(ptr)
-        }
+        unsafe { unlock_bh(ptr) }
     }
 }
 
-/// The `raw_spinlock_t` inside a `spinlock_t`: `spin_lock_bh` and `spin_unlock_bh` only pass it
-/// on to `_raw_spin_lock_bh` and `_raw_spin_unlock_bh`. Calling those directly spares the C
-/// helper in between, one call and return per lock and per unlock on the data path.
+// `spin_lock_bh` and `spin_unlock_bh` only pass the `raw_spinlock_t` inside the lock on to
+// `_raw_spin_lock_bh` and `_raw_spin_unlock_bh`. Without PREEMPT_RT, calling those directly
+// spares the C helper in between: one call and return per lock and per unlock on the data path.
+#[cfg(CONFIG_PREEMPT_RT)]
+use bindings::{spin_lock_bh as lock_bh, spin_unlock_bh as unlock_bh};
+
+/// `spin_lock_bh`.
+///
+/// # Safety
+///
+/// `ptr` points to an initialised `spinlock_t`.
 #[cfg(not(CONFIG_PREEMPT_RT))]
 #[inline]
-fn raw(ptr: *mut bindings::spinlock_t) -> *mut bindings::raw_spinlock_t {
-    // Without PREEMPT_RT, `spinlock_t` is a union whose `rlock` member sits at offset 0 (the
-    // lockdep variant only adds a `lockdep_map` after it).
-    ptr.cast()
+unsafe fn lock_bh(ptr: *mut bindings::spinlock_t) {
+    // SAFETY: Without PREEMPT_RT, a `spinlock_t` is a union whose `rlock` member, the
+    // `raw_spinlock_t`, sits at offset 0 (the lockdep variant only adds a `lockdep_map` after
+    // it); the caller passes an initialised lock.
+    unsafe { bindings::_raw_spin_lock_bh(ptr.cast()) }
+}
+
+/// `spin_unlock_bh`.
+///
+/// # Safety
+///
+/// `ptr` points to a `spinlock_t` the caller holds, taken with [`lock_bh`].
+#[cfg(not(CONFIG_PREEMPT_RT))]
+#[inline]
+unsafe fn unlock_bh(ptr: *mut bindings::spinlock_t) {
+    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0, and the caller holds the lock.
+    unsafe { bindings::_raw_spin_unlock_bh(ptr.cast()) }
 }
