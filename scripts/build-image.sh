@@ -87,6 +87,8 @@ cp "$RSIW_TOP"/kunit/scenarios/*.sh "$root/tests/" 2>/dev/null || true
 cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
 mkdir -p "$root/bench"
 cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
+mkdir -p "$root/profile"
+cp "$RSIW_TOP"/kunit/profile/*.sh "$root/profile/"
 
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) >"$out/initramfs.cpio"
 echo "build-image: $out/initramfs.cpio ($(du -h "$out/initramfs.cpio" | cut -f1))"

@@ -1,0 +1,20 @@
+# timeout: 900
+# `make profile`: one provider's ib_send_lat 8 B run, counted by the QEMU plugin on the host.
+# The provider and iterations come from the kernel command line (profile.provider=,
+# profile.iters=); the guest's symbols go to /share for the host to attribute the counts.
+. /tests/lib.sh
+two_dummies
+provider=$(sed -n 's/.*profile\.provider=\([a-z]*\).*/\1/p' /proc/cmdline)
+iters=$(sed -n 's/.*profile\.iters=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$provider" ] && [ -n "$iters" ] || { echo "no profile.provider/profile.iters"; exit 1; }
+modprobe "$provider"
+rdma link add ${provider}0 type $provider netdev dummy0
+rdma link add ${provider}1 type $provider netdev dummy1
+timeout 600 ib_send_lat -R -d ${provider}1 -s 8 -n "$iters" -F >/tmp/s.log 2>&1 &
+wait_port 18515 $ADDR1
+timeout 600 ib_send_lat -R -d ${provider}0 -s 8 -n "$iters" -F $ADDR1 >/tmp/c.log 2>&1
+wait
+echo "PROFILE $provider $iters done"
+cat /proc/kallsyms >/share/kallsyms
+rdma link del ${provider}1
+rdma link del ${provider}0
