@@ -87,12 +87,12 @@ print(f"per message (one 8-byte Send and its receive), from {lo} and {hi} iterat
 print(f"{'':28s}" + "".join(f"{p + ' insns':>13s}{'blocks':>9s}" for p in providers))
 groups = sorted({group(k) for p in providers for k in per[p]})
 for g in groups:
-    cells = ""
-    for p in providers:
-        ins = sum(v[0] for k, v in per[p].items() if group(k) == g)
-        blk = sum(v[1] for k, v in per[p].items() if group(k) == g)
-        cells += f"{ins:13.0f}{blk:9.0f}"
-    print(f"{g:28s}{cells}")
+    sums = [(sum(v[0] for k, v in per[p].items() if group(k) == g),
+             sum(v[1] for k, v in per[p].items() if group(k) == g)) for p in providers]
+    # Modules that only loaded (KUnit suites) do no work per message.
+    if all(abs(ins) < 0.5 for ins, _ in sums):
+        continue
+    print(f"{g:28s}" + "".join(f"{ins:13.0f}{blk:9.0f}" for ins, blk in sums))
 print("\n(user space includes each side's polling while it waits, so it grows with latency)\n")
 helpers = ["memcpy_orig", "memset_orig", "_raw_spin_lock", "_raw_spin_lock_bh",
            "_raw_spin_lock_irqsave", "__local_bh_enable_ip", "mutex_lock",
