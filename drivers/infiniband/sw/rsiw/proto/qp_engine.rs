@@ -921,6 +921,13 @@ struct InFlight<C: Crc32c + Copy> {
     job: Job,
 }
 
+impl<C: Crc32c + Copy> InFlight<C> {
+    /// Whether finishing it writes a completion (and nothing follows it).
+    fn completes(&self) -> bool {
+        matches!(&self.job, Job::Sq { wr, then: None, .. } if wr.signaled)
+    }
+}
+
 /// The last message received, to tell what Immediate Data completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LastRx {
@@ -1001,6 +1008,9 @@ pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
     tx: TxEngine<C>,
     fpdu_size: usize,
     inflight: Option<InFlight<C>>,
+    /// The in-flight message is produced whole and completes (signaled) on
+    /// the next call: after the driver handed its FPDUs to TCP.
+    finish_deferred: bool,
     st: State<S>,
 }
 
@@ -1451,6 +1461,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
             fpdu_size: config.fpdu_size,
             inflight: None,
+            finish_deferred: false,
             st: State {
                 pd: config.pd,
                 requester: Requester::new(config.ord),
@@ -1535,7 +1546,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         match self.st.stage {
             Stage::Pending { .. } => true,
             Stage::Running => {
-                self.inflight.is_some()
+                // A deferred completion is the next call's, which the
+                // transmitter makes anyway (the call before was not idle).
+                (self.inflight.is_some() && !self.finish_deferred)
                     || self.responder_ready().is_some()
                     || (self.st.sq_stalled && self.st.sq_unblocked)
             }
@@ -1631,6 +1644,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     ) -> Transmitted {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
+        if self.finish_deferred {
+            self.finish_deferred = false;
+            self.finish(ctx);
+        }
         // Most calls find nothing to send, or only the SQ head: tell so
         // before setting up to produce FPDUs, with the SQ head's one peek.
         let sq_head = self.st.stage == Stage::Running
@@ -1696,6 +1713,13 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             };
             match produce(inflight, ctx, &mut room) {
                 Produced::Full => break,
+                Produced::Done if inflight.completes() && !room.is_empty() => {
+                    // As the C siw does, a work request completes once its
+                    // FPDUs are with TCP, not before: a peer waiting for
+                    // them (a ping-pong) does not wait for the completion.
+                    self.finish_deferred = true;
+                    break;
+                }
                 Produced::Done => self.finish(ctx),
                 Produced::Failed(status, error) => {
                     if let Job::Sq { wr, .. } = &inflight.job {
@@ -2225,6 +2249,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         if self.st.stage == Stage::Running {
             self.st.stage = Stage::Flushed;
         }
+        // A message produced whole, whose completion waited for the next
+        // call, went to TCP before the flush: it completes as it would have.
+        if self.finish_deferred {
+            self.finish_deferred = false;
+            self.finish(ctx);
+        }
         if let Some(InFlight {
             job: Job::Sq { wr, .. },
             ..
@@ -2309,6 +2339,13 @@ struct Room<'o> {
     short: bool,
     /// Payload may go by reference (CRCs are off).
     by_reference: bool,
+}
+
+impl Room<'_> {
+    /// Whether nothing was produced into it.
+    fn is_empty(&self) -> bool {
+        self.pos == 0 && self.referenced == 0
+    }
 }
 
 /// The payload of `job`'s next FPDU, if it may go by reference (see the
