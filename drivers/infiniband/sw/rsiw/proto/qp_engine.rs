@@ -1644,10 +1644,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     ) -> Transmitted {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
-        if self.finish_deferred {
-            self.finish_deferred = false;
-            self.finish(ctx);
-        }
+        self.finish_if_deferred(ctx);
         // Most calls find nothing to send, or only the SQ head: tell so
         // before setting up to produce FPDUs, with the SQ head's one peek.
         let sq_head = self.st.stage == Stage::Running
@@ -2207,6 +2204,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// Wraps up the message in flight, whose last FPDU was produced: it ends, or the Immediate
     /// Data that follows it takes its place.
+    /// Finishes the message produced whole on the call before, whose
+    /// completion waited for the driver to hand its FPDUs to TCP.
+    fn finish_if_deferred<X: QpContext>(&mut self, ctx: &mut X) {
+        if core::mem::take(&mut self.finish_deferred) {
+            self.finish(ctx);
+        }
+    }
+
     fn finish<X: QpContext>(&mut self, ctx: &mut X) {
         let Some(inflight) = self.inflight.as_mut() else {
             return;
@@ -2243,18 +2248,16 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// QP to error: completes every outstanding request (ORD slots, the
     /// partially sent work request) and every queued SQ and RQ entry with
-    /// [`WcStatus::WrFlushErr`], signaled or not. A pending TERMINATE stays
-    /// pending; otherwise nothing is sent any more.
+    /// [`WcStatus::WrFlushErr`], signaled or not (a message already produced
+    /// whole completes as sent). A pending TERMINATE stays pending; otherwise
+    /// nothing is sent any more.
     pub fn flush<X: QpContext>(&mut self, ctx: &mut X) {
         if self.st.stage == Stage::Running {
             self.st.stage = Stage::Flushed;
         }
         // A message produced whole, whose completion waited for the next
         // call, went to TCP before the flush: it completes as it would have.
-        if self.finish_deferred {
-            self.finish_deferred = false;
-            self.finish(ctx);
-        }
+        self.finish_if_deferred(ctx);
         if let Some(InFlight {
             job: Job::Sq { wr, .. },
             ..
