@@ -29,7 +29,9 @@
 //! queued, until an ORD credit is free; a fenced work request waits until no
 //! Read or Atomic is outstanding. Local operations (memory registration and
 //! local invalidation) run when they reach the head of the queue. Send and
-//! Write work requests complete once their last FPDU has been produced, Reads
+//! Write work requests complete once their last FPDU has been produced (a
+//! signalled one on the transmit call after, once the driver handed the
+//! FPDUs to TCP, as the C siw completes after sendmsg), Reads
 //! when their last Read Response segment has been placed, Atomics when their
 //! response's original value has been written to the local buffer.
 //!
@@ -2202,8 +2204,6 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
-    /// Wraps up the message in flight, whose last FPDU was produced: it ends, or the Immediate
-    /// Data that follows it takes its place.
     /// Finishes the message produced whole on the call before, whose
     /// completion waited for the driver to hand its FPDUs to TCP.
     fn finish_if_deferred<X: QpContext>(&mut self, ctx: &mut X) {
@@ -2212,6 +2212,8 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
+    /// Wraps up the message in flight, whose last FPDU was produced: it ends, or the Immediate
+    /// Data that follows it takes its place.
     fn finish<X: QpContext>(&mut self, ctx: &mut X) {
         let Some(inflight) = self.inflight.as_mut() else {
             return;
