@@ -24,14 +24,22 @@ wait_port_free() {
   echo "port $1 is still in use"; return 1
 }
 
-# wait_port PORT [ADDR]: until something listens on TCP PORT (on ADDR or on every address, if
-# ADDR is given; max ~10 s). A server listening on every address has rdma_cm listen on each
-# RDMA device in turn, so a listener on some device's address does not mean ADDR's is up.
+# wait_port PORT [ADDR]: until something listens on TCP PORT (max ~10 s); with ADDR, until
+# something listens on ADDR itself or, on every address, once per RDMA device. An rdma_cm server
+# on every address listens on each RDMA device in turn, and rsiw and siw bind such a listener to
+# their device, which netstat shows as 0.0.0.0: the first one up need not be ADDR's device, and a
+# client started then is refused.
 wait_port() {
-  local at=":$1 "
-  [ -n "${2:-}" ] && at="($2|0\.0\.0\.0):$1 "
+  local want=1 found
+  [ -n "${2:-}" ] && want=$(ls /sys/class/infiniband 2>/dev/null | wc -l)
+  [ "$want" -ge 1 ] || want=1
   for _ in $(seq 50); do
-    netstat -ltn 2>/dev/null | grep -qE "$at" && return 0
+    found=$(netstat -ltn 2>/dev/null | awk -v p=":$1" -v a="${2:-}" '
+      a == "" && substr($4, length($4) - length(p) + 1) == p { any++ }
+      a != "" && $4 == a p { mine++ }
+      a != "" && $4 == "0.0.0.0" p { any++ }
+      END { print (mine ? 1000 : any + 0) }')
+    [ "$found" -ge "$want" ] && return 0
     sleep 0.2
   done
   echo "nothing listens on port $1${2:+ of $2}"; return 1
