@@ -1,0 +1,19 @@
+# timeout: 900
+# `make critical-path`: one provider's ib_send_lat 8 B run, traced by the QEMU plugin from the
+# `sync` right before the client starts (the server waits by then). The provider and iterations
+# come from the kernel command line; the guest's symbols go to /share for the host.
+. /tests/lib.sh
+two_dummies
+provider=$(sed -n 's/.*profile\.provider=\([a-z]*\).*/\1/p' /proc/cmdline)
+iters=$(sed -n 's/.*profile\.iters=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$provider" ] && [ -n "$iters" ] || { echo "no profile.provider/profile.iters"; exit 1; }
+modprobe "$provider"
+rdma link add ${provider}0 type $provider netdev dummy0
+rdma link add ${provider}1 type $provider netdev dummy1
+timeout 600 ib_send_lat -R -d ${provider}1 -s 8 -n "$iters" -F >/tmp/s.log 2>&1 &
+wait_port 18515 $ADDR1
+sync
+timeout 600 ib_send_lat -R -d ${provider}0 -s 8 -n "$iters" -F $ADDR1 >/tmp/c.log 2>&1
+wait
+echo "PROFILE $provider $iters done"
+cat /proc/kallsyms >/share/kallsyms
