@@ -35,7 +35,7 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
   rm -f "$run".trace.*
   RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
     RSIW_QEMU_ARGS="-plugin $plugin,arg=out=$run.trace,arg=trig=$trig" \
-    "$here/run-vm.sh" "$run.log" profile '20-*'
+    "$here/run-vm.sh" "$run.log" profile '10-*'
   grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.log" && [ -s "$run.trace.0" ] &&
     [ -s "$run.share/kallsyms" ] || { echo "critical-path: the $provider run failed ($run.log)"; exit 1; }
 done
@@ -104,3 +104,5 @@ for p in providers:
     for name, c in before.most_common(25):
         print(f"{c / max(count, 1):8.0f}  {re.sub(r'Cs[0-9A-Za-z_]{10,14}_', '', name)[:110]}")
 PY
+# The traces are about 1 GiB per vCPU: set CRITICAL_PATH_KEEP=1 to keep them for a closer look.
+[ -n "${CRITICAL_PATH_KEEP:-}" ] || rm -f "$out"/*.trace.*

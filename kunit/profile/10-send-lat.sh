@@ -1,5 +1,7 @@
 # timeout: 900
-# `make profile`: one provider's ib_send_lat 8 B run, counted by the QEMU plugin on the host.
+# `make profile` and `make critical-path`: one provider's ib_send_lat 8 B run, counted or traced
+# by a QEMU plugin on the host (the trace starts at the `sync` before the client; the server
+# waits by then).
 # The provider and iterations come from the kernel command line (profile.provider=,
 # profile.iters=); the guest's symbols go to /share for the host to attribute the counts.
 . /tests/lib.sh
@@ -12,6 +14,7 @@ rdma link add ${provider}0 type $provider netdev dummy0
 rdma link add ${provider}1 type $provider netdev dummy1
 timeout 600 ib_send_lat -R -d ${provider}1 -s 8 -n "$iters" -F >/tmp/s.log 2>&1 &
 wait_port 18515 $ADDR1
+sync
 timeout 600 ib_send_lat -R -d ${provider}0 -s 8 -n "$iters" -F $ADDR1 >/tmp/c.log 2>&1
 wait
 echo "PROFILE $provider $iters done"
