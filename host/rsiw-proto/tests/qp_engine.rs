@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::ddp::DdpHeader;
+use rsiw_proto::proto::immediate::ImmediateData;
 use rsiw_proto::proto::mpa::{RtrKind, RtrKinds};
 use rsiw_proto::proto::mpa_handshake::{
     self, InitiatorEvent, InitiatorHandshake, ReceivedRtr, ResponderEvent, ResponderHandshake,
@@ -4209,4 +4210,200 @@ fn a_signalled_message_completes_on_the_call_after_its_fpdus() {
     p.a.flush(&mut p.na);
     assert_eq!(p.tx(true), 0);
     assert_eq!(p.na.cq.len(), 2);
+}
+
+/// A Send or Write work request of `len` bytes out of region `lkey` (at `VA`), cut into
+/// `pieces` SGEs; `kind` picks the operation.
+fn sq_message(
+    wr_id: u64,
+    kind: u8,
+    len: u32,
+    pieces: u32,
+    signaled: bool,
+    lkey: u32,
+) -> SendRequest {
+    let op = match kind {
+        0 => send_op(),
+        1 => SendOp::Send {
+            solicited: true,
+            invalidate: None,
+        },
+        2 => SendOp::Send {
+            solicited: false,
+            invalidate: Some(0x4321),
+        },
+        3 => SendOp::SendImm {
+            imm: 0xabcd_0000 | wr_id as u32,
+            solicited: wr_id % 2 == 0,
+        },
+        4 => SendOp::WriteImm {
+            remote_addr: 0x9000 + u64::from(len),
+            rkey: 0x777,
+            imm: wr_id as u32,
+        },
+        _ => SendOp::Write {
+            remote_addr: 0x10_0000 + wr_id,
+            rkey: 0x777,
+        },
+    };
+    let pieces = pieces.clamp(1, MAX_SGE as u32);
+    let mut list = Vec::new();
+    let mut left = len;
+    let mut at = wr_id * 7 % 300;
+    for i in 0..pieces {
+        let piece = if i + 1 == pieces { left } else { left / 2 };
+        list.push(sge(VA + at, piece, lkey));
+        at += u64::from(piece) + 3;
+        left -= piece;
+    }
+    let mut wr = wr(wr_id, op, &list);
+    wr.signaled = signaled;
+    wr
+}
+
+/// The messages `wr` is on the wire, as [`QpEngine`] documents it.
+fn as_work_requests(wr: &SendRequest) -> Vec<WorkRequest<'static>> {
+    let len = wr.sges.total_len().unwrap() as u32;
+    match wr.op {
+        SendOp::Send {
+            solicited,
+            invalidate,
+        } => vec![WorkRequest::Send {
+            len,
+            solicited,
+            invalidate,
+        }],
+        SendOp::SendImm { imm, solicited } if len == 0 => vec![WorkRequest::Immediate {
+            data: ImmediateData::from_be32(imm),
+            solicited,
+        }],
+        SendOp::SendImm { imm, solicited } => vec![
+            WorkRequest::Send {
+                len,
+                solicited: false,
+                invalidate: None,
+            },
+            WorkRequest::Immediate {
+                data: ImmediateData::from_be32(imm),
+                solicited,
+            },
+        ],
+        SendOp::Write { remote_addr, rkey } => vec![WorkRequest::Write {
+            stag: rkey,
+            tagged_offset: remote_addr,
+            len,
+        }],
+        SendOp::WriteImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => vec![WorkRequest::WriteImmediate {
+            stag: rkey,
+            tagged_offset: remote_addr,
+            len,
+            data: ImmediateData::from_be32(imm),
+            solicited: false,
+        }],
+        _ => unreachable!("not a Send or Write"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Whether a message goes out as one FPDU straight from the SQ or through the message in
+    /// flight, the stream is what one transmit engine frames for the same work requests, and
+    /// the completions are those of the signalled ones, in order, each on the call after its
+    /// last FPDU.
+    #[test]
+    fn sq_messages_go_out_as_the_transmit_engine_frames_them(
+        msgs in proptest::collection::vec((0u8..6, 0u32..1500, 1u32..4, any::<bool>()), 1..16),
+        crc: bool,
+        fpdu_size in 128usize..4096,
+        out_len in 4096usize..9000,
+        by_reference: bool,
+    ) {
+        let config = EngineConfig {
+            crc,
+            fpdu_size,
+            pd: PD,
+            ird: 8,
+            ord: 8,
+            rtr: RtrState::None,
+        };
+        let mut engine = Engine::new(config, SoftCrc32c);
+        let mut node = Node { accept: Accept::Always, ..Node::default() };
+        let lkey = node.mr(8192, VA, ALL);
+        node.fill(lkey, 0x3c);
+        let wrs: Vec<SendRequest> = msgs
+            .iter()
+            .enumerate()
+            .map(|(i, &(kind, len, pieces, signaled))| {
+                sq_message(i as u64 + 1, kind, len, pieces, signaled, lkey)
+            })
+            .collect();
+        node.sq.extend(wrs.iter().copied());
+
+        let mut oracle = TxEngine::new(crc.then_some(SoftCrc32c), fpdu_size);
+        let mut expected = Vec::new();
+        // Where each work request's bytes end in the stream.
+        let mut ends = Vec::new();
+        for wr in &wrs {
+            let payload = node.payload(&Source::Gather {
+                sges: wr.sges.as_slice().to_vec(),
+                offset: 0,
+                len: wr.sges.total_len().unwrap() as u32,
+            });
+            for request in as_work_requests(wr) {
+                let mut msg = oracle.start(request).unwrap();
+                let mut header = [0u8; MAX_FPDU_HEADER_LEN];
+                while let Some(mut fpdu) = msg.next_fpdu(&mut header).unwrap() {
+                    expected.extend_from_slice(&header[..fpdu.header_len]);
+                    let start = fpdu.payload_offset as usize;
+                    let data = &payload[start..start + fpdu.payload_len as usize];
+                    fpdu.hash_payload(data);
+                    expected.extend_from_slice(data);
+                    expected.extend_from_slice(fpdu.trailer().as_bytes());
+                }
+            }
+            ends.push(expected.len());
+        }
+
+        let mut wire = Vec::new();
+        let mut calls = 0;
+        loop {
+            let before = node.cq.len();
+            let produced = if by_reference {
+                let (t, bytes) = transmit_by_reference(&mut engine, &mut node, out_len, out_len);
+                prop_assert_eq!(t.referenced, 0);
+                bytes
+            } else {
+                let mut out = vec![0u8; out_len];
+                let n = engine.transmit(&mut node, &mut out);
+                out.truncate(n);
+                out
+            };
+            // A completion is written only for a message whose bytes a
+            // previous call returned.
+            for c in &node.cq[before..] {
+                let index = wrs.iter().position(|w| w.wr_id == c.wr_id).unwrap();
+                prop_assert!(ends[index] <= wire.len(), "{:?} before its bytes", c);
+            }
+            wire.extend_from_slice(&produced);
+            calls += 1;
+            prop_assert!(calls < 10_000, "no end");
+            if produced.is_empty() {
+                break;
+            }
+        }
+        prop_assert!(node.sq.is_empty());
+        prop_assert!(wire == expected, "{} bytes sent, {} framed", wire.len(), expected.len());
+        let completions: Vec<Completion> = wrs
+            .iter()
+            .filter(|w| w.signaled)
+            .map(|w| ok(w.wr_id, w.op.wc_opcode(), w.sges.total_len().unwrap() as u32))
+            .collect();
+        prop_assert_eq!(&node.cq, &completions);
+        prop_assert!(!engine.is_terminated());
+    }
 }

@@ -23,7 +23,10 @@
 //! operation was executed when the request arrived). Then the send queue.
 //! Messages are never interleaved: once a message's first FPDU is out, its
 //! other FPDUs follow before any other message starts, so a responder message
-//! waits for the end of the SQ message in progress.
+//! waits for the end of the SQ message in progress. A Send or Write of one
+//! FPDU (and less than [`BY_REFERENCE_FROM`] bytes) that fits the buffer is
+//! produced straight from the SQ head without becoming the message in
+//! progress, which spares copying the work request and the message state.
 //!
 //! Send queue work requests are taken in order. A Read or Atomic waits, still
 //! queued, until an ORD credit is free; a fenced work request waits until no
@@ -924,9 +927,16 @@ struct InFlight<C: Crc32c + Copy> {
 }
 
 impl<C: Crc32c + Copy> InFlight<C> {
-    /// Whether finishing it writes a completion (and nothing follows it).
-    fn completes(&self) -> bool {
-        matches!(&self.job, Job::Sq { wr, then: None, .. } if wr.signaled)
+    /// The completion finishing it writes, if that is all finishing it does.
+    fn completion(&self) -> Option<Completion> {
+        match &self.job {
+            Job::Sq {
+                wr,
+                len,
+                then: None,
+            } if wr.signaled => Some(Completion::send(wr, WcStatus::Success, *len)),
+            _ => None,
+        }
     }
 }
 
@@ -1010,9 +1020,9 @@ pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
     tx: TxEngine<C>,
     fpdu_size: usize,
     inflight: Option<InFlight<C>>,
-    /// The in-flight message is produced whole and completes (signaled) on
-    /// the next call: after the driver handed its FPDUs to TCP.
-    finish_deferred: bool,
+    /// The completion of a message produced whole on the previous call,
+    /// written on the next one: after the driver handed its FPDUs to TCP.
+    deferred: Option<Completion>,
     st: State<S>,
 }
 
@@ -1440,6 +1450,8 @@ enum Produced {
 enum Started {
     /// A message is in flight.
     Message,
+    /// A message went out whole; its completion waits for the next call.
+    Completing,
     /// A local operation ran, or a work request failed; look again.
     Again,
     /// Nothing to do now.
@@ -1463,7 +1475,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
             fpdu_size: config.fpdu_size,
             inflight: None,
-            finish_deferred: false,
+            deferred: None,
             st: State {
                 pd: config.pd,
                 requester: Requester::new(config.ord),
@@ -1550,7 +1562,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             Stage::Running => {
                 // A deferred completion is the next call's, which the
                 // transmitter makes anyway (the call before was not idle).
-                (self.inflight.is_some() && !self.finish_deferred)
+                self.inflight.is_some()
                     || self.responder_ready().is_some()
                     || (self.st.sq_stalled && self.st.sq_unblocked)
             }
@@ -1697,8 +1709,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
             if self.inflight.is_none() {
-                match self.start_next(ctx, sq_head.take()) {
+                match self.start_next(ctx, sq_head.take(), &mut room) {
                     Started::Message | Started::Again => {}
+                    Started::Completing => break,
                     Started::Idle => {
                         idle = true;
                         break;
@@ -1712,14 +1725,17 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             };
             match produce(inflight, ctx, &mut room) {
                 Produced::Full => break,
-                Produced::Done if inflight.completes() && !room.is_empty() => {
+                Produced::Done => match inflight.completion() {
                     // As the C siw does, a work request completes once its
                     // FPDUs are with TCP, not before: a peer waiting for
                     // them (a ping-pong) does not wait for the completion.
-                    self.finish_deferred = true;
-                    break;
-                }
-                Produced::Done => self.finish(ctx),
+                    Some(completion) if !room.is_empty() => {
+                        self.deferred = Some(completion);
+                        self.inflight = None;
+                        break;
+                    }
+                    _ => self.finish(ctx),
+                },
                 Produced::Failed(status, error) => {
                     if let Job::Sq { wr, .. } = &inflight.job {
                         ctx.complete(Completion::send(wr, status, 0));
@@ -1793,7 +1809,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// Starts the next response or SQ work request; `sq_head` is the SQ
     /// head if the caller peeked it already (and nothing comes before it).
-    fn start_next<X: QpContext>(&mut self, ctx: &mut X, sq_head: Option<&SendRequest>) -> Started {
+    fn start_next<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        sq_head: Option<&SendRequest>,
+        room: &mut Room<'_>,
+    ) -> Started {
         if let Some(slot) = self.responder_ready() {
             return self.start_response(slot);
         }
@@ -1849,7 +1870,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 self.local_op_done(ctx, &wr, r)
             }
             _ if is_request => self.start_request(ctx, &wr),
-            _ => self.start_sq_message(ctx, &wr),
+            _ => self.start_sq_message(ctx, &wr, room),
         };
         match result {
             Ok(started) => {
@@ -1881,11 +1902,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         Ok(Started::Again)
     }
 
-    /// Starts a Send or Write work request.
+    /// Starts a Send or Write work request; one of a single FPDU goes into `room` right away.
     fn start_sq_message<X: QpContext>(
         &mut self,
         ctx: &mut X,
         wr: &SendRequest,
+        room: &mut Room<'_>,
     ) -> Result<Started, WcStatus> {
         let len = wr
             .sges
@@ -1943,6 +1965,11 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             ),
             _ => return Err(WcStatus::LocQpOpErr),
         };
+        if then.is_none() && len < BY_REFERENCE_FROM {
+            if let Some(started) = self.send_whole(ctx, wr, request, len, room)? {
+                return Ok(started);
+            }
+        }
         let msg = self.tx.start(request).map_err(|_| WcStatus::LocQpOpErr)?;
         self.inflight = Some(InFlight {
             msg,
@@ -1952,6 +1979,56 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         // keep valid until it completes.
         ctx.pop_send();
         Ok(Started::Message)
+    }
+
+    /// Produces the message of `wr` (`request`, `len` payload bytes) into `room` if it is one
+    /// FPDU that fits there, and takes `wr` from the SQ. Returns `None`, having done nothing, if
+    /// it is not. Such a message (what a latency-bound application sends) is never the one in
+    /// flight: that would copy the work request and the message state in and out for nothing.
+    fn send_whole<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        request: WorkRequest<'_>,
+        len: u32,
+        room: &mut Room<'_>,
+    ) -> Result<Option<Started>, WcStatus> {
+        let Some(rest) = room.out.get_mut(room.pos..) else {
+            return Ok(None);
+        };
+        let end = rest.len().min(room.wire_left);
+        let Some(rest) = rest.get_mut(..end) else {
+            return Ok(None);
+        };
+        let Some(mut fpdu) = self.tx.start_whole(request, rest) else {
+            return Ok(None);
+        };
+        let wire_len = fpdu.wire_len();
+        let payload_end = usize::try_from(len)
+            .ok()
+            .and_then(|len| fpdu.header_len.checked_add(len))
+            .ok_or(WcStatus::LocLenErr)?;
+        let payload = rest
+            .get_mut(fpdu.header_len..payload_end)
+            .ok_or(WcStatus::LocLenErr)?;
+        if !payload.is_empty() {
+            sg_read(ctx, wr.sges.as_slice(), 0, payload)?;
+            fpdu.hash_payload(payload);
+        }
+        let written = rest
+            .get_mut(payload_end..wire_len)
+            .is_some_and(|dst| fpdu.write_trailer(dst));
+        if !written {
+            return Err(WcStatus::LocQpOpErr);
+        }
+        room.pos = room.pos.saturating_add(wire_len);
+        room.wire_left = room.wire_left.saturating_sub(wire_len);
+        ctx.pop_send();
+        if !wr.signaled {
+            return Ok(Some(Started::Again));
+        }
+        self.deferred = Some(Completion::send(wr, WcStatus::Success, len));
+        Ok(Some(Started::Completing))
     }
 
     /// Checks a Read sink: it is placed as a tagged buffer, so check it before the Read goes
@@ -2207,8 +2284,8 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// Finishes the message produced whole on the call before, whose
     /// completion waited for the driver to hand its FPDUs to TCP.
     fn finish_if_deferred<X: QpContext>(&mut self, ctx: &mut X) {
-        if core::mem::take(&mut self.finish_deferred) {
-            self.finish(ctx);
+        if let Some(completion) = self.deferred.take() {
+            ctx.complete(completion);
         }
     }
 

@@ -247,6 +247,24 @@ impl<C: Crc32c + Copy> TxEngine<C> {
             phase: Phase::Main,
         })
     }
+    /// Starts `wr` as [`Self::start`] does if all of it is one FPDU that fits
+    /// `out`: writes that FPDU's header into `out` and describes it. Otherwise
+    /// (more than one FPDU, as an RDMA Write with Immediate always is, or an
+    /// error) it assigns nothing and returns `None`. This is how a small
+    /// message skips keeping a [`TxMessage`].
+    #[inline]
+    pub fn start_whole(&mut self, wr: WorkRequest<'_>, out: &mut [u8]) -> Option<TxFpdu<C>> {
+        let msns = self.msns;
+        let whole = self
+            .start(wr)
+            .ok()
+            .and_then(|msg| msg.peek_fpdu(out).ok().flatten())
+            .filter(|fpdu| fpdu.last && fpdu.wire_len() <= out.len());
+        if whole.is_none() {
+            self.msns = msns;
+        }
+        whole
+    }
 }
 
 const fn immediate_opcode(solicited: bool) -> Opcode {
