@@ -339,3 +339,104 @@ fn skip_msn_counts_a_message_sent_outside() {
         .unwrap();
     assert_eq!(atomic.msn(), 2);
 }
+
+/// `start_whole` frames what `start` frames for a Send or Write of one FPDU that fits, and
+/// otherwise assigns nothing: the next message gets the MSN it would have had.
+#[test]
+fn start_whole_frames_one_fpdu_as_start_does() {
+    let requests = |len| {
+        [
+            WorkRequest::Send {
+                len,
+                solicited: false,
+                invalidate: None,
+            },
+            WorkRequest::Send {
+                len,
+                solicited: true,
+                invalidate: Some(0x1234_5678),
+            },
+            WorkRequest::Write {
+                stag: 0xabcd,
+                tagged_offset: 0x1_0000_0000 - 3,
+                len,
+            },
+            WorkRequest::WriteImmediate {
+                stag: 7,
+                tagged_offset: 0,
+                len,
+                data: ImmediateData::from_be32(9),
+                solicited: false,
+            },
+            WorkRequest::Immediate {
+                data: ImmediateData::from_be32(9),
+                solicited: true,
+            },
+        ]
+    };
+    for crc in [false, true] {
+        for fpdu_size in [64, 100, 1024] {
+            for len in [0, 1, 7, 50, 57, 58, 59, 200, 1000, 1003, 5000] {
+                for out_len in [8, 40, 80, 1100, 8192] {
+                    for wr in requests(len) {
+                        let mut whole = TxEngine::new(crc.then_some(SoftCrc32c), fpdu_size);
+                        let mut reference = whole;
+                        whole.skip_msn(QueueNumber::Send);
+                        reference.skip_msn(QueueNumber::Send);
+                        let mut out = vec![0u8; out_len];
+                        let got = whole.start_whole(wr, &mut out);
+                        let mut header = [0u8; MAX_FPDU_HEADER_LEN];
+                        let mut msg = reference.start(wr).unwrap_or_else(|_| {
+                            // Nothing fits: neither frames anything.
+                            assert!(got.is_none());
+                            reference
+                                .start(WorkRequest::Send {
+                                    len: 0,
+                                    solicited: false,
+                                    invalidate: None,
+                                })
+                                .unwrap()
+                        });
+                        let first = msg.next_fpdu(&mut header);
+                        let case = format!("{wr:?} crc {crc} fpdu {fpdu_size} out {out_len}");
+                        match got {
+                            Some(fpdu) => {
+                                let first = first.unwrap().unwrap();
+                                assert!(
+                                    first.last && msg.next_fpdu(&mut header).unwrap().is_none(),
+                                    "{case}"
+                                );
+                                assert!(fpdu.wire_len() <= out_len, "{case}");
+                                assert_eq!(
+                                    &out[..fpdu.header_len],
+                                    &header[..first.header_len],
+                                    "{case}"
+                                );
+                                assert_eq!(
+                                    (fpdu.payload_offset, fpdu.payload_len, fpdu.last),
+                                    (0, len, true),
+                                    "{case}"
+                                );
+                                assert_eq!(fpdu.wire_len(), first.wire_len(), "{case}");
+                                assert_eq!(
+                                    fpdu.trailer().as_bytes(),
+                                    first.trailer().as_bytes(),
+                                    "{case}"
+                                );
+                            }
+                            None => {
+                                let whole_fits = matches!(
+                                    wr,
+                                    WorkRequest::Send { .. } | WorkRequest::Write { .. }
+                                ) && matches!(first, Ok(Some(f)) if f.last && f.wire_len() <= out_len);
+                                assert!(!whole_fits, "{case}: not framed");
+                                // Nothing assigned: the next Send gets the MSN after the skipped one.
+                                assert_eq!(whole.next_msn(QueueNumber::Send), 2, "{case}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

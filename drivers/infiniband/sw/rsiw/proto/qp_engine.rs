@@ -1668,8 +1668,8 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         if !sq_head {
             return self.produce_fpdus_from(ctx, out, budget, by_reference, None);
         }
-        match ctx.peek_send() {
-            Some(wr) => self.produce_fpdus_from(ctx, out, budget, by_reference, Some(&wr)),
+        match ctx.peek_send().as_ref() {
+            Some(wr) => self.produce_fpdus_from(ctx, out, budget, by_reference, Some(wr)),
             None => Transmitted {
                 idle: true,
                 ..Transmitted::default()
@@ -1837,13 +1837,23 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             };
         }
-        let wr = match sq_head {
-            Some(wr) => *wr,
-            None => match ctx.peek_send() {
-                Some(wr) => wr,
-                None => return Started::Idle,
+        // The SQ head stays where it is, borrowed: it is large.
+        match sq_head {
+            Some(wr) => self.start_sq_head(ctx, wr, room),
+            None => match ctx.peek_send().as_ref() {
+                Some(wr) => self.start_sq_head(ctx, wr, room),
+                None => Started::Idle,
             },
-        };
+        }
+    }
+
+    /// Starts the SQ head `wr`, if it need not wait.
+    fn start_sq_head<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        room: &mut Room<'_>,
+    ) -> Started {
         let is_request = matches!(
             wr.op,
             SendOp::Read { .. }
@@ -1863,14 +1873,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 length,
             } => {
                 let r = ctx.register(stag, access, iova, length);
-                self.local_op_done(ctx, &wr, r)
+                self.local_op_done(ctx, wr, r)
             }
             SendOp::LocalInv { stag } => {
                 let r = ctx.invalidate_local(stag);
-                self.local_op_done(ctx, &wr, r)
+                self.local_op_done(ctx, wr, r)
             }
-            _ if is_request => self.start_request(ctx, &wr),
-            _ => self.start_sq_message(ctx, &wr, room),
+            _ if is_request => self.start_request(ctx, wr),
+            _ => self.start_sq_message(ctx, wr, room),
         };
         match result {
             Ok(started) => {
@@ -1881,7 +1891,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             }
             Err(status) => {
                 ctx.pop_send();
-                ctx.complete(Completion::send(&wr, status, 0));
+                ctx.complete(Completion::send(wr, status, 0));
                 self.fail_local(LOCAL_FAILURE);
                 Started::Again
             }

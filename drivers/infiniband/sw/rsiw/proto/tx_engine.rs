@@ -197,15 +197,7 @@ impl<C: Crc32c + Copy> TxEngine<C> {
                 len,
                 solicited,
                 invalidate,
-            } => {
-                let op = match (solicited, invalidate.is_some()) {
-                    (false, false) => Opcode::Send,
-                    (true, false) => Opcode::SendSe,
-                    (false, true) => Opcode::SendInvalidate,
-                    (true, true) => Opcode::SendSeInvalidate,
-                };
-                (op, len)
-            }
+            } => (send_opcode(solicited, invalidate.is_some()), len),
             WorkRequest::Write { len, .. } | WorkRequest::WriteImmediate { len, .. } => {
                 (Opcode::RdmaWrite, len)
             }
@@ -247,23 +239,114 @@ impl<C: Crc32c + Copy> TxEngine<C> {
             phase: Phase::Main,
         })
     }
-    /// Starts `wr` as [`Self::start`] does if all of it is one FPDU that fits
-    /// `out`: writes that FPDU's header into `out` and describes it. Otherwise
-    /// (more than one FPDU, as an RDMA Write with Immediate always is, or an
-    /// error) it assigns nothing and returns `None`. This is how a small
-    /// message skips keeping a [`TxMessage`].
-    #[inline]
+    /// Starts the Send or RDMA Write `wr` as [`Self::start`] does if all of it
+    /// is one FPDU that fits `out`: writes that FPDU's header into `out` and
+    /// describes it. Otherwise (another kind of work request, more than one
+    /// FPDU, or an error) it assigns nothing and returns `None`. This is how a
+    /// small message skips keeping a [`TxMessage`].
     pub fn start_whole(&mut self, wr: WorkRequest<'_>, out: &mut [u8]) -> Option<TxFpdu<C>> {
-        let msns = self.msns;
-        let whole = self
-            .start(wr)
-            .ok()
-            .and_then(|msg| msg.peek_fpdu(out).ok().flatten())
-            .filter(|fpdu| fpdu.last && fpdu.wire_len() <= out.len());
-        if whole.is_none() {
-            self.msns = msns;
+        let (ddp, len) = match wr {
+            WorkRequest::Send {
+                len,
+                solicited,
+                invalidate,
+            } => {
+                let opcode = send_opcode(solicited, invalidate.is_some());
+                let msn = self.next_msn(QueueNumber::Send);
+                let ulp = invalidate.unwrap_or(0);
+                (rdmap::untagged_header(opcode, true, ulp, msn, 0), len)
+            }
+            WorkRequest::Write {
+                stag,
+                tagged_offset,
+                len,
+            } => (
+                rdmap::tagged_header(Opcode::RdmaWrite, true, stag, tagged_offset),
+                len,
+            ),
+            _ => return None,
+        };
+        let max_ulpdu = segmenter::max_ulpdu_len(self.fpdu_size);
+        let segment = TxSegment {
+            offset: 0,
+            len,
+            last: true,
+        };
+        let fpdu = frame(
+            self.crc,
+            max_ulpdu,
+            &ddp,
+            &OpcodeHeader::None,
+            &segment,
+            true,
+            out,
+        )
+        .ok()
+        .filter(|fpdu| fpdu.wire_len() <= out.len())?;
+        if matches!(ddp, DdpHeader::Untagged(_)) {
+            self.msns.take(QueueNumber::Send);
         }
-        whole
+        Some(fpdu)
+    }
+}
+
+/// Writes the start of one FPDU into `out`: the MPA length field, then `ddp` and `header`, for
+/// `segment`'s payload to follow (`last` if it ends the work request); fails if the ULPDU would
+/// be longer than `max_ulpdu`.
+fn frame<C: Crc32c + Copy>(
+    crc: Option<C>,
+    max_ulpdu: usize,
+    ddp: &DdpHeader,
+    header: &OpcodeHeader<'_>,
+    segment: &TxSegment,
+    last: bool,
+    out: &mut [u8],
+) -> Result<TxFpdu<C>, TxError> {
+    let body = out.get_mut(LENGTH_FIELD_LEN..).unwrap_or(&mut []);
+    let headers_len = rdmap::encode_headers(ddp, header, body)
+        .map_err(|e| wire::shift_error(e, LENGTH_FIELD_LEN))?;
+    if headers_len > MAX_HEADER_LEN {
+        // The receiver could not collect it (a TERMINATE echoing more
+        // than a segment's headers).
+        return Err(TxError::Encode(EncodeError::ValueOutOfRange));
+    }
+    let ulpdu_len = usize::try_from(segment.len)
+        .ok()
+        .and_then(|len| headers_len.checked_add(len))
+        .filter(|&len| len <= max_ulpdu)
+        .ok_or(TxError::FpduTooSmall)?;
+    let length = fpdu::length_field(ulpdu_len)?;
+    // A fixed-size move, not a call to `write_bytes` and `memcpy`.
+    out.get_mut(..LENGTH_FIELD_LEN)
+        .ok_or(EncodeError::BufferTooSmall {
+            needed: LENGTH_FIELD_LEN,
+        })?
+        .copy_from_slice(&length);
+    let header_len = LENGTH_FIELD_LEN
+        .checked_add(headers_len)
+        .ok_or(EncodeError::ValueOutOfRange)?;
+    let digest = crc.map(|engine| {
+        let mut digest = Crc32cDigest::new(engine);
+        digest.update(out.get(..header_len).unwrap_or(&[]));
+        digest
+    });
+    Ok(TxFpdu {
+        header_len,
+        payload_offset: segment.offset,
+        payload_len: segment.len,
+        last,
+        ulpdu_len,
+        digest,
+    })
+}
+
+/// The opcode of a Send, with Solicited Event and with Invalidate as asked.
+const fn send_opcode(solicited: bool, invalidate: bool) -> Opcode {
+    match (solicited, invalidate) {
+        (false, false) => Opcode::Send,
+        (true, false) => Opcode::SendSe,
+        (false, true) => Opcode::SendInvalidate,
+        (true, true) => Opcode::SendSeInvalidate,
     }
 }
 
@@ -397,43 +480,9 @@ impl<'a, C: Crc32c + Copy> TxMessage<'a, C> {
         };
         let ddp = self.ddp_header(&segment, immediate)?;
         let header = self.opcode_header(immediate);
-        let body = out.get_mut(LENGTH_FIELD_LEN..).unwrap_or(&mut []);
-        let headers_len = rdmap::encode_headers(&ddp, &header, body)
-            .map_err(|e| wire::shift_error(e, LENGTH_FIELD_LEN))?;
-        if headers_len > MAX_HEADER_LEN {
-            // The receiver could not collect it (a TERMINATE echoing more
-            // than a segment's headers).
-            return Err(TxError::Encode(EncodeError::ValueOutOfRange));
-        }
-        let ulpdu_len = usize::try_from(segment.len)
-            .ok()
-            .and_then(|len| headers_len.checked_add(len))
-            .filter(|&len| len <= self.max_ulpdu)
-            .ok_or(TxError::FpduTooSmall)?;
-        let length = fpdu::length_field(ulpdu_len)?;
-        // A fixed-size move, not a call to `write_bytes` and `memcpy`.
-        out.get_mut(..LENGTH_FIELD_LEN)
-            .ok_or(EncodeError::BufferTooSmall {
-                needed: LENGTH_FIELD_LEN,
-            })?
-            .copy_from_slice(&length);
-        let header_len = LENGTH_FIELD_LEN
-            .checked_add(headers_len)
-            .ok_or(EncodeError::ValueOutOfRange)?;
-        let digest = self.crc.map(|engine| {
-            let mut digest = Crc32cDigest::new(engine);
-            digest.update(out.get(..header_len).unwrap_or(&[]));
-            digest
-        });
         let has_immediate = matches!(self.wr, WorkRequest::WriteImmediate { .. });
-        Ok(Some(TxFpdu {
-            header_len,
-            payload_offset: segment.offset,
-            payload_len: segment.len,
-            last: immediate || (segment.last && !has_immediate),
-            ulpdu_len,
-            digest,
-        }))
+        let last = immediate || (segment.last && !has_immediate);
+        frame(self.crc, self.max_ulpdu, &ddp, &header, &segment, last, out).map(Some)
     }
 
     /// Moves past the FPDU [`Self::peek_fpdu`] described.
