@@ -11,9 +11,10 @@
 # doorbell is cut at `tcp_sendmsg`, `tcp_v4_rcv` and the driver's receive completion, and the
 # medians are printed with the functions before sendmsg.
 #
-# Instruction counts are exact where TCG's latencies wander between boots; session 12 found
-# the gap in them (rsiw 10,548 instructions to the completion, siw 9,198: 14.7%) as large as
-# the gap in ib_send_lat's median (1.16x). The analysis needs numpy (python3-numpy).
+# Instruction counts are exact where TCG's latencies wander between boots, but they are not
+# time: a second boot per provider records the host time at which each vCPU reaches the same
+# points (scripts/qemu/tb-time.c), which also shows the peer's reaction in user space and the
+# one-way latency ib_send_lat reports. The analysis needs numpy (python3-numpy).
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +28,8 @@ mkdir -p "$out"
 "$here/build-image.sh"
 plugin="$out/tb-trace.so"
 gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o "$plugin" "$here/qemu/tb-trace.c"
+timer="$out/tb-time.so"
+gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o "$timer" "$here/qemu/tb-time.c"
 # The trace starts at the guest's `sync`: KASLR off, so that System.map gives its address.
 trig=$(awk '$3 == "ksys_sync" {print $1}' "$KTREE/System.map")
 
@@ -38,6 +41,16 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
     "$here/run-vm.sh" "$run.log" profile '10-*'
   grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.log" && [ -s "$run.trace.0" ] &&
     [ -s "$run.share/kallsyms" ] || { echo "critical-path: the $provider run failed ($run.log)"; exit 1; }
+  # A second boot times the same points in host nanoseconds (same image, no KASLR: same
+  # addresses), with a plugin light enough to leave the guest's pace as it is.
+  sym() { awk -v n="$1" '$3 ~ n {print $1; exit}' "$run.share/kallsyms"; }
+  case $provider in rsiw) done_fn=$(sym '4rsiw2qpNtB5_2Qp8complete$') ;; *) done_fn=$(sym '^siw_rqe_complete$') ;; esac
+  watch="$(sym '^ksys_sync$') $(sym '^ib_uverbs_write$') $(sym '^tcp_sendmsg$') $(sym '^tcp_v4_rcv$') $done_fn"
+  rm -f "$run.time"
+  RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
+    RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time$(printf ',arg=w=%s' $watch)" \
+    "$here/run-vm.sh" "$run.time.log" profile '10-*'
+  [ -s "$run.time" ] || { echo "critical-path: the timed $provider run failed ($run.time.log)"; exit 1; }
 done
 
 python3 - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
@@ -98,6 +111,40 @@ print(f"{'':28s}" + "".join(f"{p:>10s}" for p in providers))
 for k, part in enumerate(PARTS):
     print(f"{part:28s}" + "".join(f"{results[p][0][k]:10.0f}" for p in providers))
 print(f"{'doorbell..completion':28s}" + "".join(f"{sum(results[p][0][:3]):10.0f}" for p in providers))
+
+def timed(provider):
+    """Host nanoseconds per Send from the timed boot: the parts above, the peer's reaction
+    (from the receive completion to its next doorbell, in user space) and the one-way latency
+    (half the time between one vCPU's doorbells)."""
+    ev = np.sort(np.fromfile(f"{out}/{provider}.time",
+                             dtype=[("t", "<u8"), ("c", "<u4"), ("i", "<u4")]), order="t")
+    t, cpu, ids = ev["t"].astype(np.int64), ev["c"], ev["i"]
+    parts, last = [[] for _ in range(5)], {}
+    for d in np.nonzero(ids == 1)[0]:
+        c, marks, j = cpu[d], [d], d + 1
+        while j < len(ev) and len(marks) < 4:
+            if cpu[j] == c and ids[j] == len(marks) + 1:
+                marks.append(j)
+            elif cpu[j] == c and ids[j] == 1:
+                break
+            j += 1
+        peer = np.nonzero((ids[j:] == 1) & (cpu[j:] != c))[0] if len(marks) == 4 else []
+        if len(peer) == 0:
+            continue
+        for k in range(3):
+            parts[k].append(t[marks[k + 1]] - t[marks[k]])
+        parts[3].append(t[j + peer[0]] - t[marks[3]])
+        if c in last:
+            parts[4].append((t[d] - last[c]) / 2)
+        last[c] = t[d]
+    return [np.median(p) if p else float("nan") for p in parts]
+
+TIMED = ["doorbell..tcp_sendmsg", "tcp_sendmsg..tcp_v4_rcv", "tcp_v4_rcv..completion",
+         "completion..peer's doorbell", "one way (doorbells / 2)"]
+times = {p: timed(p) for p in providers}
+print("\nhost nanoseconds per Send (median, timed boot)")
+for k, part in enumerate(TIMED):
+    print(f"{part:28s}" + "".join(f"{times[p][k]:10.0f}" for p in providers))
 for p in providers:
     _, before, count = results[p]
     print(f"\n{p}: doorbell..tcp_sendmsg by function (mean per Send)")
