@@ -41,16 +41,17 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
     "$here/run-vm.sh" "$run.log" profile '10-*'
   grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.log" && [ -s "$run.trace.0" ] &&
     [ -s "$run.share/kallsyms" ] || { echo "critical-path: the $provider run failed ($run.log)"; exit 1; }
-  # A second boot times the same points in host nanoseconds (same image, no KASLR: same
-  # addresses), with a plugin light enough to leave the guest's pace as it is.
-  sym() { awk -v n="$1" '$3 ~ n {print $1; exit}' "$run.share/kallsyms"; }
-  case $provider in rsiw) done_fn=$(sym '4rsiw2qpNtB5_2Qp8complete$') ;; *) done_fn=$(sym '^siw_rqe_complete$') ;; esac
-  watch="$(sym '^ksys_sync$') $(sym '^ib_uverbs_write$') $(sym '^tcp_sendmsg$') $(sym '^tcp_v4_rcv$') $done_fn"
+  # A second boot times the same points in host nanoseconds, with a plugin light enough to
+  # leave the guest's pace as it is. A module's load address changes between boots, so the
+  # plugin looks the functions up in the symbols the guest writes before its `sync`.
+  case $provider in rsiw) done_fn='*4rsiw2qpNtB5_2Qp8complete' ;; *) done_fn=siw_rqe_complete ;; esac
   rm -f "$run.time"
   RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
-    RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time$(printf ',arg=w=%s' $watch)" \
+    RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time,arg=trig=$trig,arg=syms=$run.time.share/kallsyms$(
+      printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn")" \
     "$here/run-vm.sh" "$run.time.log" profile '10-*'
   [ -s "$run.time" ] || { echo "critical-path: the timed $provider run failed ($run.time.log)"; exit 1; }
+  awk -v n="${done_fn#\*}" '$3 ~ n"$" {print $1; exit}' "$run.time.share/kallsyms" >"$run.time.where"
 done
 
 python3 - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
@@ -142,7 +143,8 @@ def timed(provider):
 TIMED = ["doorbell..tcp_sendmsg", "tcp_sendmsg..tcp_v4_rcv", "tcp_v4_rcv..completion",
          "completion..peer's doorbell", "one way (doorbells / 2)"]
 times = {p: timed(p) for p in providers}
-print("\nhost nanoseconds per Send (median, timed boot)")
+print("\nhost nanoseconds per Send (median, timed boot; the driver's completion at "
+      + ", ".join(open(f"{out}/{p}.time.where").read().strip() for p in providers) + ")")
 for k, part in enumerate(TIMED):
     print(f"{part:28s}" + "".join(f"{times[p][k]:10.0f}" for p in providers))
 for p in providers:

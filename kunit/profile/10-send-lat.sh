@@ -14,10 +14,11 @@ rdma link add ${provider}0 type $provider netdev dummy0
 rdma link add ${provider}1 type $provider netdev dummy1
 timeout 600 ib_send_lat -R -d ${provider}1 -s 8 -n "$iters" -F >/tmp/s.log 2>&1 &
 wait_port 18515 $ADDR1
+# The symbols first: the timing plugin looks the driver's functions up in them at the `sync`.
+cat /proc/kallsyms >/share/kallsyms
 sync
 timeout 600 ib_send_lat -R -d ${provider}0 -s 8 -n "$iters" -F $ADDR1 >/tmp/c.log 2>&1
 wait
 echo "PROFILE $provider $iters done"
-cat /proc/kallsyms >/share/kallsyms
 rdma link del ${provider}1
 rdma link del ${provider}0
