@@ -17,32 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef uint64_t qemu_plugin_id_t;
-typedef struct {
-	const char *target_name;
-	struct {
-		int min, cur;
-	} version;
-	bool system_emulation;
-	union {
-		struct {
-			int smp_vcpus, max_vcpus;
-		} system;
-	};
-} qemu_info_t;
-struct qemu_plugin_tb;
-enum { INLINE_ADD_U64 = 0 };
-
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id,
-					   void (*cb)(qemu_plugin_id_t, struct qemu_plugin_tb *));
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb, int op, void *ptr,
-					      uint64_t imm);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, void (*cb)(qemu_plugin_id_t, void *),
-				    void *udata);
-
-__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+#include "qemu-plugin-v1.h"
 
 /* One record per translation (a block translated again gets another); never freed. */
 struct block {

@@ -15,16 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
-typedef uint64_t qemu_plugin_id_t;
-typedef struct { const char *target_name; struct { int min, cur; } version; bool system_emulation;
-                 union { struct { int smp_vcpus, max_vcpus; } system; }; } qemu_info_t;
-struct qemu_plugin_tb;
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, void (*)(qemu_plugin_id_t, struct qemu_plugin_tb *));
-void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *, void (*)(unsigned int, void *), int, void *);
-uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, void (*)(qemu_plugin_id_t, void *), void *);
-void qemu_plugin_reset(qemu_plugin_id_t, void (*)(qemu_plugin_id_t));
-__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+#include "qemu-plugin-v1.h"
 #define MAXEV (1u << 24)
 #define MAXW 16
 struct ev { uint64_t t; uint32_t vcpu, id; };
