@@ -319,16 +319,40 @@ impl MrTable {
     }
 
     /// Copies between memory and a buffer for a tagged access the placement checks allowed,
-    /// `offset` bytes after the region's base.
+    /// `offset` bytes after the region's base. `cache` holds the region this kind of access used
+    /// last, as for [`Self::local`].
     pub(crate) fn tagged(
         &self,
+        cache: &mut Option<Arc<Mr>>,
         stag: u32,
         offset: u64,
         len: u64,
         f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
+        if let Some(mr) = cache.as_ref() {
+            // Still the region the STag names if it still has that STag: one deregistered
+            // since has no memory, and one registered anew has another key.
+            let s = mr.state.lock();
+            if s.stag == stag {
+                return Self::access_tagged(&s, offset, len, f);
+            }
+        }
         let mr = self.get(stag).ok_or(EINVAL)?;
         let s = mr.state.lock();
+        let done = Self::access_tagged(&s, offset, len, f);
+        drop(s);
+        *cache = Some(mr);
+        done
+    }
+
+    /// The access of [`Self::tagged`] to region `s`.
+    #[inline]
+    fn access_tagged(
+        s: &MrState,
+        offset: u64,
+        len: u64,
+        f: impl FnMut(DmaRange) -> Result,
+    ) -> Result {
         let base = s.backing.bounds().map_or(0, |(base, _)| base);
         s.with_memory(base.checked_add(offset).ok_or(EINVAL)?, len, f)
     }

@@ -109,12 +109,27 @@ enum WorkQueues {
 struct Queues {
     state: State,
     work: WorkQueues,
-    /// The regions local reads (sending) and local writes (receiving) used last, each on a
-    /// cache line of its own (sending and receiving run on different CPUs).
-    mr_cache: [OwnLine<Option<Arc<Mr>>>; 2],
+    /// The regions each kind of access used last.
+    mr_cache: MrCache,
+}
+
+/// The region each kind of access used last, so that the next access to it skips the table
+/// (its lock and a reference count are shared by every CPU that moves data). Each is on a
+/// cache line of its own: sending and receiving run on different CPUs.
+#[derive(Default)]
+struct MrCache {
+    /// Local reads: payload sent.
+    local_read: OwnLine<Option<Arc<Mr>>>,
+    /// Local writes: receive buffers.
+    local_write: OwnLine<Option<Arc<Mr>>>,
+    /// Tagged reads: Read Responses sent.
+    tagged_read: OwnLine<Option<Arc<Mr>>>,
+    /// Tagged writes: RDMA Writes and Read Responses placed.
+    tagged_write: OwnLine<Option<Arc<Mr>>>,
 }
 
 /// A value on a cache line of its own.
+#[derive(Default)]
 #[repr(align(64))]
 struct OwnLine<T>(T);
 
@@ -292,7 +307,7 @@ impl Qp {
         let queues = Queues {
             state: State::Idle(ib_state::RESET),
             work,
-            mr_cache: [OwnLine(None), OwnLine(None)],
+            mr_cache: MrCache::default(),
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -786,9 +801,10 @@ impl Ctx<'_> {
     }
 
     /// Runs `f` over a tagged range the placement checks allowed (`offset` from the region's
-    /// start).
+    /// start); `cache` is the region this kind of access used last.
     fn tagged(
-        &self,
+        qp: &Qp,
+        cache: &mut Option<Arc<Mr>>,
         stag: u32,
         offset: u64,
         len: usize,
@@ -800,9 +816,8 @@ impl Ctx<'_> {
             at += r.len();
             Ok(())
         };
-        self.qp
-            .mrs
-            .tagged(stag, offset, len as u64, &mut piece)
+        qp.mrs
+            .tagged(cache, stag, offset, len as u64, &mut piece)
             .map_err(|_| TermError::DdpBaseBounds)
     }
 }
@@ -880,7 +895,7 @@ impl QpContext for Ctx<'_> {
             }
         }
         let len = out.len();
-        let cache = &mut self.queues.mr_cache[0].0;
+        let cache = &mut self.queues.mr_cache.local_read.0;
         Self::local(self.qp, cache, sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
@@ -893,7 +908,7 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
-        let cache = &mut self.queues.mr_cache[1].0;
+        let cache = &mut self.queues.mr_cache.local_write.0;
         Self::local(self.qp, cache, sge, offset, data.len(), true, |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
@@ -910,7 +925,8 @@ impl QpContext for Ctx<'_> {
         out: &mut [u8],
     ) -> core::result::Result<(), TermError> {
         let len = out.len();
-        self.tagged(stag, offset, len, |r, at| {
+        let cache = &mut self.queues.mr_cache.tagged_read.0;
+        Self::tagged(self.qp, cache, stag, offset, len, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -921,7 +937,8 @@ impl QpContext for Ctx<'_> {
         offset: u64,
         data: &[u8],
     ) -> core::result::Result<(), TermError> {
-        self.tagged(stag, offset, data.len(), |r, at| {
+        let cache = &mut self.queues.mr_cache.tagged_write.0;
+        Self::tagged(self.qp, cache, stag, offset, data.len(), |r, at| {
             r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -974,6 +991,8 @@ impl QpContext for Ctx<'_> {
         let Some(mut refs) = self.refs.take() else {
             return false;
         };
+        // The cache goes out for the walk, as `self` is borrowed for it.
+        let mut cache = self.queues.mr_cache.tagged_read.0.take();
         let this = &*self;
         let taken = refs.take(at, |push| {
             // A range that cannot be spliced, or fails a check, aborts the walk: the engine
@@ -987,10 +1006,13 @@ impl QpContext for Ctx<'_> {
                     this.gather_pieces(sges, offset, len, &mut pieces)
                 }
                 PayloadSource::Tagged { stag, offset, len } => {
-                    Ok(this.tagged(stag, offset, len as usize, &mut pieces).is_ok())
+                    let tagged =
+                        Self::tagged(this.qp, &mut cache, stag, offset, len as usize, &mut pieces);
+                    Ok(tagged.is_ok())
                 }
             }
         });
+        self.queues.mr_cache.tagged_read.0 = cache;
         self.refs = Some(refs);
         taken
     }
