@@ -9,13 +9,21 @@
 #
 # Under TCG a call and its return cost more than many plain instructions (each return is a
 # lookup of the next block), so look at blocks and calls as much as at instructions.
+#
+# PROFILE_SCENARIO=20-write-bw profiles a 64 KiB ib_write_bw message instead (one message per
+# iteration; its iterations default to 2000 and 6000).
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
-: "${PROFILE_ITERS:=4000 24000}"
+: "${PROFILE_SCENARIO:=10-send-lat}"
+case $PROFILE_SCENARIO in
+  10-send-lat) : "${PROFILE_ITERS:=4000 24000}"; per_iter=2; what="one 8-byte Send and its receive" ;;
+  20-write-bw) : "${PROFILE_ITERS:=2000 6000}"; per_iter=1; what="one 64 KiB RDMA Write, sent and placed" ;;
+  *) echo "profile: no scenario kunit/profile/$PROFILE_SCENARIO.sh" >&2; exit 2 ;;
+esac
 : "${PROFILE_PROVIDERS:=rsiw siw}"
-out="$RSIW_CACHE/profile-run"
+out="$RSIW_CACHE/profile-run/$PROFILE_SCENARIO"
 mkdir -p "$out"
 "$here/build-kernel.sh"
 "$here/build-image.sh"
@@ -28,17 +36,18 @@ for provider in $PROFILE_PROVIDERS; do
     rm -f "$run.counts"
     RSIW_VM_APPEND="profile.provider=$provider profile.iters=$iters" \
       RSIW_QEMU_ARGS="-plugin $plugin,arg=out=$run.counts" \
-      "$here/run-vm.sh" "$run.log" profile '10-*'
+      "$here/run-vm.sh" "$run.log" profile "$PROFILE_SCENARIO"
     grep -q "PROFILE $provider $iters done" "$run.log" && [ -s "$run.counts" ] &&
       [ -s "$run.share/kallsyms" ] || { echo "profile: the $provider run failed ($run.log)"; exit 1; }
   done
 done
 
-python3 - "$out" "$PROFILE_ITERS" $PROFILE_PROVIDERS <<'PY'
+python3 - "$out" "$PROFILE_ITERS" "$per_iter" "$what" $PROFILE_PROVIDERS <<'PY'
 import bisect, collections, re, sys
-out, iters, providers = sys.argv[1], [int(i) for i in sys.argv[2].split()], sys.argv[3:]
+out, iters, per_iter, what = sys.argv[1], [int(i) for i in sys.argv[2].split()], int(sys.argv[3]), sys.argv[4]
+providers = sys.argv[5:]
 lo, hi = min(iters), max(iters)
-msgs = 2.0 * (hi - lo)  # each iteration is one Send each way
+msgs = float(per_iter * (hi - lo))
 
 def counts(provider, n):
     """Per symbol: instructions, blocks and entries (executions of the block at its start)."""
@@ -83,7 +92,7 @@ def group(name):
     return "kernel (Rust)" if name.startswith("_R") else "kernel (C)"
 
 per = {p: per_message(p) for p in providers}
-print(f"per message (one 8-byte Send and its receive), from {lo} and {hi} iterations")
+print(f"per message ({what}), from {lo} and {hi} iterations")
 print(f"{'':28s}" + "".join(f"{p + ' insns':>13s}{'blocks':>9s}" for p in providers))
 groups = sorted({group(k) for p in providers for k in per[p]})
 for g in groups:
