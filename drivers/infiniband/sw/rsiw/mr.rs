@@ -320,7 +320,8 @@ impl MrTable {
 
     /// Copies between memory and a buffer for a tagged access the placement checks allowed,
     /// `offset` bytes after the region's base. `cache` holds the region this kind of access used
-    /// last, as for [`Self::local`].
+    /// last, as for [`Self::local`]; it serves while it still has the STag (one deregistered
+    /// since has no memory, one registered anew has another key).
     pub(crate) fn tagged(
         &self,
         cache: &mut Option<Arc<Mr>>,
@@ -329,20 +330,43 @@ impl MrTable {
         len: u64,
         f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
+        self.with_cached(
+            cache,
+            stag,
+            |_, s| s.stag == stag,
+            |_, _| true,
+            |s| Self::access_tagged(s, offset, len, f),
+        )
+        .unwrap_or(Err(EINVAL))
+    }
+
+    /// Runs `access` under the lock of a region, the one in `cache` if `current` still accepts
+    /// it, else the one the table holds for `stag` if `found` accepts it, which then goes into
+    /// `cache`. `None` if neither serves.
+    fn with_cached<R>(
+        &self,
+        cache: &mut Option<Arc<Mr>>,
+        stag: u32,
+        current: impl Fn(&Mr, &MrState) -> bool,
+        found: impl Fn(&Mr, &MrState) -> bool,
+        access: impl FnOnce(&MrState) -> R,
+    ) -> Option<R> {
         if let Some(mr) = cache.as_ref() {
-            // Still the region the STag names if it still has that STag: one deregistered
-            // since has no memory, and one registered anew has another key.
             let s = mr.state.lock();
-            if s.stag == stag {
-                return Self::access_tagged(&s, offset, len, f);
+            if current(mr, &s) {
+                return Some(access(&s));
             }
         }
-        let mr = self.get(stag).ok_or(EINVAL)?;
+        let mr = self.get(stag)?;
+        // One lock for the checks and the access: the region cannot change in between.
         let s = mr.state.lock();
-        let done = Self::access_tagged(&s, offset, len, f);
+        if !found(&mr, &s) {
+            return None;
+        }
+        let done = access(&s);
         drop(s);
         *cache = Some(mr);
-        done
+        Some(done)
     }
 
     /// The access of [`Self::tagged`] to region `s`.
@@ -374,27 +398,13 @@ impl MrTable {
             len,
             write,
         } = access;
-        if let Some(mr) = cache.as_ref().filter(|mr| mr.in_pd(pd)) {
-            // The region's own lock decides, as below: a region deregistered since is invalid
-            // for good, and one registered anew under another key has another key.
-            let s = mr.state.lock();
-            if s.stag == lkey && s.valid {
-                return Self::access_local(&s, addr, len, write, f);
-            }
-        }
-        let mr = self.get(lkey).ok_or(LocalError::Protection)?;
-        if !mr.in_pd(pd) {
-            return Err(LocalError::Protection);
-        }
-        // One lock for the checks and the access: the region cannot change in between.
-        let s = mr.state.lock();
-        if s.stag != lkey || !s.valid {
-            return Err(LocalError::Protection);
-        }
-        let done = Self::access_local(&s, addr, len, write, f);
-        drop(s);
-        *cache = Some(mr);
-        done
+        // The region's own lock decides: a region deregistered since is invalid for good, and
+        // one registered anew under another key has another key.
+        let usable = |mr: &Mr, s: &MrState| mr.in_pd(pd) && s.stag == lkey && s.valid;
+        self.with_cached(cache, lkey, usable, usable, |s| {
+            Self::access_local(s, addr, len, write, f)
+        })
+        .unwrap_or(Err(LocalError::Protection))
     }
 
     /// The access of [`Self::local`] to a valid region `s` its key names.
