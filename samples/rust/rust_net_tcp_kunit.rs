@@ -111,9 +111,11 @@ impl TcpCallbacks for Collector {
             // `skb_copy_bits`), in order, and all of them.
             let mut seen = 0;
             let mut same = true;
-            slice.for_each_piece(|piece| {
-                same &= dst.get(seen..seen + piece.len()) == Some(piece);
-                seen += piece.len();
+            slice.for_each_batch(|pieces| {
+                for &piece in pieces {
+                    same &= dst.get(seen..seen + piece.len()) == Some(piece);
+                    seen += piece.len();
+                }
                 same
             });
             guard.pieces_differ |= !same || seen != slice.len();

@@ -209,9 +209,24 @@ proptest! {
 /// Everything a stream fed in `sizes` left behind: the result, the
 /// context's record and memory, and the engine's state.
 fn outcome(stream: &[u8], crc: bool, sizes: &[usize]) -> impl PartialEq + core::fmt::Debug {
+    outcome_in_buffers(stream, crc, sizes, 0)
+}
+
+/// [`outcome`] of feeding the pieces `per_buffer` at a time with
+/// [`RxEngine::feed_pieces`] (0: one at a time with [`RxEngine::feed`]).
+fn outcome_in_buffers(
+    stream: &[u8],
+    crc: bool,
+    sizes: &[usize],
+    per_buffer: usize,
+) -> impl PartialEq + core::fmt::Debug {
     let mut mem = receiver();
     let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
-    let result = feed_chunked(&mut rx, &mut mem, stream, sizes);
+    let result = if per_buffer == 0 {
+        feed_chunked(&mut rx, &mut mem, stream, sizes)
+    } else {
+        feed_in_buffers(&mut rx, &mut mem, stream, sizes, per_buffer)
+    };
     let regions: Vec<Vec<u8>> = [W, R, A, S]
         .iter()
         .map(|&s| mem.bytes(s).to_vec())
@@ -244,6 +259,40 @@ proptest! {
         let bytes = outcome(&stream, crc, &[1]);
         prop_assert_eq!(&outcome(&stream, crc, &[]), &bytes);
         prop_assert_eq!(&outcome(&stream, crc, &sizes), &bytes);
+    }
+}
+
+proptest! {
+    /// Feeding a socket buffer's pieces at once does what feeding them one
+    /// by one does, for damaged streams too.
+    #[test]
+    fn pieces_at_once_and_one_by_one_agree(crc: bool,
+                                           damage in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 0..3),
+                                           sizes in prop::collection::vec(1usize..300, 1..20),
+                                           per_buffer in 1usize..20) {
+        let (mut stream, _, _, _) = scenario(crc);
+        for (at, flip) in &damage {
+            let i = at.index(stream.len());
+            stream[i] ^= flip;
+        }
+        let one_by_one = outcome_in_buffers(&stream, crc, &sizes, 0);
+        prop_assert_eq!(&outcome_in_buffers(&stream, crc, &sizes, per_buffer), &one_by_one);
+    }
+}
+
+/// A payload over many pieces of one socket buffer is placed with one call.
+#[test]
+fn payload_over_pieces_is_placed_at_once() {
+    let data = payload(4000, 3);
+    let stream = fpdu(&write(W, 0, &data), true);
+    for per_buffer in [1, 4, 100] {
+        let mut mem = receiver();
+        let mut rx = RxEngine::new(SoftCrc32c, true, PD);
+        feed_in_buffers(&mut rx, &mut mem, &stream, &[100], per_buffer).unwrap();
+        assert_eq!(&mem.bytes(W)[..4000], &data[..]);
+        // 40 pieces of 100 bytes, the first holding the headers.
+        let buffers = stream.len().div_ceil(100).div_ceil(per_buffer);
+        assert_eq!(mem.runs, buffers, "{per_buffer} pieces per buffer");
     }
 }
 

@@ -837,6 +837,86 @@ unsafe extern "C" fn read_actor<F: FnMut(&SkbSlice<'_>) -> usize>(
     used as c_int
 }
 
+/// The most pieces [`SkbSlice::for_each_batch`] hands over at once: a socket buffer's head and
+/// every page fragment it can have (`MAX_SKB_FRAGS`, which `CONFIG_MAX_SKB_FRAGS` sets, 17 by
+/// default; a buffer with more is handed over in several batches).
+pub const PIECES_PER_BATCH: usize = 18;
+
+/// Pieces of a socket buffer collected for [`SkbSlice::for_each_batch`], with the mappings
+/// (from `kmap_local_page`) they lie in.
+///
+/// # Invariants
+///
+/// The first `len` entries of `pieces` are readable for as long as the batch holds them: the
+/// non-null entries of `maps` with the same index are live local mappings they lie in, made in
+/// index order, and nothing else maps or unmaps in between.
+struct Batch<'a> {
+    pieces: [&'a [u8]; PIECES_PER_BATCH],
+    maps: [*mut u8; PIECES_PER_BATCH],
+    len: usize,
+}
+
+impl<'a> Batch<'a> {
+    fn new() -> Self {
+        Self {
+            pieces: [&[]; PIECES_PER_BATCH],
+            maps: [core::ptr::null_mut(); PIECES_PER_BATCH],
+            len: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len >= PIECES_PER_BATCH
+    }
+
+    /// Adds `piece`, which lies in the local mapping `map` (or in memory that needs none if
+    /// null); a full batch drops it.
+    ///
+    /// # Safety
+    ///
+    /// `piece` must stay readable until the batch unmaps `map` (if non-null, a mapping made
+    /// by `kmap_local_page` after every mapping the batch holds, which it then owns), or
+    /// until the batch is dropped.
+    unsafe fn push(&mut self, piece: &'a [u8], map: *mut u8) {
+        if let (Some(p), Some(m)) = (self.pieces.get_mut(self.len), self.maps.get_mut(self.len)) {
+            *p = piece;
+            *m = map;
+            self.len += 1;
+        } else if !map.is_null() {
+            // SAFETY: The latest mapping, owned by the batch now (the caller's promise).
+            unsafe { bindings::kunmap_local(map.cast()) };
+        }
+    }
+
+    /// Hands the pieces to `f` (if any) and empties the batch, unmapping them. Returns what
+    /// `f` did (`true` for an empty batch).
+    fn hand_over(&mut self, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
+        let pieces = self.pieces.get(..self.len).unwrap_or(&[]);
+        let go_on = pieces.is_empty() || f(pieces);
+        self.unmap();
+        go_on
+    }
+
+    /// Unmaps the batch's mappings, latest first, and empties it.
+    fn unmap(&mut self) {
+        let maps = self.maps.get(..self.len).unwrap_or(&[]);
+        for &map in maps.iter().rev() {
+            if !map.is_null() {
+                // SAFETY: A live local mapping the batch owns (type invariant); the ones made
+                // after it are already unmapped, as `kunmap_local` requires.
+                unsafe { bindings::kunmap_local(map.cast()) };
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.unmap();
+    }
+}
+
 /// The tag of a page fragment that is not a page (`NET_IOV` in `include/net/netmem.h`).
 const NET_IOV: bindings::netmem_ref = 1;
 
@@ -882,28 +962,29 @@ impl SkbSlice<'_> {
 
     /// Hands the bytes of the slice to `f` in place, as the contiguous pieces the socket
     /// buffer holds them in (its head, then each page fragment, mapped for the call), in
-    /// order, without copying them. `f` returns `false` to stop early.
+    /// order, without copying them: in batches of up to [`PIECES_PER_BATCH`] pieces, which for
+    /// a common socket buffer means all of them at once. `f` returns `false` to stop early.
     #[inline]
-    pub fn for_each_piece(&self, mut f: impl FnMut(&[u8]) -> bool) {
+    pub fn for_each_batch(&self, mut f: impl FnMut(&[&[u8]]) -> bool) {
         let Some(to) = u32::try_from(self.len)
             .ok()
             .and_then(|len| self.offset.checked_add(len))
         else {
             return;
         };
-        if self.for_each_direct_piece(to, &mut f) {
+        if self.for_each_direct_batch(to, &mut f) {
             return;
         }
-        self.for_each_seq_piece(to, f);
+        self.for_each_seq_piece(to, |piece| f(&[piece]));
     }
 
-    /// [`Self::for_each_piece`] for the common socket buffer, which TCP builds from a head and
+    /// [`Self::for_each_batch`] for the common socket buffer, which TCP builds from a head and
     /// page fragments and no fragment list: walks them here instead of through
     /// `skb_seq_read`, which costs a preparation call and a further call per piece (plus the
-    /// one that finds the end). Returns `false`, having handed nothing to `f`, when the
-    /// buffer is of another kind.
+    /// one that finds the end), and hands them over together. Returns `false`, having handed
+    /// nothing to `f`, when the buffer is of another kind.
     #[inline]
-    fn for_each_direct_piece(&self, to: u32, f: &mut impl FnMut(&[u8]) -> bool) -> bool {
+    fn for_each_direct_batch(&self, to: u32, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
         // A fragment may span several pages of a compound page: only without highmem are
         // they mapped contiguously (in the direct map) by mapping the first.
         if cfg!(CONFIG_HIGHMEM) {
@@ -931,17 +1012,15 @@ impl SkbSlice<'_> {
         if frags.iter().any(|frag| frag.netmem & NET_IOV != 0) {
             return false;
         }
+        let mut batch = Batch::new();
         let mut at = self.offset;
         // The head: bytes `0..headlen` after `data`.
         if at < headlen {
             let end = to.min(headlen);
             let (ptr, n) = (data.wrapping_add(at as usize), (end - at) as usize);
             // SAFETY: The head holds `headlen` bytes from `data`, and `at..end` is inside both
-            // them and the slice (type invariant).
-            let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
-            if !f(piece) {
-                return true;
-            }
+            // them and the slice (type invariant); it is not unmapped.
+            unsafe { batch.push(core::slice::from_raw_parts(ptr, n), core::ptr::null_mut()) };
             at = end;
         }
         let mut start = headlen;
@@ -952,30 +1031,30 @@ impl SkbSlice<'_> {
             let end = start.saturating_add(frag.len);
             if at < end {
                 let last = to.min(end);
+                if batch.is_full() && !batch.hand_over(f) {
+                    return true;
+                }
                 let page = frag.netmem as *mut bindings::page;
                 // SAFETY: The fragment is a page (checked above) the buffer holds a reference
-                // to; the mapping is valid until the matching `kunmap_local` below and, without
-                // highmem, covers the whole (compound) page the fragment lies in.
+                // to; the mapping is valid until the batch unmaps it and, without highmem,
+                // covers the whole (compound) page the fragment lies in.
                 let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
                 let from = frag.offset as usize + (at - start) as usize;
                 let (ptr, n) = (base.wrapping_add(from), (last - at) as usize);
                 // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped page
-                // range, and `at..last` lies within the fragment and the slice.
-                let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
-                let go_on = f(piece);
-                // SAFETY: `base` is the mapping made above; `piece` is not used any more.
-                unsafe { bindings::kunmap_local(base.cast()) };
-                if !go_on {
-                    return true;
-                }
+                // range, and `at..last` lies within the fragment and the slice; `base` is the
+                // mapping just made, which the batch unmaps after its last use of the piece.
+                unsafe { batch.push(core::slice::from_raw_parts(ptr, n), base) };
                 at = last;
             }
             start = end;
         }
+        let _ = batch.hand_over(f);
         true
     }
 
-    /// [`Self::for_each_piece`] through `skb_seq_read`, for any socket buffer.
+    /// The pieces of [`Self::for_each_batch`] one at a time through `skb_seq_read`, for any
+    /// socket buffer.
     fn for_each_seq_piece(&self, to: u32, mut f: impl FnMut(&[u8]) -> bool) {
         // SAFETY: Plain data, set up by `skb_prepare_seq_read`.
         let mut st: bindings::skb_seq_state = unsafe { core::mem::zeroed() };

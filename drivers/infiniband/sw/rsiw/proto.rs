@@ -47,6 +47,7 @@ pub mod mpa;
 pub mod mpa_handshake;
 pub mod mpa_negotiation;
 pub mod ord_ird;
+pub mod pieces;
 pub mod placement;
 pub mod qp_engine;
 pub mod qp_state;

@@ -48,6 +48,7 @@ use crate::{
     kernel_crc32c::KernelCrc32c,
     mr::{LocalAccess, LocalError, Mr, MrTable},
     proto::{
+        pieces::Pieces,
         placement,
         qp_engine::{
             AtomicOp, Completion, EngineConfig, Outstanding, PayloadSource, Pending, QpContext,
@@ -937,9 +938,29 @@ impl QpContext for Ctx<'_> {
         offset: u64,
         data: &[u8],
     ) -> core::result::Result<(), TermError> {
+        let data = [data];
+        self.tagged_write_pieces(stag, offset, Pieces::one(&data))
+    }
+
+    fn tagged_write_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> core::result::Result<(), TermError> {
+        // The region is looked up, locked and checked once for the whole run; each of its
+        // pages then takes the pieces that land in it.
         let cache = &mut self.queues.mr_cache.tagged_write.0;
-        Self::tagged(self.qp, cache, stag, offset, data.len(), |r, at| {
-            r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
+        let mut rest = data;
+        Self::tagged(self.qp, cache, stag, offset, data.len(), |r, _| {
+            let (here, after) = rest.split_at(r.len());
+            rest = after;
+            let mut at = 0;
+            here.try_for_each(|piece| {
+                r.write(at, piece)?;
+                at += piece.len();
+                Ok(())
+            })
         })
     }
 
@@ -1203,8 +1224,8 @@ impl TcpCallbacks for Qp {
                 // The engine takes the socket buffer's bytes in place: payload is copied
                 // once, straight into the consumer's memory.
                 if !failed {
-                    slice.for_each_piece(|bytes: &[u8]| {
-                        failed = engine.receive(bytes, ctx).is_err();
+                    slice.for_each_batch(|pieces| {
+                        failed = engine.receive_pieces(Pieces::new(pieces), ctx).is_err();
                         !failed
                     });
                 }

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The receive engine fed arbitrary bytes, at once and in fuzzer-chosen
-//! chunks, over a small in-memory RNIC: it never panics, every placement
-//! lies inside the checked region or receive buffer, and both feedings give
-//! the same completions, memory contents and termination.
+//! The receive engine fed arbitrary bytes, at once, in fuzzer-chosen chunks
+//! and in socket buffers of such chunks, over a small in-memory RNIC: it
+//! never panics, every placement lies inside the checked region or receive
+//! buffer, and all feedings give the same completions, memory contents and
+//! termination.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::ord_ird::{RequestKind, Requester, Responder};
+use rsiw_proto::proto::pieces::Pieces;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::rx_engine::{RxContext, RxEngine, RxEvent, RxTermination};
 use rsiw_proto::proto::terminate::TermError;
@@ -120,9 +122,19 @@ impl RxContext for Mem {
     }
 }
 
-fn run(stream: &[u8], crc: bool, config: u8, sizes: &[u8]) -> (Mem, Option<RxTermination>) {
+/// Feeds `stream` in chunks of `sizes` (cycled; all at once if empty), one
+/// chunk per `feed` call, or with `per_buffer` > 0 that many chunks per
+/// `feed_pieces` call, as a socket buffer's pieces.
+fn run(
+    stream: &[u8],
+    crc: bool,
+    config: u8,
+    sizes: &[u8],
+    per_buffer: usize,
+) -> (Mem, Option<RxTermination>) {
     let mut mem = Mem::new(config);
     let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+    let mut chunks = Vec::new();
     let mut pos = 0;
     let mut k = 0;
     while pos < stream.len() {
@@ -133,8 +145,18 @@ fn run(stream: &[u8], crc: bool, config: u8, sizes: &[u8]) -> (Mem, Option<RxTer
         };
         k += 1;
         let end = (pos + size).min(stream.len());
-        match rx.feed(&stream[pos..end], &mut mem) {
-            Ok(n) if n == end - pos => {}
+        chunks.push(&stream[pos..end]);
+        pos = end;
+    }
+    for buffer in chunks.chunks(per_buffer.max(1)) {
+        let offered: usize = buffer.iter().map(|c| c.len()).sum();
+        let fed = if per_buffer == 0 {
+            rx.feed(buffer[0], &mut mem)
+        } else {
+            rx.feed_pieces(Pieces::new(buffer), &mut mem)
+        };
+        match fed {
+            Ok(n) if n == offered => {}
             Ok(_) => {
                 assert!(!rx.is_running());
                 break;
@@ -147,7 +169,6 @@ fn run(stream: &[u8], crc: bool, config: u8, sizes: &[u8]) -> (Mem, Option<RxTer
                 return (mem, Some(term));
             }
         }
-        pos = end;
     }
     (mem, None)
 }
@@ -164,7 +185,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let crc = ctl & 1 != 0;
-    let whole = run(stream, crc, config, &[]);
-    let pieces = run(stream, crc, config, sizes);
-    assert_eq!(whole, pieces);
+    let whole = run(stream, crc, config, &[], 0);
+    let chunks = run(stream, crc, config, sizes, 0);
+    assert_eq!(whole, chunks);
+    // The same chunks as the pieces of socket buffers.
+    let per_buffer = usize::from(config % 5) + 1;
+    let buffers = run(stream, crc, config, sizes, per_buffer);
+    assert_eq!(whole, buffers);
 });

@@ -11,6 +11,7 @@ use rsiw_proto::proto::atomic::{AtomicRequestHeader, AtomicResponseHeader};
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::immediate::ImmediateData;
 use rsiw_proto::proto::ord_ird::{Requester, Responder};
+use rsiw_proto::proto::pieces::Pieces;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::rdmap::ReadRequestHeader;
 use rsiw_proto::proto::rx_engine::{RxContext, RxEngine, RxEvent, RxTermination};
@@ -67,6 +68,8 @@ pub struct Mem {
     pub requester: Requester,
     pub responder: Responder,
     pub events: Vec<Ev>,
+    /// Payload placements: runs of pieces placed with one call.
+    pub runs: usize,
 }
 
 impl Mem {
@@ -78,6 +81,7 @@ impl Mem {
             requester: Requester::new(16),
             responder: Responder::new(16),
             events: Vec::new(),
+            runs: 0,
         }
     }
 
@@ -115,6 +119,27 @@ impl RxContext for Mem {
         let (_, bytes) = self.regions.get_mut(&(stag >> 8)).expect("checked STag");
         let at = offset as usize;
         bytes[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn place_tagged_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        self.runs += 1;
+        let (_, bytes) = self.regions.get_mut(&(stag >> 8)).expect("checked STag");
+        let at = offset as usize;
+        assert!(data.copy_to(&mut bytes[at..at + data.len()]));
+        Ok(())
+    }
+
+    fn place_untagged_pieces(&mut self, offset: u32, data: Pieces<'_>) -> Result<(), TermError> {
+        self.runs += 1;
+        let buf = self.taken.last_mut().expect("bound buffer");
+        let at = offset as usize;
+        assert!(data.copy_to(&mut buf[at..at + data.len()]));
         Ok(())
     }
 
@@ -215,6 +240,48 @@ pub fn serialize(tx: &mut TxEngine<SoftCrc32c>, wr: WorkRequest<'_>, payload: &[
 
 /// Feeds `stream` to `rx` in chunks of the sizes given (cycled; 0 counts
 /// as 1), returning the first termination.
+/// Feeds `stream` as socket buffers would hand it over: in pieces of `sizes`
+/// (cycled), `per_buffer` pieces to a [`RxEngine::feed_pieces`] call.
+pub fn feed_in_buffers(
+    rx: &mut RxEngine<SoftCrc32c>,
+    mem: &mut Mem,
+    stream: &[u8],
+    sizes: &[usize],
+    per_buffer: usize,
+) -> Result<(), Box<RxTermination>> {
+    let mut pieces: Vec<&[u8]> = Vec::new();
+    let mut pos = 0;
+    for k in 0.. {
+        if pos >= stream.len() {
+            break;
+        }
+        let size = sizes
+            .get(k % sizes.len().max(1))
+            .copied()
+            .unwrap_or(stream.len())
+            .max(1);
+        let end = (pos + size).min(stream.len());
+        pieces.push(&stream[pos..end]);
+        pos = end;
+    }
+    for buffer in pieces.chunks(per_buffer.max(1)) {
+        let offered: usize = buffer.iter().map(|p| p.len()).sum();
+        let n = match rx.feed_pieces(Pieces::new(buffer), mem) {
+            Ok(n) => n,
+            Err(e) => {
+                let term = *rx.termination().expect("termination recorded");
+                assert_eq!(term.error(), e);
+                return Err(Box::new(term));
+            }
+        };
+        if n < offered {
+            assert!(!rx.is_running());
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 pub fn feed_chunked(
     rx: &mut RxEngine<SoftCrc32c>,
     mem: &mut Mem,

@@ -270,6 +270,46 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
         self.state == RxState::Length && self.part_seen == 0
     }
 
+    /// The payload bytes of the current FPDU still to come, if the
+    /// receiver is inside its payload; 0 otherwise.
+    pub fn payload_left(&self) -> usize {
+        if self.state != RxState::Payload {
+            return 0;
+        }
+        self.ulpdu_len
+            .saturating_sub(self.header_wanted)
+            .saturating_sub(self.part_seen)
+    }
+
+    /// The payload bytes of the current FPDU taken so far.
+    pub fn payload_taken(&self) -> usize {
+        if self.state == RxState::Payload {
+            self.part_seen
+        } else {
+            0
+        }
+    }
+
+    /// Takes `data`, the next payload bytes of the current FPDU (at most
+    /// [`Self::payload_left`]), as [`Self::step`] would, without handing
+    /// them back: the caller places them itself, for instance together with
+    /// the following pieces of a socket buffer. Bytes beyond the payload are
+    /// not taken. Returns the bytes taken.
+    pub fn take_payload(&mut self, data: &[u8]) -> usize {
+        if self.state != RxState::Payload {
+            return 0;
+        }
+        let left = self.payload_left();
+        let data = data.get(..left.min(data.len())).unwrap_or(&[]);
+        self.hash(data);
+        self.part_seen += data.len();
+        if data.len() == left {
+            self.part_seen = 0;
+            self.state = RxState::Trailer;
+        }
+        data.len()
+    }
+
     fn hash(&mut self, data: &[u8]) {
         if self.crc_enabled {
             self.digest.update(data);
@@ -462,19 +502,10 @@ impl<C: Crc32c + Copy> FpduReceiver<C> {
                 Ok((n, Some(event)))
             }
             RxState::Payload => {
-                let remaining = self
-                    .ulpdu_len
-                    .saturating_sub(self.header_wanted)
-                    .saturating_sub(self.part_seen);
-                let n = remaining.min(input.len());
+                let n = self.payload_left().min(input.len());
                 let data = input.get(..n).unwrap_or(&[]);
-                self.hash(data);
                 let offset = self.part_seen;
-                self.part_seen += n;
-                if n == remaining {
-                    self.part_seen = 0;
-                    self.state = RxState::Trailer;
-                }
+                self.take_payload(data);
                 if n == 0 {
                     return Ok((0, None));
                 }

@@ -146,6 +146,7 @@ use super::immediate::ImmediateData;
 use super::mpa::RtrKind;
 use super::mpa_handshake::{ReceivedRtr, RTR_STAG};
 use super::ord_ird::{IssueError, RequestKind, Requester, Responder, MAX_DEPTH};
+use super::pieces::Pieces;
 use super::placement::{check_tagged, MemoryRegion, TaggedAccess, TaggedUse};
 use super::rdmap::ReadRequestHeader;
 use super::rx_engine::{RxContext, RxEngine, RxEvent};
@@ -634,6 +635,21 @@ pub trait QpContext {
     fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError>;
     /// Writes into the region `stag` names, `offset` bytes from its start.
     fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
+    /// [`Self::tagged_write`] of payload received in several pieces, in one
+    /// call that can look the region up once. By default, piece by piece.
+    fn tagged_write_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        let mut at = offset;
+        data.try_for_each(|piece| {
+            self.tagged_write(stag, at, piece)?;
+            at = at.saturating_add(piece.len() as u64);
+            Ok(())
+        })
+    }
     /// Executes `op` atomically with respect to all other atomics of the
     /// device on the word at `offset` of the region `stag` names; returns
     /// the original value.
@@ -1046,14 +1062,14 @@ fn remote_status(error: TermError) -> WcStatus {
 /// The pieces of the byte range [`offset`, `offset` + `len`) of the
 /// concatenation of some SGEs: (SGE, offset in it, offset in the range,
 /// length).
-struct Pieces<'a> {
+struct SgePieces<'a> {
     sges: core::slice::Iter<'a, Sge>,
     skip: u64,
     done: usize,
     len: usize,
 }
 
-impl<'a> Pieces<'a> {
+impl<'a> SgePieces<'a> {
     fn new(sges: &'a [Sge], offset: u32, len: usize) -> Self {
         Self {
             sges: sges.iter(),
@@ -1069,7 +1085,7 @@ impl<'a> Pieces<'a> {
     }
 }
 
-impl<'a> Iterator for Pieces<'a> {
+impl<'a> Iterator for SgePieces<'a> {
     type Item = (&'a Sge, u32, usize, usize);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -1095,7 +1111,7 @@ impl<'a> Iterator for Pieces<'a> {
 }
 
 /// The only SGE of `sges` if the `len` > 0 bytes from `offset` on lie inside
-/// it, as nearly always: one piece, no need to iterate over [`Pieces`].
+/// it, as nearly always: one piece, no need to iterate over [`SgePieces`].
 fn single_sge(sges: &[Sge], offset: u32, len: usize) -> Option<&Sge> {
     match sges {
         [sge]
@@ -1117,7 +1133,7 @@ fn sg_read<X: QpContext>(
     if let Some(sge) = single_sge(sges, offset, out.len()) {
         return ctx.local_read(sge, offset, out);
     }
-    let mut pieces = Pieces::new(sges, offset, out.len());
+    let mut pieces = SgePieces::new(sges, offset, out.len());
     for (sge, at, start, n) in pieces.by_ref() {
         let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
         let dst = out.get_mut(start..end).ok_or(WcStatus::LocLenErr)?;
@@ -1140,7 +1156,7 @@ fn sg_write<X: QpContext>(
     if let Some(sge) = single_sge(sges, offset, data.len()) {
         return ctx.local_write(sge, offset, data);
     }
-    let mut pieces = Pieces::new(sges, offset, data.len());
+    let mut pieces = SgePieces::new(sges, offset, data.len());
     for (sge, at, start, n) in pieces.by_ref() {
         let end = start.checked_add(n).ok_or(WcStatus::LocLenErr)?;
         let src = data.get(start..end).ok_or(WcStatus::LocLenErr)?;
@@ -1166,6 +1182,15 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
 
     fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
         self.ctx.tagged_write(stag, offset, data)
+    }
+
+    fn place_tagged_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        self.ctx.tagged_write_pieces(stag, offset, data)
     }
 
     fn recv_buffer(&mut self) -> Option<u64> {
@@ -1595,6 +1620,18 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// TERMINATE is then pending for [`Self::transmit`], unless the peer sent
     /// one (its error is returned) or ours is out already.
     pub fn receive<X: QpContext>(&mut self, bytes: &[u8], ctx: &mut X) -> Result<usize, TermError> {
+        let bytes = [bytes];
+        self.receive_pieces(Pieces::one(&bytes), ctx)
+    }
+
+    /// As [`Self::receive`] for the bytes of `pieces` in order (a socket
+    /// buffer's head and fragments): a payload that runs over several pieces
+    /// is placed with one [`QpContext::tagged_write_pieces`].
+    pub fn receive_pieces<X: QpContext>(
+        &mut self,
+        pieces: Pieces<'_>,
+        ctx: &mut X,
+    ) -> Result<usize, TermError> {
         match self.st.stage {
             Stage::Running => {}
             Stage::Pending { error, .. } | Stage::Sent(error) | Stage::Peer(error) => {
@@ -1606,7 +1643,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             st: &mut self.st,
             ctx,
         };
-        match self.rx.feed(bytes, &mut adapter) {
+        match self.rx.feed_pieces(pieces, &mut adapter) {
             Ok(n) => match self.st.stage {
                 Stage::Peer(error) => Err(error),
                 _ => Ok(n),

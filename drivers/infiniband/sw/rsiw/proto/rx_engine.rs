@@ -55,6 +55,7 @@ use super::ddp::{
 use super::fpdu::{FpduReceiver, RxEvent as FpduEvent, WholeFpdu, MAX_HEADER_LEN};
 use super::immediate::ImmediateData;
 use super::ord_ird::{RequestKind, Requester, Responder};
+use super::pieces::Pieces;
 use super::placement::{
     check_tagged, MemoryRegion, TaggedAccess, TaggedUse, UntaggedPlacement, UntaggedQueues,
     UntaggedSegment,
@@ -77,6 +78,23 @@ pub trait RxContext {
     /// [`Self::lookup_stag`] for the same STag.
     fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
 
+    /// [`Self::place_tagged`] for payload that arrived in several pieces
+    /// ([`RxEngine::feed_pieces`]): one call for the whole run, which a
+    /// driver can check and place at once. By default, piece by piece.
+    fn place_tagged_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        let mut at = offset;
+        data.try_for_each(|piece| {
+            self.place_tagged(stag, at, piece)?;
+            at = at.saturating_add(piece.len() as u64);
+            Ok(())
+        })
+    }
+
     /// Takes the next posted receive buffer for an arriving Send or
     /// Immediate Data message and returns its total length, or `None` if no
     /// buffer is posted.
@@ -85,6 +103,17 @@ pub trait RxContext {
     /// Copies `data` into the receive buffer taken last, at `offset`. The
     /// range lies within the length [`Self::recv_buffer`] returned.
     fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError>;
+
+    /// [`Self::place_untagged`] for payload that arrived in several pieces,
+    /// as [`Self::place_tagged_pieces`]. By default, piece by piece.
+    fn place_untagged_pieces(&mut self, offset: u32, data: Pieces<'_>) -> Result<(), TermError> {
+        let mut at = offset;
+        data.try_for_each(|piece| {
+            self.place_untagged(at, piece)?;
+            at = at.saturating_add(piece.len() as u32);
+            Ok(())
+        })
+    }
 
     /// The requester's outstanding Read and Atomic requests (ORD), which the
     /// send path fills and incoming responses drain.
@@ -383,8 +412,69 @@ impl<C: Crc32c + Copy> RxEngine<C> {
     /// dead: its error is returned, now and on every later call, and
     /// [`Self::termination`] describes the TERMINATE to send.
     pub fn feed<X: RxContext>(&mut self, chunk: &[u8], ctx: &mut X) -> Result<usize, TermError> {
+        self.feed_until::<X, false>(chunk, ctx)
+    }
+
+    /// As [`Self::feed`] over the bytes of `pieces` in order (the pieces of
+    /// a socket buffer), with the same result as feeding each piece in turn;
+    /// but the payload of a segment that runs over several pieces is placed
+    /// with one [`RxContext::place_tagged_pieces`] or
+    /// [`RxContext::place_untagged_pieces`] call.
+    pub fn feed_pieces<X: RxContext>(
+        &mut self,
+        pieces: Pieces<'_>,
+        ctx: &mut X,
+    ) -> Result<usize, TermError> {
+        let mut rest = pieces;
+        let mut consumed = 0;
+        while !rest.is_empty() {
+            match self.state.stage {
+                Stage::Running => {}
+                Stage::Closed => break,
+                Stage::Failed(t) => return Err(t.error),
+            }
+            let left = self.fpdu.payload_left();
+            let n = if left > 0 {
+                // Inside a payload: place all of it that is here at once.
+                let (run, _) = rest.split_at(left);
+                let offset = self.fpdu.payload_taken();
+                let _: Result<(), ()> = run.try_for_each(|piece| {
+                    self.fpdu.take_payload(piece);
+                    Ok(())
+                });
+                if let Err(e) = self.state.on_payload(run, offset, ctx) {
+                    self.state.fail(e);
+                }
+                run.len()
+            } else {
+                // Up to the next payload, within the first piece.
+                let n = self.feed_until::<X, true>(rest.first(), ctx)?;
+                if n == 0 {
+                    break;
+                }
+                n
+            };
+            consumed += n;
+            rest = rest.split_at(n).1;
+        }
+        match self.state.stage {
+            Stage::Failed(t) => Err(t.error),
+            _ => Ok(consumed),
+        }
+    }
+
+    /// [`Self::feed`], which with `PAYLOAD` stops where a payload begins.
+    #[inline]
+    fn feed_until<X: RxContext, const PAYLOAD: bool>(
+        &mut self,
+        chunk: &[u8],
+        ctx: &mut X,
+    ) -> Result<usize, TermError> {
         let mut consumed = 0;
         loop {
+            if PAYLOAD && self.fpdu.payload_left() > 0 {
+                return Ok(consumed);
+            }
             match self.state.stage {
                 Stage::Running => {}
                 Stage::Closed => return Ok(consumed),
@@ -418,7 +508,8 @@ impl<C: Crc32c + Copy> RxEngine<C> {
                     Ok(())
                 }
                 Some(FpduEvent::Payload { data, offset }) => {
-                    self.state.on_payload(data, offset, ctx)
+                    let data = [data];
+                    self.state.on_payload(Pieces::one(&data), offset, ctx)
                 }
                 Some(FpduEvent::Complete { .. }) => self.state.on_complete(ctx),
             };
@@ -502,7 +593,8 @@ impl State {
             return Ok(());
         }
         if !fpdu.payload.is_empty() {
-            if let Err(e) = self.on_payload(fpdu.payload, 0, ctx) {
+            let payload = [fpdu.payload];
+            if let Err(e) = self.on_payload(Pieces::one(&payload), 0, ctx) {
                 self.fail(e);
                 return Ok(());
             }
@@ -705,9 +797,11 @@ impl State {
         self.queues.place(&segment)
     }
 
+    /// Places `data`, the payload of the current segment from its byte
+    /// `offset` on.
     fn on_payload<X: RxContext>(
         &mut self,
-        data: &[u8],
+        data: Pieces<'_>,
         offset: usize,
         ctx: &mut X,
     ) -> Result<(), TermError> {
@@ -721,14 +815,14 @@ impl State {
                     .ok()
                     .and_then(|o| base.checked_add(o))
                     .ok_or(TermError::DdpLocalCatastrophic)?;
-                ctx.place_tagged(stag, at, data)
+                ctx.place_tagged_pieces(stag, at, data)
             }
             Place::Untagged { offset: base } => {
                 let at = u32::try_from(offset)
                     .ok()
                     .and_then(|o| base.checked_add(o))
                     .ok_or(TermError::DdpLocalCatastrophic)?;
-                ctx.place_untagged(at, data)
+                ctx.place_untagged_pieces(at, data)
             }
         }
     }
