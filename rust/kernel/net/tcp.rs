@@ -32,6 +32,7 @@ use crate::{
 };
 use core::{
     marker::PhantomData,
+    mem::MaybeUninit,
     net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6},
     ptr::NonNull,
 };
@@ -286,6 +287,7 @@ impl TcpSocket {
         Ok(Self { sock })
     }
 
+    #[inline]
     fn sk(&self) -> *mut bindings::sock {
         // SAFETY: `sock` is valid and its `sk` set (type invariant); `sk` does not change for
         // the life of a kernel socket.
@@ -336,6 +338,7 @@ impl TcpSocket {
 
     /// Sends `data`; returns how many bytes were queued (fewer than asked only with
     /// [`MsgFlags::DONTWAIT`]).
+    #[inline]
     pub fn send(&self, data: &[u8], flags: MsgFlags) -> Result<usize> {
         // One kvec, not `send_vectored`'s array of them: small messages take this path, and
         // setting up the array costs more than their copy.
@@ -843,24 +846,27 @@ unsafe extern "C" fn read_actor<F: FnMut(&SkbSlice<'_>) -> usize>(
 pub const PIECES_PER_BATCH: usize = 18;
 
 /// Pieces of a socket buffer collected for [`SkbSlice::for_each_batch`], with the mappings
-/// (from `kmap_local_page`) they lie in.
+/// (from `kmap_local_page`) they lie in. Its arrays are left uninitialised beyond `len`: most
+/// buffers hold one or two pieces, and the batch is set up for every one.
 ///
 /// # Invariants
 ///
-/// The first `len` entries of `pieces` are readable for as long as the batch holds them: the
-/// non-null entries of `maps` with the same index are live local mappings they lie in, made in
-/// index order, and nothing else maps or unmaps in between.
+/// The first `len` entries of `pieces` and `maps` are initialised; those pieces are readable
+/// for as long as the batch holds them: the non-null entries of `maps` with the same index are
+/// live local mappings they lie in, made in index order, and nothing else maps or unmaps in
+/// between.
 struct Batch<'a> {
-    pieces: [&'a [u8]; PIECES_PER_BATCH],
-    maps: [*mut u8; PIECES_PER_BATCH],
+    pieces: [MaybeUninit<&'a [u8]>; PIECES_PER_BATCH],
+    maps: [MaybeUninit<*mut u8>; PIECES_PER_BATCH],
     len: usize,
 }
 
 impl<'a> Batch<'a> {
     fn new() -> Self {
+        // INVARIANT: No entry is in use.
         Self {
-            pieces: [&[]; PIECES_PER_BATCH],
-            maps: [core::ptr::null_mut(); PIECES_PER_BATCH],
+            pieces: [const { MaybeUninit::uninit() }; PIECES_PER_BATCH],
+            maps: [const { MaybeUninit::uninit() }; PIECES_PER_BATCH],
             len: 0,
         }
     }
@@ -879,8 +885,9 @@ impl<'a> Batch<'a> {
     /// until the batch is dropped.
     unsafe fn push(&mut self, piece: &'a [u8], map: *mut u8) {
         if let (Some(p), Some(m)) = (self.pieces.get_mut(self.len), self.maps.get_mut(self.len)) {
-            *p = piece;
-            *m = map;
+            p.write(piece);
+            m.write(map);
+            // INVARIANT: Entry `len` is initialised now, with the caller's promises.
             self.len += 1;
         } else if !map.is_null() {
             // SAFETY: The latest mapping, owned by the batch now (the caller's promise).
@@ -891,7 +898,10 @@ impl<'a> Batch<'a> {
     /// Hands the pieces to `f` (if any) and empties the batch, unmapping them. Returns what
     /// `f` did (`true` for an empty batch).
     fn hand_over(&mut self, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
-        let pieces = self.pieces.get(..self.len).unwrap_or(&[]);
+        let len = self.len.min(PIECES_PER_BATCH);
+        // SAFETY: The first `len` entries are initialised (type invariant), and
+        // `MaybeUninit<T>` has the layout of `T`.
+        let pieces = unsafe { core::slice::from_raw_parts(self.pieces.as_ptr().cast(), len) };
         let go_on = pieces.is_empty() || f(pieces);
         self.unmap();
         go_on
@@ -900,13 +910,16 @@ impl<'a> Batch<'a> {
     /// Unmaps the batch's mappings, latest first, and empties it.
     fn unmap(&mut self) {
         let maps = self.maps.get(..self.len).unwrap_or(&[]);
-        for &map in maps.iter().rev() {
+        for map in maps.iter().rev() {
+            // SAFETY: The first `len` entries are initialised (type invariant).
+            let map = unsafe { map.assume_init() };
             if !map.is_null() {
                 // SAFETY: A live local mapping the batch owns (type invariant); the ones made
                 // after it are already unmapped, as `kunmap_local` requires.
                 unsafe { bindings::kunmap_local(map.cast()) };
             }
         }
+        // INVARIANT: No entry is in use any more.
         self.len = 0;
     }
 }
@@ -1001,6 +1014,16 @@ impl SkbSlice<'_> {
             let headlen = (*skb).len.saturating_sub((*skb).data_len);
             ((*skb).data, headlen, &*shinfo)
         };
+        if to <= headlen {
+            // All in the head, as a small message nearly always is: one piece, no batch.
+            let at = self.offset.min(to);
+            let (ptr, n) = (data.wrapping_add(at as usize), (to - at) as usize);
+            // SAFETY: The head holds `headlen` bytes from `data`, and `at..to` is inside both
+            // them and the slice (type invariant).
+            let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
+            let _ = f(&[piece]);
+            return true;
+        }
         if !shinfo.frag_list.is_null() {
             return false;
         }

@@ -57,6 +57,7 @@ use crate::{
         },
         qp_state::EventKind,
         terminate::TermError,
+        user_queue,
     },
     ring::Ring,
     srq::Srq,
@@ -836,6 +837,7 @@ impl Ctx<'_> {
 }
 
 impl QpContext for Ctx<'_> {
+    #[inline]
     fn peek_send(&mut self) -> Option<SendRequest> {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
@@ -856,23 +858,42 @@ impl QpContext for Ctx<'_> {
     }
 
     fn pop_recv(&mut self) -> Option<RecvRequest> {
+        let mut wr = user_queue::EMPTY_RECV;
+        self.pop_recv_into(&mut wr).then_some(wr)
+    }
+
+    #[inline]
+    fn pop_recv_into(&mut self, out: &mut RecvRequest) -> bool {
         if let Some(srq) = &self.qp.srq {
             if self.flushing {
-                return None;
+                return false;
             }
             return match srq.take() {
-                Ok(entry) => entry,
+                Ok(Some(wr)) => {
+                    *out = wr;
+                    true
+                }
+                Ok(None) => false,
                 Err(bad) => {
                     self.qp.bad_user_entry(&bad);
-                    None
+                    false
                 }
             };
         }
         let limit = self.user_entries(self.qp.caps.max_recv_wr);
         match &mut self.queues.work {
-            WorkQueues::Kernel { rq, .. } => rq.pop(),
-            WorkQueues::User(u) => self.qp.take_user(u, limit, UserQueues::pop_recv),
-            WorkQueues::Released => None,
+            WorkQueues::Kernel { rq, .. } => rq.pop().map(|wr| *out = wr).is_some(),
+            WorkQueues::User(u) => {
+                // Decoded straight into `out`: no copy of the request.
+                for _ in 0..limit {
+                    match u.pop_recv(out) {
+                        Ok(taken) => return taken,
+                        Err(bad) => self.qp.bad_user_entry(&bad),
+                    }
+                }
+                false
+            }
+            WorkQueues::Released => false,
         }
     }
 
@@ -880,6 +901,7 @@ impl QpContext for Ctx<'_> {
         self.qp.complete(&c);
     }
 
+    #[inline]
     fn local_read(
         &mut self,
         sge: &Sge,
@@ -903,6 +925,7 @@ impl QpContext for Ctx<'_> {
         })
     }
 
+    #[inline]
     fn local_write(
         &mut self,
         sge: &Sge,

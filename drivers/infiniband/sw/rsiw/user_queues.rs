@@ -57,8 +57,6 @@ struct RecvSide {
     rq: Option<UserMapping>,
     num_rqe: u32,
     rq_get: u32,
-    /// The receive queue entry taken last, decoded.
-    rq_entry: RecvRequest,
 }
 
 impl UserQueues {
@@ -97,7 +95,6 @@ impl UserQueues {
                 rq,
                 num_rqe,
                 rq_get: 0,
-                rq_entry: user_queue::EMPTY_RECV,
             },
             signal_all,
             inline: KVVec::from_elem(0u8, inline_len, GFP_KERNEL)?,
@@ -189,15 +186,17 @@ impl UserQueues {
         self.sq_get = self.sq_get.wrapping_add(1);
     }
 
-    /// Takes the next receive queue entry, if the process posted one (decoded in place, to be
-    /// copied out once). A malformed entry is taken and its error completion returned.
-    pub(crate) fn pop_recv(&mut self) -> core::result::Result<Option<&RecvRequest>, Completion> {
+    /// Takes the next receive queue entry into `out` (decoded there, in place), if the process
+    /// posted one. A malformed entry is taken and its error completion returned.
+    pub(crate) fn pop_recv(
+        &mut self,
+        out: &mut RecvRequest,
+    ) -> core::result::Result<bool, Completion> {
         let r = &mut self.recv;
         let Some(rq) = r.rq.as_ref() else {
-            return Ok(None);
+            return Ok(false);
         };
-        let taken = take_rqe(rq, r.num_rqe, &mut r.rq_get, &mut r.rq_entry)?;
-        Ok(taken.then_some(&r.rq_entry))
+        take_rqe(rq, r.num_rqe, &mut r.rq_get, out)
     }
 
     /// The inline data `sge` (with [`INLINE_LKEY`]) stands for, from `offset` on, `len` bytes.
@@ -215,6 +214,7 @@ impl UserQueues {
 /// Takes the receive queue entry `*get` of the ring `rq` of `num` entries into `out`, if the
 /// process posted it (`Ok(true)`), releases it and advances `*get`. A malformed entry is taken
 /// and its error completion returned.
+#[inline]
 pub(crate) fn take_rqe(
     rq: &UserMapping,
     num: u32,

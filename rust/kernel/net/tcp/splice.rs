@@ -270,6 +270,7 @@ impl SpliceList {
     }
 
     /// Drops the pieces from the `count`th on (and their page references).
+    #[inline]
     pub fn truncate(&mut self, count: usize) {
         let Some(dropped) = self.vecs.get(count..) else {
             return;

@@ -102,11 +102,15 @@ pub fn write_trailer<C: Crc32c>(
         }
         None => [0; CRC_LEN],
     };
-    if let Some(dst) = out.get_mut(..CRC_LEN) {
-        dst.copy_from_slice(&[0; CRC_LEN]);
+    // Arrays, not slices: a slice's length LLVM may not see as constant.
+    if let Some(dst) = out.first_chunk_mut::<CRC_LEN>() {
+        *dst = [0; CRC_LEN];
     }
-    if let Some(dst) = out.get_mut(pad..pad + CRC_LEN) {
-        dst.copy_from_slice(&crc);
+    if let Some(dst) = out
+        .get_mut(pad..)
+        .and_then(|d| d.first_chunk_mut::<CRC_LEN>())
+    {
+        *dst = crc;
     }
     true
 }

@@ -422,6 +422,7 @@ impl UntaggedQueue {
     /// the expected one (MSN range not valid), a bound buffer (invalid MSN,
     /// no buffer available), the MO (invalid MO), and the end of the
     /// segment against the buffer (message too long).
+    #[inline]
     pub fn place(&mut self, segment: &UntaggedSegment) -> Result<UntaggedPlacement, TermError> {
         if segment.queue_number != self.queue as u32 {
             return Err(TermError::DdpInvalidQn);

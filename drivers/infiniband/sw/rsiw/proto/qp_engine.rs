@@ -490,6 +490,7 @@ pub struct Completion {
 }
 
 impl Completion {
+    #[inline]
     fn send(wr: &SendRequest, status: WcStatus, byte_len: u32) -> Self {
         Self {
             wr_id: wr.wr_id,
@@ -619,6 +620,19 @@ pub trait QpContext {
     fn pop_send(&mut self);
     /// Takes the next receive request.
     fn pop_recv(&mut self) -> Option<RecvRequest>;
+    /// Takes the next receive request into `out`; `false` if there is none
+    /// (`out` may have changed then). A request is large: a driver that
+    /// decodes it can do so in place. By default, through
+    /// [`Self::pop_recv`].
+    fn pop_recv_into(&mut self, out: &mut RecvRequest) -> bool {
+        match self.pop_recv() {
+            Some(wr) => {
+                *out = wr;
+                true
+            }
+            None => false,
+        }
+    }
     /// A completion for the CQ (send completions only for signaled work
     /// requests or errors; receive completions always).
     fn complete(&mut self, c: Completion);
@@ -1004,7 +1018,7 @@ struct State<S: SlotStorage> {
     /// Starts the receiving side's fields on a cache line.
     rx_line: [CacheLine; 0],
     /// The receive request bound to the Send in progress.
-    recv: Option<RecvRequest>,
+    recv: BoundRecv,
     /// Why placing into it failed, if it did.
     recv_status: Option<WcStatus>,
     last_rx: LastRx,
@@ -1044,6 +1058,29 @@ pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
 
 /// The error reported for a local failure of a work request: an RDMAP local
 /// catastrophic error (RFC 5040 section 7.2).
+/// The receive request bound to the Send in progress, kept in place: the
+/// driver takes the next one straight into it
+/// ([`QpContext::pop_recv_into`]), which spares copying it around.
+#[derive(Debug, Clone)]
+struct BoundRecv {
+    wr: RecvRequest,
+    bound: bool,
+}
+
+impl BoundRecv {
+    /// The request, if one is bound.
+    fn get(&self) -> Option<&RecvRequest> {
+        self.bound.then_some(&self.wr)
+    }
+
+    /// Releases the request; its identifier, if one was bound.
+    fn take_id(&mut self) -> Option<u64> {
+        let id = self.get().map(|wr| wr.wr_id);
+        self.bound = false;
+        id
+    }
+}
+
 const LOCAL_FAILURE: TermError = TermError::RdmapLocalCatastrophic;
 
 /// The completion status for a request the peer terminated the stream over.
@@ -1194,20 +1231,23 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
     }
 
     fn recv_buffer(&mut self) -> Option<u64> {
-        let wr = self.ctx.pop_recv()?;
-        if let Some(old) = self.st.recv.replace(wr) {
+        if let Some(old) = self.st.recv.take_id() {
             // Cannot happen: every message that binds a buffer releases it
             // when it completes. Do not lose the request if it does.
             let status = self.st.recv_status.take().unwrap_or(WcStatus::WrFlushErr);
             self.ctx
-                .complete(Completion::recv(old.wr_id, status, WcOpcode::Recv, 0));
+                .complete(Completion::recv(old, status, WcOpcode::Recv, 0));
         }
+        if !self.ctx.pop_recv_into(&mut self.st.recv.wr) {
+            return None;
+        }
+        self.st.recv.bound = true;
         self.st.recv_status = None;
-        Some(wr.sges.total_len().unwrap_or(0))
+        Some(self.st.recv.wr.sges.total_len().unwrap_or(0))
     }
 
     fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), TermError> {
-        let Some(wr) = &self.st.recv else {
+        let Some(wr) = self.st.recv.get() else {
             return Err(TermError::DdpLocalCatastrophic);
         };
         let placed = sg_write(self.ctx, wr.sges.as_slice(), offset, data);
@@ -1234,11 +1274,11 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                 invalidate,
                 ..
             } => {
-                let Some(wr) = self.st.recv.take() else {
+                let Some(wr_id) = self.st.recv.take_id() else {
                     return Err(TermError::DdpLocalCatastrophic);
                 };
                 self.st.recv_status = None;
-                let mut c = Completion::recv(wr.wr_id, WcStatus::Success, WcOpcode::Recv, len);
+                let mut c = Completion::recv(wr_id, WcStatus::Success, WcOpcode::Recv, len);
                 c.solicited = solicited;
                 let mut result = Ok(());
                 if let Some(stag) = invalidate {
@@ -1259,7 +1299,7 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
             RxEvent::Immediate {
                 data, solicited, ..
             } => {
-                let Some(wr) = self.st.recv.take() else {
+                let Some(wr_id) = self.st.recv.take_id() else {
                     return Err(TermError::DdpLocalCatastrophic);
                 };
                 self.st.recv_status = None;
@@ -1267,7 +1307,7 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                     LastRx::Write => (WcOpcode::RecvRdmaWithImm, 0),
                     LastRx::Send { .. } | LastRx::Other => (WcOpcode::Recv, 0),
                 };
-                let mut c = Completion::recv(wr.wr_id, WcStatus::Success, opcode, len);
+                let mut c = Completion::recv(wr_id, WcStatus::Success, opcode, len);
                 c.imm = Some(data.as_be32());
                 c.solicited = solicited;
                 self.ctx.complete(c);
@@ -1512,7 +1552,13 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 next_request_id: 0,
                 split: None,
                 rx_line: [],
-                recv: None,
+                recv: BoundRecv {
+                    wr: RecvRequest {
+                        wr_id: 0,
+                        sges: SgeList::EMPTY,
+                    },
+                    bound: false,
+                },
                 recv_status: None,
                 last_rx: LastRx::Other,
             },
@@ -2425,9 +2471,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 break;
             }
         }
-        if let Some(wr) = self.st.recv.take() {
+        if let Some(wr_id) = self.st.recv.take_id() {
             let status = self.st.recv_status.take().unwrap_or(WcStatus::WrFlushErr);
-            ctx.complete(Completion::recv(wr.wr_id, status, WcOpcode::Recv, 0));
+            ctx.complete(Completion::recv(wr_id, status, WcOpcode::Recv, 0));
         }
         let mut budget = FLUSH_LIMIT;
         while let Some(wr) = ctx.pop_recv() {

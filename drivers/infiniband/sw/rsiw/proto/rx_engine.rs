@@ -827,6 +827,7 @@ impl State {
         }
     }
 
+    #[inline]
     fn on_complete<X: RxContext>(&mut self, ctx: &mut X) -> Result<(), TermError> {
         let Some((held, done)) = self.current.as_ref().map(|cur| (cur.held, cur.done)) else {
             return Ok(());

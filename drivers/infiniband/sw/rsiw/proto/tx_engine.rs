@@ -293,6 +293,7 @@ impl<C: Crc32c + Copy> TxEngine<C> {
 /// Writes the start of one FPDU into `out`: the MPA length field, then `ddp` and `header`, for
 /// `segment`'s payload to follow (`last` if it ends the work request); fails if the ULPDU would
 /// be longer than `max_ulpdu`.
+#[inline]
 fn frame<C: Crc32c + Copy>(
     crc: Option<C>,
     max_ulpdu: usize,

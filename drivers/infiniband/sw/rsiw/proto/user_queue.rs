@@ -257,6 +257,7 @@ pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, Sq
 /// [`decode_sqe`] into `out` (whose content is undefined on error): returns
 /// where in the entry the inline payload lies, if it is inline (the request
 /// then has no SGEs).
+#[inline]
 pub fn decode_sqe_into(
     raw: &[u8; SQE_SIZE],
     signal_all: bool,
