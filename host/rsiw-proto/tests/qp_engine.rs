@@ -18,6 +18,7 @@ use rsiw_proto::proto::mpa_handshake::{
 };
 use rsiw_proto::proto::mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig};
 use rsiw_proto::proto::ord_ird::MAX_DEPTH;
+use rsiw_proto::proto::pieces::Pieces;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::rdmap::{Opcode, Segment};
@@ -285,6 +286,16 @@ impl QpContext for Node {
 
     fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
         self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn tagged_write_pieces(
+        &mut self,
+        stag: u32,
+        offset: u64,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        assert!(data.copy_to(self.tagged(stag, offset, data.len())?));
         Ok(())
     }
 
@@ -567,25 +578,35 @@ impl<S: SlotStorage> Pair<S> {
         };
         let mut pos = 0;
         while pos < pending.len() {
-            let r = self.rand();
-            let piece = match r % 4 {
-                0 => 1,
-                1 => (r >> 8) as usize % 7 + 1,
-                2 => (r >> 8) as usize % 300 + 1,
-                _ => pending.len() - pos,
-            };
-            let end = (pos + piece).min(pending.len());
-            let result = if to_b {
-                self.b.receive(&pending[pos..end], &mut self.nb)
-            } else {
-                self.a.receive(&pending[pos..end], &mut self.na)
+            // A socket buffer of one to four pieces.
+            let start = pos;
+            let mut pieces: Vec<&[u8]> = Vec::new();
+            for _ in 0..self.rand() % 4 + 1 {
+                let r = self.rand();
+                let piece = match r % 4 {
+                    0 => 1,
+                    1 => (r >> 8) as usize % 7 + 1,
+                    2 => (r >> 8) as usize % 300 + 1,
+                    _ => pending.len() - pos,
+                };
+                let end = (pos + piece).min(pending.len());
+                if end > pos {
+                    pieces.push(&pending[pos..end]);
+                }
+                pos = end;
+            }
+            let result = match (to_b, pieces.as_slice()) {
+                // One piece through `receive`, more through `receive_pieces`.
+                (true, [one]) => self.b.receive(one, &mut self.nb),
+                (false, [one]) => self.a.receive(one, &mut self.na),
+                (true, _) => self.b.receive_pieces(Pieces::new(&pieces), &mut self.nb),
+                (false, _) => self.a.receive_pieces(Pieces::new(&pieces), &mut self.na),
             };
             match result {
-                Ok(n) => assert_eq!(n, end - pos),
+                Ok(n) => assert_eq!(n, pos - start),
                 // The stream is dead: the rest is dropped.
                 Err(_) => break,
             }
-            pos = end;
         }
         pending.clear();
     }
