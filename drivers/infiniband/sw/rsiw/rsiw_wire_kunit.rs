@@ -1309,6 +1309,75 @@ fn fpdus_span_segments_when_offered(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// The longest payload of [`small_sends_arrive_whole`].
+const SMALL_SEND_MAX: usize = 20;
+
+/// Sends of 0 to [`SMALL_SEND_MAX`] bytes (rsiw's from 1 on), both ways: each lands whole at
+/// the start of its receive buffer, nothing past it is written, and each of rsiw's arrives at
+/// our end whole.
+/// (Copies of up to 16 bytes take a path of their own in `DmaRange`.)
+fn small_sends_arrive_whole(test: &mut Test) -> Result {
+    let (_l, server, sock, pd) = established(test, 7827)?;
+    let qp = server.qp()?;
+    let inbound = DmaBuffer::new(&pd, 2 * SMALL_SEND_MAX)?;
+    let outbound = DmaBuffer::new(&pd, SMALL_SEND_MAX)?;
+    let mut tx = TxEngine::<KernelCrc32c>::new(None, fpdu_size(1460, 1));
+    let mut inbox = Inbox::new(&[])?;
+    for len in 0..=SMALL_SEND_MAX {
+        let payload: [u8; SMALL_SEND_MAX] =
+            core::array::from_fn(|i| (i as u8).wrapping_mul(29) ^ (len as u8) | 0x80);
+        let data = &payload[..len];
+        // Ours to rsiw.
+        inbound.write(0, &[0x5a; 2 * SMALL_SEND_MAX])?;
+        let sge = Sge {
+            buffer: &inbound,
+            offset: 0,
+            len: 2 * SMALL_SEND_MAX,
+        };
+        qp.post_recv(sge, len as u64)?;
+        let send = WorkRequest::Send {
+            len: len as u32,
+            solicited: false,
+            invalidate: None,
+        };
+        sock.send(&fpdus_from(&mut tx, send, data)?, MsgFlags::NONE)?;
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        let ok = wc.is_recv && wc.tag == len as u64 && wc.status.is_success();
+        kunit_expect!(test, ok, "{:?}", wc);
+        kunit_expect_eq!(test, wc.byte_len as usize, len);
+        let mut got = [0u8; 2 * SMALL_SEND_MAX];
+        inbound.read(0, &mut got)?;
+        let placed = got[..len] == *data && got[len..].iter().all(|&b| b == 0x5a);
+        kunit_expect!(test, placed, "{} bytes placed as {:?}", len, got);
+        if len == 0 {
+            continue;
+        }
+        // rsiw's to ours.
+        outbound.write(0, &payload)?;
+        let local = Sge {
+            buffer: &outbound,
+            offset: 0,
+            len,
+        };
+        let wr = SendWr::Send {
+            local,
+            solicited: false,
+        };
+        qp.post_send(&wr, 100 + len as u64)?;
+        let fpdu = inbox.next_fpdu(&sock)?;
+        let seg = segment(fpdu)?;
+        let sent = seg.opcode == Opcode::Send && seg.payload == data;
+        kunit_expect!(test, sent, "{} bytes sent as {:?}", len, seg.payload);
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        let done = !wc.is_recv && wc.tag == 100 + len as u64 && wc.status.is_success();
+        kunit_expect!(test, done, "{:?}", wc);
+        if !(ok && placed && sent && done) {
+            return Err(EPROTO);
+        }
+    }
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_wire,
     [
@@ -1337,6 +1406,7 @@ kernel::kunit_suite!(
         responder_raises_ird_and_caps_ord,
         responder_caps_ird_at_max_ird,
         fpdus_fit_one_segment_without_offer,
-        fpdus_span_segments_when_offered
+        fpdus_span_segments_when_offered,
+        small_sends_arrive_whole
     ]
 );
