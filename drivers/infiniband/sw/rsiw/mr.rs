@@ -26,7 +26,7 @@ use kernel::{
         },
         objects::PdId,
     },
-    sync::{Arc, SpinLockBh},
+    sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
 };
 
 use crate::proto::placement::{self, AccessFlags, StagState};
@@ -324,6 +324,7 @@ impl MrTable {
     /// since has no memory, one registered anew has another key).
     pub(crate) fn tagged(
         &self,
+        bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         stag: u32,
         offset: u64,
@@ -331,6 +332,7 @@ impl MrTable {
         f: impl FnMut(DmaRange) -> Result,
     ) -> Result {
         self.with_cached(
+            bh,
             cache,
             stag,
             |_, s| s.stag == stag,
@@ -342,9 +344,11 @@ impl MrTable {
 
     /// Runs `access` under the lock of a region, the one in `cache` if `current` still accepts
     /// it, else the one the table holds for `stag` if `found` accepts it, which then goes into
-    /// `cache`. `None` if neither serves.
+    /// `cache`. `None` if neither serves. The caller runs with bottom halves disabled (`bh`,
+    /// the QP's lock): the region's lock need not disable them again.
     fn with_cached<R>(
         &self,
+        bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         stag: u32,
         current: impl Fn(&Mr, &MrState) -> bool,
@@ -352,14 +356,14 @@ impl MrTable {
         access: impl FnOnce(&MrState) -> R,
     ) -> Option<R> {
         if let Some(mr) = cache.as_ref() {
-            let s = mr.state.lock();
+            let s = mr.state.lock_in_bh(bh);
             if current(mr, &s) {
                 return Some(access(&s));
             }
         }
         let mr = self.get(stag)?;
         // One lock for the checks and the access: the region cannot change in between.
-        let s = mr.state.lock();
+        let s = mr.state.lock_in_bh(bh);
         if !found(&mr, &s) {
             return None;
         }
@@ -387,6 +391,7 @@ impl MrTable {
     /// shared by every CPU that places data); otherwise the region found is cached.
     pub(crate) fn local(
         &self,
+        bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         access: LocalAccess,
         f: impl FnMut(DmaRange) -> Result,
@@ -401,7 +406,7 @@ impl MrTable {
         // The region's own lock decides: a region deregistered since is invalid for good, and
         // one registered anew under another key has another key.
         let usable = |mr: &Mr, s: &MrState| mr.in_pd(pd) && s.stag == lkey && s.valid;
-        self.with_cached(cache, lkey, usable, usable, |s| {
+        self.with_cached(bh, cache, lkey, usable, usable, |s| {
             Self::access_local(s, addr, len, write, f)
         })
         .unwrap_or(Err(LocalError::Protection))

@@ -38,7 +38,7 @@ use kernel::{
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
         work_request::{RecvWr, SendOp as IbSendOp, SendWr},
     },
-    sync::{Arc, Mutex, SpinLockBh},
+    sync::{lock::spinlock_bh::BhDisabled, Arc, Mutex, SpinLockBh},
     workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
 
@@ -415,13 +415,15 @@ impl Qp {
         f: impl FnOnce(&mut Engine, &mut Ctx<'_>) -> R,
     ) -> Option<R> {
         let mut guard = self.inner.lock();
-        let Inner { engine, queues } = &mut *guard;
+        let (inner, bh) = guard.with_bh_disabled();
+        let Inner { engine, queues } = inner;
         let engine = engine.as_mut()?;
         let mut ctx = Ctx {
             queues,
             qp: self,
             flushing: false,
             refs,
+            bh,
         };
         Some(f(engine, &mut ctx))
     }
@@ -482,7 +484,8 @@ impl Qp {
     /// the engine goes.
     fn to_error(&self) {
         let mut guard = self.inner.lock();
-        let Inner { engine, queues, .. } = &mut *guard;
+        let (inner, bh) = guard.with_bh_disabled();
+        let Inner { engine, queues, .. } = inner;
         let was_in_error = queues.state == State::Error;
         queues.state = State::Error;
         let mut ctx = Ctx {
@@ -490,6 +493,7 @@ impl Qp {
             qp: self,
             flushing: true,
             refs: None,
+            bh,
         };
         match engine.as_mut() {
             Some(e) => e.flush(&mut ctx),
@@ -733,6 +737,8 @@ struct Ctx<'a> {
     flushing: bool,
     /// Where payload sent by reference goes, while transmitting.
     refs: Option<Refs<'a>>,
+    /// The QP's lock is held: bottom halves are disabled.
+    bh: BhDisabled<'a>,
 }
 
 impl Ctx<'_> {
@@ -761,8 +767,10 @@ impl Ctx<'_> {
 
     /// Runs `f` over `len` bytes at `offset` within `sge` of a QP `qp`, checked for a local
     /// access (`write` or read), with the region cache `cache` ([`MrTable::local`]).
+    #[allow(clippy::too_many_arguments)]
     fn local(
         qp: &Qp,
+        bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         sge: &Sge,
         offset: u32,
@@ -782,6 +790,7 @@ impl Ctx<'_> {
         };
         qp.mrs
             .local(
+                bh,
                 cache,
                 LocalAccess {
                     pd: qp.pd,
@@ -806,6 +815,7 @@ impl Ctx<'_> {
     /// start); `cache` is the region this kind of access used last.
     fn tagged(
         qp: &Qp,
+        bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         stag: u32,
         offset: u64,
@@ -819,7 +829,7 @@ impl Ctx<'_> {
             Ok(())
         };
         qp.mrs
-            .tagged(cache, stag, offset, len as u64, &mut piece)
+            .tagged(bh, cache, stag, offset, len as u64, &mut piece)
             .map_err(|_| TermError::DdpBaseBounds)
     }
 }
@@ -919,7 +929,7 @@ impl QpContext for Ctx<'_> {
         }
         let len = out.len();
         let cache = &mut self.queues.mr_cache.local_read.0;
-        Self::local(self.qp, cache, sge, offset, len, false, |r, at| {
+        Self::local(self.qp, self.bh, cache, sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
         })
@@ -933,9 +943,16 @@ impl QpContext for Ctx<'_> {
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
         let cache = &mut self.queues.mr_cache.local_write.0;
-        Self::local(self.qp, cache, sge, offset, data.len(), true, |r, at| {
-            r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
-        })
+        Self::local(
+            self.qp,
+            self.bh,
+            cache,
+            sge,
+            offset,
+            data.len(),
+            true,
+            |r, at| r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?),
+        )
     }
 
     fn lookup_stag(&mut self, stag: u32) -> Option<placement::MemoryRegion> {
@@ -950,7 +967,7 @@ impl QpContext for Ctx<'_> {
     ) -> core::result::Result<(), TermError> {
         let len = out.len();
         let cache = &mut self.queues.mr_cache.tagged_read.0;
-        Self::tagged(self.qp, cache, stag, offset, len, |r, at| {
+        Self::tagged(self.qp, self.bh, cache, stag, offset, len, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -975,7 +992,7 @@ impl QpContext for Ctx<'_> {
         // pages then takes the pieces that land in it.
         let cache = &mut self.queues.mr_cache.tagged_write.0;
         let mut rest = data;
-        Self::tagged(self.qp, cache, stag, offset, data.len(), |r, _| {
+        Self::tagged(self.qp, self.bh, cache, stag, offset, data.len(), |r, _| {
             let (here, after) = rest.split_at(r.len());
             rest = after;
             let mut at = 0;
@@ -1050,8 +1067,15 @@ impl QpContext for Ctx<'_> {
                     this.gather_pieces(sges, offset, len, &mut pieces)
                 }
                 PayloadSource::Tagged { stag, offset, len } => {
-                    let tagged =
-                        Self::tagged(this.qp, &mut cache, stag, offset, len as usize, &mut pieces);
+                    let tagged = Self::tagged(
+                        this.qp,
+                        this.bh,
+                        &mut cache,
+                        stag,
+                        offset,
+                        len as usize,
+                        &mut pieces,
+                    );
                     Ok(tagged.is_ok())
                 }
             }
@@ -1087,7 +1111,11 @@ impl Ctx<'_> {
             }
             let n = core::cmp::min(sge.length - skip, left);
             // Payload sent by reference is large: its lookup is not worth caching.
-            if Self::local(self.qp, &mut None, sge, skip, n as usize, false, &mut f).is_err() {
+            if Self::local(
+                self.qp, self.bh, &mut None, sge, skip, n as usize, false, &mut f,
+            )
+            .is_err()
+            {
                 return Ok(false);
             }
             skip = 0;
@@ -1217,7 +1245,8 @@ impl QueuePair for Qp {
             return Ok(());
         }
         let mut guard = self.inner.lock();
-        let Inner { queues, .. } = &mut *guard;
+        let (inner, bh) = guard.with_bh_disabled();
+        let Inner { queues, .. } = inner;
         if !matches!(queues.work, WorkQueues::User(_)) {
             return Err(EINVAL);
         }
@@ -1228,6 +1257,7 @@ impl QueuePair for Qp {
                 qp: self,
                 flushing: true,
                 refs: None,
+                bh,
             }
             .flush_queues();
         }

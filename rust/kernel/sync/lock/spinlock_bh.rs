@@ -9,7 +9,9 @@
 //!
 //! C header: [`include/linux/spinlock.h`](srctree/include/linux/spinlock.h)
 
+use super::Guard;
 use crate::bindings;
+use core::marker::PhantomData;
 
 /// Creates a [`SpinLockBh`] initialiser with the given name and a newly-created lock class.
 ///
@@ -102,4 +104,104 @@ unsafe fn lock_bh(ptr: *mut bindings::spinlock_t) {
 unsafe fn unlock_bh(ptr: *mut bindings::spinlock_t) {
     // SAFETY: As in `lock_bh`: `rlock` sits at offset 0, and the caller holds the lock.
     unsafe { bindings::_raw_spin_unlock_bh(ptr.cast()) }
+}
+
+/// Proof that bottom halves are disabled on this CPU for `'a`: a [`SpinLockBh`] is held that
+/// long. [`SpinLockBh::lock_in_bh`] takes it.
+///
+/// # Invariants
+///
+/// For all of `'a`, the current thread holds a [`SpinLockBh`] (so bottom halves are disabled
+/// and it does not migrate). The token stays on this thread (it is neither `Send` nor `Sync`).
+#[derive(Clone, Copy)]
+pub struct BhDisabled<'a>(PhantomData<(&'a (), *mut ())>);
+
+impl<T: ?Sized> Guard<'_, T, SpinLockBhBackend> {
+    /// The protected data, with the proof that bottom halves stay disabled while it is
+    /// borrowed.
+    pub fn with_bh_disabled(&mut self) -> (&mut T, BhDisabled<'_>) {
+        // INVARIANT: The guard holds its lock, taken with `spin_lock_bh`, while it is borrowed.
+        (&mut **self, BhDisabled(PhantomData))
+    }
+}
+
+impl<T: ?Sized> SpinLockBh<T> {
+    /// Takes the lock where bottom halves are disabled already (`_bh`), as `spin_lock` does in
+    /// C within a `spin_lock_bh` section: disabling them again, and checking for pending
+    /// softirqs when they are enabled again, would be wasted work.
+    #[inline]
+    pub fn lock_in_bh<'a>(&'a self, _bh: BhDisabled<'a>) -> NestedGuard<'a, T> {
+        // SAFETY: The lock is initialised (it was created through `Lock::new`).
+        unsafe { lock_plain(self.state.get()) };
+        // INVARIANT: Taken just above, with bottom halves disabled for all of `'a`.
+        NestedGuard {
+            lock: self,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+/// The guard of a [`SpinLockBh`] taken with [`SpinLockBh::lock_in_bh`]; releases it when
+/// dropped.
+///
+/// # Invariants
+///
+/// The current thread holds `lock`, taken with `spin_lock` while bottom halves are disabled,
+/// which they stay for the guard's lifetime.
+pub struct NestedGuard<'a, T: ?Sized> {
+    lock: &'a SpinLockBh<T>,
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl<T: ?Sized> core::ops::Deref for NestedGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: The lock is held (type invariant), so the data is ours to use.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> core::ops::DerefMut for NestedGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: The lock is held (type invariant), so the data is ours to use.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for NestedGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: The lock is held, taken with `lock_plain` (type invariant).
+        unsafe { unlock_plain(self.lock.state.get()) };
+    }
+}
+
+#[cfg(CONFIG_PREEMPT_RT)]
+use bindings::{spin_lock as lock_plain, spin_unlock as unlock_plain};
+
+/// `spin_lock`.
+///
+/// # Safety
+///
+/// `ptr` points to an initialised `spinlock_t`.
+#[cfg(not(CONFIG_PREEMPT_RT))]
+#[inline]
+unsafe fn lock_plain(ptr: *mut bindings::spinlock_t) {
+    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0; the caller passes an initialised lock.
+    unsafe { bindings::_raw_spin_lock(ptr.cast()) }
+}
+
+/// `spin_unlock`.
+///
+/// # Safety
+///
+/// `ptr` points to a `spinlock_t` the caller holds, taken with [`lock_plain`].
+#[cfg(not(CONFIG_PREEMPT_RT))]
+#[inline]
+unsafe fn unlock_plain(ptr: *mut bindings::spinlock_t) {
+    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0, and the caller holds the lock.
+    unsafe { bindings::_raw_spin_unlock(ptr.cast()) }
 }
