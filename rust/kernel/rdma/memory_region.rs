@@ -145,35 +145,34 @@ impl DmaRange {
 /// `src` must be readable and `dst` writable for `n` bytes, and the two must not overlap.
 #[inline(always)]
 unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    if n > 16 {
+        // SAFETY: The caller's promise.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
+        return;
+    }
     // SAFETY: Every access below stays within the first `n` bytes of `src` or `dst` (the
     // second move of each pair ends exactly at `n`); the values are read before any is
     // written, and unaligned accesses are used throughout.
     unsafe {
-        match n {
-            8..=16 => {
-                let (a, b) = (
-                    src.cast::<u64>().read_unaligned(),
-                    src.add(n - 8).cast::<u64>().read_unaligned(),
-                );
-                dst.cast::<u64>().write_unaligned(a);
-                dst.add(n - 8).cast::<u64>().write_unaligned(b);
-            }
-            4..=7 => {
-                let (a, b) = (
-                    src.cast::<u32>().read_unaligned(),
-                    src.add(n - 4).cast::<u32>().read_unaligned(),
-                );
-                dst.cast::<u32>().write_unaligned(a);
-                dst.add(n - 4).cast::<u32>().write_unaligned(b);
-            }
-            1..=3 => {
-                let (a, b, c) = (src.read(), src.add(n / 2).read(), src.add(n - 1).read());
-                dst.write(a);
-                dst.add(n / 2).write(b);
-                dst.add(n - 1).write(c);
-            }
-            0 => {}
-            _ => core::ptr::copy_nonoverlapping(src, dst, n),
+        if n >= 8 {
+            let (a, b) = (
+                src.cast::<u64>().read_unaligned(),
+                src.add(n - 8).cast::<u64>().read_unaligned(),
+            );
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+        } else if n >= 4 {
+            let (a, b) = (
+                src.cast::<u32>().read_unaligned(),
+                src.add(n - 4).cast::<u32>().read_unaligned(),
+            );
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else if n > 0 {
+            let (a, b, c) = (src.read(), src.add(n / 2).read(), src.add(n - 1).read());
+            dst.write(a);
+            dst.add(n / 2).write(b);
+            dst.add(n - 1).write(c);
         }
     }
 }
