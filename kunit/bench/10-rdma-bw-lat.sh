@@ -7,10 +7,11 @@
 # 20-nfs-rdma.sh.
 . /tests/lib.sh
 two_dummies
-# Under TCG, where user-space code lands decides between two modes of ib_send_lat, about 16 and
-# 21 us here for either provider: with address space randomisation on, each run draws its
-# mode. Off, every run has the same layout and the figures hold still (5 runs each way: rsiw
-# 18.3 to 19.3, siw 15.2 to 16.3; with it on, 18.1 to 22.7 and 15.2 to 21.2).
+# Under TCG ib_send_lat has two modes, about 16 and 21 us here for either provider. Where
+# user-space code lands is one thing that picks it: with address space randomisation on, each
+# run draws its mode. Off, runs in a row keep theirs (5 runs each way: rsiw 18.3 to 19.3, siw
+# 15.2 to 16.3; with it on, 18.1 to 22.7 and 15.2 to 21.2), though a boot can still move to the
+# slow mode part-way, for both providers at once (which take turns within each round).
 echo 0 >/proc/sys/kernel/randomize_va_space
 
 bench() { echo "BENCH $1 $2 $3 $4"; }
