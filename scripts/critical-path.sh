@@ -21,7 +21,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 : "${CRITICAL_PATH_ITERS:=500}"
 : "${CRITICAL_PATH_PROVIDERS:=rsiw siw}"
-python3 -c 'import numpy' 2>/dev/null || { echo "critical-path: needs python3-numpy" >&2; exit 1; }
+# The first Python with numpy: the one on PATH, or Debian's (python3-numpy, from make setup).
+py=
+for p in python3 /usr/bin/python3; do
+  "$p" -c 'import numpy' 2>/dev/null && { py=$p; break; }
+done
+[ -n "$py" ] || { echo "critical-path: needs python3-numpy (make setup)" >&2; exit 1; }
 out="$RSIW_CACHE/critical-path-run"
 mkdir -p "$out"
 "$here/build-kernel.sh"
@@ -54,7 +59,7 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
   awk -v n="${done_fn#\*}" '$3 ~ n"$" {print $1; exit}' "$run.time.share/kallsyms" >"$run.time.where"
 done
 
-python3 - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
+"$py" - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
 import collections, re, sys
 import numpy as np
 out, providers = sys.argv[1], sys.argv[2:]
