@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use rsiw_proto::proto::pieces::Pieces;
 
 /// The bytes of `p`, collected piece by piece; empty pieces are never handed out.
+/// Also checks that `try_for_each_at` tells where each slice starts.
 fn collect(p: Pieces<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     let r: Result<(), ()> = p.try_for_each(|chunk| {
@@ -15,6 +16,14 @@ fn collect(p: Pieces<'_>) -> Vec<u8> {
     });
     assert!(r.is_ok());
     assert_eq!(out.len(), p.len());
+    let mut again = Vec::new();
+    let r: Result<(), ()> = p.try_for_each_at(|at, chunk| {
+        assert_eq!(at, again.len());
+        again.extend_from_slice(chunk);
+        Ok(())
+    });
+    assert!(r.is_ok());
+    assert_eq!(again, out);
     out
 }
 

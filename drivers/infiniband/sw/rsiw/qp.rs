@@ -995,12 +995,7 @@ impl QpContext for Ctx<'_> {
         Self::tagged(self.qp, self.bh, cache, stag, offset, data.len(), |r, _| {
             let (here, after) = rest.split_at(r.len());
             rest = after;
-            let mut at = 0;
-            here.try_for_each(|piece| {
-                r.write(at, piece)?;
-                at += piece.len();
-                Ok(())
-            })
+            here.try_for_each_at(|at, piece| r.write(at, piece))
         })
     }
 

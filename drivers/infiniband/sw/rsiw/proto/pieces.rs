@@ -109,6 +109,20 @@ impl<'a> Pieces<'a> {
         Ok(())
     }
 
+    /// [`Self::try_for_each`], also telling `f` where in the run each slice
+    /// starts.
+    pub fn try_for_each_at<E>(
+        &self,
+        mut f: impl FnMut(usize, &'a [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut at = 0;
+        self.try_for_each(|chunk| {
+            f(at, chunk)?;
+            at += chunk.len();
+            Ok(())
+        })
+    }
+
     /// Copies the first `dst.len()` bytes into `dst`; `false` (with `dst`
     /// partly written) if there are fewer.
     pub fn copy_to(&self, dst: &mut [u8]) -> bool {
@@ -116,11 +130,9 @@ impl<'a> Pieces<'a> {
             return false;
         }
         let (head, _) = self.split_at(dst.len());
-        let mut at = 0;
-        let copied: Result<(), ()> = head.try_for_each(|chunk| {
+        let copied: Result<(), ()> = head.try_for_each_at(|at, chunk| {
             let end = at + chunk.len();
             dst.get_mut(at..end).ok_or(())?.copy_from_slice(chunk);
-            at = end;
             Ok(())
         });
         copied.is_ok()

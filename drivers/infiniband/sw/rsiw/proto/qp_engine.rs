@@ -657,11 +657,8 @@ pub trait QpContext {
         offset: u64,
         data: Pieces<'_>,
     ) -> Result<(), TermError> {
-        let mut at = offset;
-        data.try_for_each(|piece| {
-            self.tagged_write(stag, at, piece)?;
-            at = at.saturating_add(piece.len() as u64);
-            Ok(())
+        data.try_for_each_at(|at, piece| {
+            self.tagged_write(stag, offset.saturating_add(at as u64), piece)
         })
     }
     /// Executes `op` atomically with respect to all other atomics of the

@@ -87,11 +87,8 @@ pub trait RxContext {
         offset: u64,
         data: Pieces<'_>,
     ) -> Result<(), TermError> {
-        let mut at = offset;
-        data.try_for_each(|piece| {
-            self.place_tagged(stag, at, piece)?;
-            at = at.saturating_add(piece.len() as u64);
-            Ok(())
+        data.try_for_each_at(|at, piece| {
+            self.place_tagged(stag, offset.saturating_add(at as u64), piece)
         })
     }
 
@@ -107,11 +104,9 @@ pub trait RxContext {
     /// [`Self::place_untagged`] for payload that arrived in several pieces,
     /// as [`Self::place_tagged_pieces`]. By default, piece by piece.
     fn place_untagged_pieces(&mut self, offset: u32, data: Pieces<'_>) -> Result<(), TermError> {
-        let mut at = offset;
-        data.try_for_each(|piece| {
-            self.place_untagged(at, piece)?;
-            at = at.saturating_add(piece.len() as u32);
-            Ok(())
+        data.try_for_each_at(|at, piece| {
+            let at = u32::try_from(at).unwrap_or(u32::MAX);
+            self.place_untagged(offset.saturating_add(at), piece)
         })
     }
 
