@@ -1782,9 +1782,21 @@ fn corrupted_fpdu_terminates_with_crc_error() {
 /// from `payload`, encoded by a transmit engine of its own.
 fn forge(crc: bool, fpdu_size: usize, wr: WorkRequest<'_>, payload: &[u8]) -> Vec<u8> {
     let mut tx = TxEngine::new(crc.then_some(SoftCrc32c), fpdu_size);
+    let mut out = Vec::new();
+    frame_into(&mut tx, wr, payload, &mut out);
+    out
+}
+
+/// Appends to `out` the FPDUs `tx` makes of `wr`, its payload taken from
+/// `payload`.
+fn frame_into(
+    tx: &mut TxEngine<SoftCrc32c>,
+    wr: WorkRequest<'_>,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     let mut msg = tx.start(wr).unwrap();
     let mut header = [0u8; MAX_FPDU_HEADER_LEN];
-    let mut out = Vec::new();
     while let Some(mut fpdu) = msg.next_fpdu(&mut header).unwrap() {
         out.extend_from_slice(&header[..fpdu.header_len]);
         let start = fpdu.payload_offset as usize;
@@ -1793,7 +1805,6 @@ fn forge(crc: bool, fpdu_size: usize, wr: WorkRequest<'_>, payload: &[u8]) -> Ve
         out.extend_from_slice(data);
         out.extend_from_slice(fpdu.trailer().as_bytes());
     }
-    out
 }
 
 /// The sink of the Read the hostile peer answers: 1000 bytes in the middle
@@ -4381,16 +4392,7 @@ proptest! {
                 len: wr.sges.total_len().unwrap() as u32,
             });
             for request in as_work_requests(wr) {
-                let mut msg = oracle.start(request).unwrap();
-                let mut header = [0u8; MAX_FPDU_HEADER_LEN];
-                while let Some(mut fpdu) = msg.next_fpdu(&mut header).unwrap() {
-                    expected.extend_from_slice(&header[..fpdu.header_len]);
-                    let start = fpdu.payload_offset as usize;
-                    let data = &payload[start..start + fpdu.payload_len as usize];
-                    fpdu.hash_payload(data);
-                    expected.extend_from_slice(data);
-                    expected.extend_from_slice(fpdu.trailer().as_bytes());
-                }
+                frame_into(&mut oracle, request, &payload, &mut expected);
             }
             ends.push(expected.len());
         }
