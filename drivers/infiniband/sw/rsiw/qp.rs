@@ -741,7 +741,7 @@ struct Ctx<'a> {
     bh: BhDisabled<'a>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     /// Flushes the queues without an engine (never connected, or posted to in ERROR).
     fn flush_queues(&mut self) {
         let flushed = |wr_id, opcode| Completion {
@@ -765,12 +765,32 @@ impl Ctx<'_> {
         }
     }
 
-    /// Runs `f` over `len` bytes at `offset` within `sge` of a QP `qp`, checked for a local
-    /// access (`write` or read), with the region cache `cache` ([`MrTable::local`]).
-    #[allow(clippy::too_many_arguments)]
+    fn region(&self, stag: u32) -> Option<placement::MemoryRegion> {
+        self.qp.mrs.describe(stag, self.qp.pd, PD_NUMBER)
+    }
+
+    /// The QP's regions, as this context (holding the QP's lock) reaches them.
+    fn mem(&self) -> MemAccess<'a> {
+        MemAccess {
+            qp: self.qp,
+            bh: self.bh,
+        }
+    }
+}
+
+/// What an access to the QP's memory needs besides the region cache it uses: the QP (its
+/// regions and PD) and the proof that its lock, a BH lock, is held.
+#[derive(Clone, Copy)]
+struct MemAccess<'a> {
+    qp: &'a Qp,
+    bh: BhDisabled<'a>,
+}
+
+impl MemAccess<'_> {
+    /// Runs `f` over `len` bytes at `offset` within `sge`, checked for a local access (`write`
+    /// or read), with the region cache `cache` ([`MrTable::local`]).
     fn local(
-        qp: &Qp,
-        bh: BhDisabled<'_>,
+        self,
         cache: &mut Option<Arc<Mr>>,
         sge: &Sge,
         offset: u32,
@@ -788,12 +808,13 @@ impl Ctx<'_> {
             at += r.len();
             Ok(())
         };
-        qp.mrs
+        self.qp
+            .mrs
             .local(
-                bh,
+                self.bh,
                 cache,
                 LocalAccess {
-                    pd: qp.pd,
+                    pd: self.qp.pd,
                     lkey: sge.lkey,
                     addr,
                     len: len as u64,
@@ -807,15 +828,10 @@ impl Ctx<'_> {
             })
     }
 
-    fn region(&self, stag: u32) -> Option<placement::MemoryRegion> {
-        self.qp.mrs.describe(stag, self.qp.pd, PD_NUMBER)
-    }
-
     /// Runs `f` over a tagged range the placement checks allowed (`offset` from the region's
     /// start); `cache` is the region this kind of access used last.
     fn tagged(
-        qp: &Qp,
-        bh: BhDisabled<'_>,
+        self,
         cache: &mut Option<Arc<Mr>>,
         stag: u32,
         offset: u64,
@@ -828,8 +844,9 @@ impl Ctx<'_> {
             at += r.len();
             Ok(())
         };
-        qp.mrs
-            .tagged(bh, cache, stag, offset, len as u64, &mut piece)
+        self.qp
+            .mrs
+            .tagged(self.bh, cache, stag, offset, len as u64, &mut piece)
             .map_err(|_| TermError::DdpBaseBounds)
     }
 }
@@ -928,8 +945,9 @@ impl QpContext for Ctx<'_> {
             }
         }
         let len = out.len();
+        let mem = self.mem();
         let cache = &mut self.queues.mr_cache.local_read.0;
-        Self::local(self.qp, self.bh, cache, sge, offset, len, false, |r, at| {
+        mem.local(cache, sge, offset, len, false, |r, at| {
             let dst = out.get_mut(at..at + r.len()).ok_or(EINVAL)?;
             r.read(0, dst)
         })
@@ -942,17 +960,11 @@ impl QpContext for Ctx<'_> {
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
+        let mem = self.mem();
         let cache = &mut self.queues.mr_cache.local_write.0;
-        Self::local(
-            self.qp,
-            self.bh,
-            cache,
-            sge,
-            offset,
-            data.len(),
-            true,
-            |r, at| r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?),
-        )
+        mem.local(cache, sge, offset, data.len(), true, |r, at| {
+            r.write(0, data.get(at..at + r.len()).ok_or(EINVAL)?)
+        })
     }
 
     fn lookup_stag(&mut self, stag: u32) -> Option<placement::MemoryRegion> {
@@ -966,8 +978,9 @@ impl QpContext for Ctx<'_> {
         out: &mut [u8],
     ) -> core::result::Result<(), TermError> {
         let len = out.len();
+        let mem = self.mem();
         let cache = &mut self.queues.mr_cache.tagged_read.0;
-        Self::tagged(self.qp, self.bh, cache, stag, offset, len, |r, at| {
+        mem.tagged(cache, stag, offset, len, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -990,9 +1003,10 @@ impl QpContext for Ctx<'_> {
     ) -> core::result::Result<(), TermError> {
         // The region is looked up, locked and checked once for the whole run; each of its
         // pages then takes the pieces that land in it.
+        let mem = self.mem();
         let cache = &mut self.queues.mr_cache.tagged_write.0;
         let mut rest = data;
-        Self::tagged(self.qp, self.bh, cache, stag, offset, data.len(), |r, _| {
+        mem.tagged(cache, stag, offset, data.len(), |r, _| {
             let (here, after) = rest.split_at(r.len());
             rest = after;
             here.try_for_each_at(|at, piece| r.write(at, piece))
@@ -1062,15 +1076,9 @@ impl QpContext for Ctx<'_> {
                     this.gather_pieces(sges, offset, len, &mut pieces)
                 }
                 PayloadSource::Tagged { stag, offset, len } => {
-                    let tagged = Self::tagged(
-                        this.qp,
-                        this.bh,
-                        &mut cache,
-                        stag,
-                        offset,
-                        len as usize,
-                        &mut pieces,
-                    );
+                    let tagged =
+                        this.mem()
+                            .tagged(&mut cache, stag, offset, len as usize, &mut pieces);
                     Ok(tagged.is_ok())
                 }
             }
@@ -1106,10 +1114,10 @@ impl Ctx<'_> {
             }
             let n = core::cmp::min(sge.length - skip, left);
             // Payload sent by reference is large: its lookup is not worth caching.
-            if Self::local(
-                self.qp, self.bh, &mut None, sge, skip, n as usize, false, &mut f,
-            )
-            .is_err()
+            if self
+                .mem()
+                .local(&mut None, sge, skip, n as usize, false, &mut f)
+                .is_err()
             {
                 return Ok(false);
             }
