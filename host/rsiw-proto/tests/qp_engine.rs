@@ -232,9 +232,41 @@ impl Node {
     }
 }
 
+/// What a driver's room for the SQ head may hold from before: a request
+/// the engine must not mistake for the head (it overwrites the room first).
+const STALE_HEAD: SendRequest = SendRequest {
+    wr_id: 0xdead,
+    op: SendOp::Read {
+        remote_addr: 0x1234,
+        rkey: 0x5566,
+    },
+    sges: SgeList::single(Sge {
+        addr: 99,
+        length: 7,
+        lkey: 0x7788,
+    }),
+    signaled: true,
+    fence: true,
+};
+
 impl QpContext for Node {
     fn peek_send(&mut self) -> Option<SendRequest> {
         self.sq.front().copied()
+    }
+
+    /// As a driver that decodes in place: on an empty queue the room is
+    /// left holding something else.
+    fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
+        match self.sq.front() {
+            Some(wr) => {
+                *out = *wr;
+                true
+            }
+            None => {
+                *out = STALE_HEAD;
+                false
+            }
+        }
     }
 
     fn pop_send(&mut self) {
@@ -380,7 +412,8 @@ fn transmit_by_reference<S: SlotStorage>(
 ) -> (Transmitted, Vec<u8>) {
     let first = node.offers.len();
     let mut out = vec![0u8; out_len];
-    let t = engine.transmit_by_reference(node, &mut out, budget);
+    let mut sq_head = STALE_HEAD;
+    let t = engine.transmit_by_reference(node, &mut sq_head, &mut out, budget);
     assert!(t.buffered <= out_len, "{t:?} out of {out_len}");
     assert!(t.buffered + t.referenced <= budget, "{t:?} over {budget}");
     let taken: Vec<Offer> = node.offers[first..]

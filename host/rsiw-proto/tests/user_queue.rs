@@ -180,6 +180,31 @@ fn every_opcode() {
     );
 }
 
+/// How much of an entry counts: its SGEs, or its inline data; the head at
+/// least, the whole entry at most.
+#[test]
+fn counted_entry_lengths() {
+    let head = |e: &[u8; SQE_SIZE]| -> [u8; SQE_HEAD] { e[..SQE_HEAD].try_into().unwrap() };
+    assert_eq!(SQE_HEAD, 40);
+    let one = sqe(1, OP_SEND, 0, 0, 0, 1, &sges(1));
+    assert_eq!(sqe_len(&head(&one)), SQE_HEAD);
+    let none = sqe(1, OP_SEND, 0, 0, 0, 0, &[]);
+    assert_eq!(sqe_len(&head(&none)), SQE_HEAD);
+    let three = sqe(1, OP_WRITE, 0, 7, 8, 3, &sges(3));
+    assert_eq!(sqe_len(&head(&three)), 24 + 3 * 16);
+    let six = sqe(1, OP_WRITE, 0, 7, 8, 6, &sges(6));
+    assert_eq!(sqe_len(&head(&six)), SQE_SIZE);
+    let too_many = sqe(1, OP_WRITE, 0, 7, 8, 200, &[]);
+    assert_eq!(sqe_len(&head(&too_many)), SQE_SIZE);
+    let small = sqe_inline(1, OP_SEND, 0, 0, 0, 1, &[5; 8]);
+    assert_eq!(sqe_len(&head(&small)), SQE_HEAD + 8);
+    let full = sqe_inline(1, OP_SEND, 0, 0, 0, 1, &[5; MAX_INLINE]);
+    assert_eq!(sqe_len(&head(&full)), SQE_SIZE);
+    let mut too_long = small;
+    too_long[32..36].copy_from_slice(&u32::MAX.to_ne_bytes());
+    assert_eq!(sqe_len(&head(&too_long)), SQE_SIZE);
+}
+
 #[test]
 fn flags() {
     for bits in 0..128u16 {
@@ -585,6 +610,42 @@ proptest! {
             Err(e) => {
                 prop_assert!(e == RqeError::NotValid || rq[10] > 6);
             }
+        }
+    }
+
+    /// An entry copied as the kernel copies it, its head then the
+    /// [`sqe_len`] bytes that count with the rest zeros, decodes as the
+    /// whole entry does: the bytes left out are never read.
+    #[test]
+    fn the_counted_bytes_decode_as_the_whole_entry(
+            raw in proptest::collection::vec(any::<u8>(), SQE_SIZE),
+            opcode in 0u8..12, num_sge in 0u8..9, inline_len in 0u32..100,
+            inline in any::<bool>(), signal_all in any::<bool>()) {
+        let mut raw: [u8; SQE_SIZE] = raw.try_into().unwrap();
+        // Mostly well-formed, so that most cases decode.
+        raw[8] |= 1;
+        raw[8] = if inline { raw[8] | 2 } else { raw[8] & !2 };
+        raw[10] = num_sge;
+        raw[11] = opcode;
+        raw[32..36].copy_from_slice(&inline_len.to_ne_bytes());
+        let head: &[u8; SQE_HEAD] = raw[..SQE_HEAD].try_into().unwrap();
+        let len = sqe_len(head);
+        prop_assert!((SQE_HEAD..=SQE_SIZE).contains(&len));
+        let mut copy = [0u8; SQE_SIZE];
+        copy[..len].copy_from_slice(&raw[..len]);
+        let whole = decode_sqe(&raw, signal_all);
+        let counted = decode_sqe(&copy, signal_all);
+        match (&whole, &counted) {
+            (Ok(w), Ok(c)) => {
+                prop_assert_eq!(&w.request, &c.request);
+                prop_assert_eq!(&w.inline, &c.inline);
+                if let Some(range) = &w.inline {
+                    prop_assert!(range.end <= len);
+                    prop_assert_eq!(&raw[range.clone()], &copy[range.clone()]);
+                }
+            }
+            (Err(w), Err(c)) => prop_assert_eq!(w, c),
+            _ => prop_assert!(false, "{:?} against {:?}", whole, counted),
         }
     }
 

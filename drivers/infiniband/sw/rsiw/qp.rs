@@ -173,6 +173,8 @@ type Engine = QpEngine<KernelCrc32c, HeapSlots>;
 struct Inner {
     engine: Option<KBox<Engine>>,
     queues: Queues,
+    /// Room for the SQ head while the engine looks at it, decoded there in place.
+    sq_head: SendRequest,
 }
 
 /// The connection of a QP, used from process context.
@@ -326,7 +328,11 @@ impl Qp {
                 events,
                 flags: AtomicU32::new(0),
                 inner <- new_spinlock_bh!(
-                    Inner { engine: None, queues },
+                    Inner {
+                        engine: None,
+                        queues,
+                        sq_head: user_queue::EMPTY_SEND,
+                    },
                     "Qp::inner"
                 ),
                 connection <- new_mutex!(None, "Qp::connection"),
@@ -408,15 +414,20 @@ impl Qp {
         Ok(())
     }
 
-    /// Runs the engine with its context (which may take payload by reference into `refs`).
+    /// Runs the engine with its context (which may take payload by reference into `refs`) and
+    /// its room for the SQ head.
     fn with_engine<R>(
         &self,
         refs: Option<Refs<'_>>,
-        f: impl FnOnce(&mut Engine, &mut Ctx<'_>) -> R,
+        f: impl FnOnce(&mut Engine, &mut Ctx<'_>, &mut SendRequest) -> R,
     ) -> Option<R> {
         let mut guard = self.inner.lock();
         let (inner, bh) = guard.with_bh_disabled();
-        let Inner { engine, queues } = inner;
+        let Inner {
+            engine,
+            queues,
+            sq_head,
+        } = inner;
         let engine = engine.as_mut()?;
         let mut ctx = Ctx {
             queues,
@@ -425,7 +436,7 @@ impl Qp {
             refs,
             bh,
         };
-        Some(f(engine, &mut ctx))
+        Some(f(engine, &mut ctx, sq_head))
     }
 
     /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
@@ -447,13 +458,13 @@ impl Qp {
                 return true;
             }
             let more = buffers.round(socket, |out, refs, budget| {
-                self.with_engine(refs, |engine, ctx| {
+                self.with_engine(refs, |engine, ctx, sq_head| {
                     rts = ctx.queues.state == State::Rts;
                     if !rts && !engine.wants_transmit() {
                         return Transmitted::default();
                     }
                     engine.set_fpdu_size(fpdu_size);
-                    let t = engine.transmit_by_reference(ctx, out, budget);
+                    let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
                     if engine.is_terminated() {
                         self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                     }
@@ -702,25 +713,6 @@ impl Qp {
         });
     }
 
-    /// Takes an entry a process wrote into `queues` with `take` (which decodes it in place),
-    /// looking at up to `limit` of them, and copies it out: a malformed one completes with its
-    /// error and fails the QP ([`Qp::bad_user_entry`]), and the next is looked at (a flush goes
-    /// through a ring's worth, a running QP takes no more).
-    fn take_user<T: Copy>(
-        &self,
-        queues: &mut UserQueues,
-        limit: u32,
-        take: impl for<'q> Fn(&'q mut UserQueues) -> core::result::Result<Option<&'q T>, Completion>,
-    ) -> Option<T> {
-        for _ in 0..limit {
-            match take(queues) {
-                Ok(entry) => return entry.copied(),
-                Err(bad) => self.bad_user_entry(&bad),
-            }
-        }
-        None
-    }
-
     /// A process's entry was malformed: it completed with an error, and the QP fails.
     fn bad_user_entry(&self, c: &Completion) {
         self.complete(c);
@@ -864,13 +856,27 @@ impl Ctx<'_> {
 }
 
 impl QpContext for Ctx<'_> {
-    #[inline]
     fn peek_send(&mut self) -> Option<SendRequest> {
+        let mut wr = user_queue::EMPTY_SEND;
+        self.peek_send_into(&mut wr).then_some(wr)
+    }
+
+    #[inline]
+    fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
-            WorkQueues::Kernel { sq, .. } => sq.peek(),
-            WorkQueues::User(u) => self.qp.take_user(u, limit, UserQueues::peek_send),
-            WorkQueues::Released => None,
+            WorkQueues::Kernel { sq, .. } => sq.peek().map(|wr| *out = wr).is_some(),
+            WorkQueues::User(u) => {
+                // Decoded straight into the engine's room: no copy of the request.
+                for _ in 0..limit {
+                    match u.peek_send(out) {
+                        Ok(posted) => return posted,
+                        Err(bad) => self.qp.bad_user_entry(&bad),
+                    }
+                }
+                false
+            }
+            WorkQueues::Released => false,
         }
     }
 
@@ -1276,7 +1282,7 @@ impl TcpCallbacks for Qp {
             // The QP is locked for one socket buffer at a time, not for the whole walk: TCP's
             // work after the last one (freeing it, acknowledging) then does not hold up a
             // transmission that the completion just delivered set off.
-            self.with_engine(None, |engine, ctx| {
+            self.with_engine(None, |engine, ctx, _| {
                 // The engine takes the socket buffer's bytes in place: payload is copied
                 // once, straight into the consumer's memory.
                 if !failed {

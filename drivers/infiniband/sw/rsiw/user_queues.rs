@@ -6,8 +6,8 @@
 //! `struct siw_sqe`/`struct siw_rqe` entries into rings it mapped, setting each entry's VALID
 //! flag last; it never hands them to the kernel. The kernel takes entries in ring order:
 //!
-//! - a send queue entry is looked at when the engine wants the next request
-//!   ([`UserQueues::peek_send`]) and released, its flag cleared, when the engine takes it
+//! - a send queue entry is looked at, decoded into the engine's room for it, when the engine
+//!   wants the next request ([`UserQueues::peek_send`]), and released, its flag cleared, when the engine takes it
 //!   ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`) only
 //!   if the entry before the ones it just wrote was already released, i.e. when it believes
 //!   the kernel idle. So the release is a full barrier before the next entry is looked at,
@@ -26,7 +26,7 @@ use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
 
 use crate::proto::{
     qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
-    user_queue::{self, RQE_SIZE, SQE_SIZE},
+    user_queue::{self, RQE_SIZE, SQE_HEAD, SQE_SIZE},
 };
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
@@ -38,9 +38,6 @@ pub(crate) struct UserQueues {
     num_sqe: u32,
     /// The count of send queue entries taken.
     sq_get: u32,
-    /// The decoded entry at `sq_get`, if `peeked`: looked at and not yet taken.
-    sq_entry: SendRequest,
-    peeked: bool,
     recv: RecvSide,
     /// Every send queue entry is signalled.
     signal_all: bool,
@@ -89,8 +86,6 @@ impl UserQueues {
             sq,
             num_sqe,
             sq_get: 0,
-            sq_entry: user_queue::EMPTY_SEND,
-            peeked: false,
             recv: RecvSide {
                 rq,
                 num_rqe,
@@ -101,33 +96,15 @@ impl UserQueues {
         })
     }
 
-    /// The send queue entry the engine gets next, if the process posted one. A malformed
-    /// entry is taken and its error completion returned: the caller reports it and fails the
-    /// QP, as the C siw does. The entry is decoded once, in place, and stays there until
-    /// [`Self::pop_send`] (the engine may look without taking).
-    pub(crate) fn peek_send(&mut self) -> core::result::Result<Option<&SendRequest>, Completion> {
-        if !self.peeked {
-            if let Err((status, wr_id)) = self.load_send() {
-                let c = Completion {
-                    wr_id,
-                    status,
-                    opcode: WcOpcode::Send,
-                    byte_len: 0,
-                    imm: None,
-                    invalidated: None,
-                    solicited: false,
-                };
-                self.pop_send();
-                return Err(c);
-            }
-        }
-        Ok(self.peeked.then_some(&self.sq_entry))
-    }
-
-    /// Decodes the send queue entry at `sq_get` into `sq_entry`, and marks it `peeked`, if the
-    /// process posted it; the status and work request identifier of its error completion if it
-    /// is malformed.
-    fn load_send(&mut self) -> core::result::Result<(), (WcStatus, u64)> {
+    /// Decodes the send queue entry the engine gets next into `out`, if the process posted
+    /// one (`Ok(true)`). A malformed entry is taken and its error completion returned: the
+    /// caller reports it and fails the QP, as the C siw does. The entry stays in the ring
+    /// until [`Self::pop_send`]; the engine may look without taking, and is given a fresh
+    /// decode when it looks again.
+    pub(crate) fn peek_send(
+        &mut self,
+        out: &mut SendRequest,
+    ) -> core::result::Result<bool, Completion> {
         let slot = ring_slot(self.sq_get, self.num_sqe);
         let at = slot as usize * SQE_SIZE;
         let valid = self
@@ -135,17 +112,49 @@ impl UserQueues {
             .load_u16(at + user_queue::FLAGS_OFFSET)
             .is_ok_and(|f| f & user_queue::VALID != 0);
         if !valid {
-            return Ok(());
+            return Ok(false);
         }
         // The entry's content is read after its flag (`smp_rmb`).
         fence(Ordering::Acquire);
+        // Its head, then as much more as it says counts: the rest stays zeros.
         let mut raw = [0u8; SQE_SIZE];
-        let read = self.sq.read(at, &mut raw);
-        let bad = |status| (status, user_queue::entry_id(&raw));
+        let mut read = self.sq.read(at, raw.get_mut(..SQE_HEAD).unwrap_or(&mut []));
+        let len = raw.first_chunk().map_or(SQE_SIZE, user_queue::sqe_len);
+        if len > SQE_HEAD && read.is_ok() {
+            let rest = raw.get_mut(SQE_HEAD..len).unwrap_or(&mut []);
+            read = self.sq.read(at + SQE_HEAD, rest);
+        }
+        match self.decode_send(slot, &raw, read, out) {
+            Ok(()) => Ok(true),
+            Err((status, wr_id)) => {
+                self.pop_send();
+                Err(Completion {
+                    wr_id,
+                    status,
+                    opcode: WcOpcode::Send,
+                    byte_len: 0,
+                    imm: None,
+                    invalidated: None,
+                    solicited: false,
+                })
+            }
+        }
+    }
+
+    /// Decodes the copy `raw` of send queue entry `slot` (`read` says whether copying it
+    /// worked) into `out`; the status and work request identifier of its error completion if
+    /// it is malformed.
+    fn decode_send(
+        &mut self,
+        slot: u32,
+        raw: &[u8; SQE_SIZE],
+        read: Result,
+        out: &mut SendRequest,
+    ) -> core::result::Result<(), (WcStatus, u64)> {
+        let bad = |status| (status, user_queue::entry_id(raw));
         read.map_err(|_| bad(WcStatus::GeneralErr))?;
-        let request = &mut self.sq_entry;
-        let inline = user_queue::decode_sqe_into(&raw, self.signal_all, request)
-            .map_err(|e| bad(e.status()))?;
+        let inline =
+            user_queue::decode_sqe_into(raw, self.signal_all, out).map_err(|e| bad(e.status()))?;
         match inline {
             Some(range) => {
                 let data = raw.get(range).unwrap_or(&[]);
@@ -155,30 +164,23 @@ impl UserQueues {
                     return Err(bad(WcStatus::LocQpOpErr));
                 };
                 room.copy_from_slice(data);
-                request.sges = SgeList::single(Sge {
+                out.sges = SgeList::single(Sge {
                     addr: base as u64,
                     length: data.len() as u32,
                     lkey: INLINE_LKEY,
                 });
             }
             None => {
-                if request
-                    .sges
-                    .as_slice()
-                    .iter()
-                    .any(|s| s.lkey == INLINE_LKEY)
-                {
+                if out.sges.as_slice().iter().any(|s| s.lkey == INLINE_LKEY) {
                     return Err(bad(WcStatus::LocProtErr));
                 }
             }
         }
-        self.peeked = true;
         Ok(())
     }
 
     /// The engine took the entry [`Self::peek_send`] returned: release it to the process.
     pub(crate) fn pop_send(&mut self) {
-        self.peeked = false;
         let at = ring_slot(self.sq_get, self.num_sqe) as usize * SQE_SIZE;
         let _ = self.sq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
         // `smp_store_mb`: the release is visible before the next entry's flag is read.

@@ -320,7 +320,10 @@ fn transmit_by_reference(
 ) -> (Transmitted, Vec<u8>) {
     node.taken.clear();
     let out = &mut buf[..out_len];
-    let t = engine.transmit_by_reference(node, out, budget);
+    // The room for the SQ head holds a request from before: here the queue's
+    // last, which the engine must not take for its head.
+    let mut sq_head = node.sq.back().copied().unwrap_or(SendRequest::EMPTY);
+    let t = engine.transmit_by_reference(node, &mut sq_head, out, budget);
     assert!(t.buffered <= out_len, "past the buffer");
     assert!(t.buffered + t.referenced <= budget, "over the budget");
     let mut wire = Vec::with_capacity(t.buffered + t.referenced);

@@ -400,6 +400,20 @@ pub struct SendRequest {
     pub fence: bool,
 }
 
+impl SendRequest {
+    /// A request of nothing: room before a request is decoded into it.
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        op: SendOp::Send {
+            solicited: false,
+            invalidate: None,
+        },
+        sges: SgeList::EMPTY,
+        signaled: false,
+        fence: false,
+    };
+}
+
 /// A receive queue work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvRequest {
@@ -616,6 +630,20 @@ impl AtomicOp {
 pub trait QpContext {
     /// The work request at the head of the send queue, left there.
     fn peek_send(&mut self) -> Option<SendRequest>;
+    /// [`Self::peek_send`] into `out`; `false` if the queue is empty (`out`
+    /// may have changed then). The engine looks at the SQ head there, in the
+    /// caller's room ([`QpEngine::transmit_by_reference`]): a request is
+    /// large, and a driver that decodes it can do so in place rather than
+    /// copy it per message. By default, through [`Self::peek_send`].
+    fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
+        match self.peek_send() {
+            Some(wr) => {
+                *out = wr;
+                true
+            }
+            None => false,
+        }
+    }
     /// Removes the head of the send queue (the engine has taken a copy).
     fn pop_send(&mut self);
     /// Takes the next receive request.
@@ -1710,21 +1738,27 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// written; 0 means nothing to send now. Payload is always copied.
     pub fn transmit<X: QpContext>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
         let budget = out.len();
-        self.produce_fpdus(ctx, out, budget, false).buffered
+        let mut sq_head = SendRequest::EMPTY;
+        self.produce_fpdus(ctx, &mut sq_head, out, budget, false)
+            .buffered
     }
 
     /// As [`Self::transmit`], with FPDUs of up to `budget` bytes on the wire
     /// in all (at least 4 KiB, the same on every call), whose payload `ctx`
     /// may take by reference ([`QpContext::send_by_reference`]); `out` then
-    /// holds the rest of the FPDUs, and needs room only for them.
+    /// holds the rest of the FPDUs, and needs room only for them. `sq_head`
+    /// is room for the SQ head while the engine looks at it
+    /// ([`QpContext::peek_send_into`]); what it holds before and after does
+    /// not matter.
     pub fn transmit_by_reference<X: QpContext>(
         &mut self,
         ctx: &mut X,
+        sq_head: &mut SendRequest,
         out: &mut [u8],
         budget: usize,
     ) -> Transmitted {
         let by_reference = !self.tx.has_crc();
-        self.produce_fpdus(ctx, out, budget, by_reference)
+        self.produce_fpdus(ctx, sq_head, out, budget, by_reference)
     }
 
     /// The FPDUs of [`Self::transmit_by_reference`], offering payload only if `by_reference`.
@@ -1732,6 +1766,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     fn produce_fpdus<X: QpContext>(
         &mut self,
         ctx: &mut X,
+        sq_head: &mut SendRequest,
         out: &mut [u8],
         budget: usize,
         by_reference: bool,
@@ -1741,31 +1776,33 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         self.finish_if_deferred(ctx);
         // Most calls find nothing to send, or only the SQ head: tell so
         // before setting up to produce FPDUs, with the SQ head's one peek.
-        let sq_head = self.st.stage == Stage::Running
+        let head_next = self.st.stage == Stage::Running
             && self.inflight.is_none()
             && self.st.split.is_none()
             && self.responder_ready().is_none();
-        if !sq_head {
-            return self.produce_fpdus_from(ctx, out, budget, by_reference, None);
+        if !head_next {
+            return self.produce_fpdus_from(ctx, sq_head, false, out, budget, by_reference);
         }
-        match ctx.peek_send().as_ref() {
-            Some(wr) => self.produce_fpdus_from(ctx, out, budget, by_reference, Some(wr)),
-            None => Transmitted {
+        if ctx.peek_send_into(sq_head) {
+            self.produce_fpdus_from(ctx, sq_head, true, out, budget, by_reference)
+        } else {
+            Transmitted {
                 idle: true,
                 ..Transmitted::default()
-            },
+            }
         }
     }
 
-    /// [`Self::produce_fpdus`], starting with `sq_head`, the SQ head peeked
-    /// already, if it is next.
+    /// [`Self::produce_fpdus`], starting with the SQ head in `sq_head` if
+    /// it was `peeked` already (and is next).
     fn produce_fpdus_from<X: QpContext>(
         &mut self,
         ctx: &mut X,
+        sq_head: &mut SendRequest,
+        mut peeked: bool,
         out: &mut [u8],
         budget: usize,
         by_reference: bool,
-        mut sq_head: Option<&SendRequest>,
     ) -> Transmitted {
         let mut room = Room {
             out,
@@ -1789,7 +1826,8 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
             if self.inflight.is_none() {
-                match self.start_next(ctx, sq_head.take(), &mut room) {
+                let head_peeked = core::mem::take(&mut peeked);
+                match self.start_next(ctx, sq_head, head_peeked, &mut room) {
                     Started::Message | Started::Again => {}
                     Started::Completing => break,
                     Started::Idle => {
@@ -1887,12 +1925,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
-    /// Starts the next response or SQ work request; `sq_head` is the SQ
-    /// head if the caller peeked it already (and nothing comes before it).
+    /// Starts the next response or SQ work request; `sq_head` holds the SQ
+    /// head if the caller `peeked` it already (and nothing comes before it),
+    /// else is room to peek it into.
     fn start_next<X: QpContext>(
         &mut self,
         ctx: &mut X,
-        sq_head: Option<&SendRequest>,
+        sq_head: &mut SendRequest,
+        peeked: bool,
         room: &mut Room<'_>,
     ) -> Started {
         if let Some(slot) = self.responder_ready() {
@@ -1917,14 +1957,11 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             };
         }
-        // The SQ head stays where it is, borrowed: it is large.
-        match sq_head {
-            Some(wr) => self.start_sq_head(ctx, wr, room),
-            None => match ctx.peek_send().as_ref() {
-                Some(wr) => self.start_sq_head(ctx, wr, room),
-                None => Started::Idle,
-            },
+        // The SQ head stays in the caller's room, borrowed: it is large.
+        if !peeked && !ctx.peek_send_into(sq_head) {
+            return Started::Idle;
         }
+        self.start_sq_head(ctx, sq_head, room)
     }
 
     /// Starts the SQ head `wr`, if it need not wait.

@@ -21,7 +21,11 @@
 //! the flags once, and if they say [`VALID`], copies the whole entry into a
 //! local byte array; [`decode_sqe`] and [`decode_rqe`] work on that copy
 //! only, so every field is read once and the checks made on it still hold
-//! when the request is used. No byte pattern makes them panic: any entry
+//! when the request is used. A send queue entry is copied in two steps: its
+//! first [`SQE_HEAD`] bytes, which say how much more of it counts
+//! ([`sqe_len`]), then only that; the bytes left out are zeros in the copy,
+//! which the decoder never reads. A small Send or Write (one SGE) is all in
+//! its head: the kernel copies 40 bytes rather than 120. No byte pattern makes them panic: any entry
 //! decodes into a request or a typed error whose
 //! [`status`](SqeError::status) is the completion status to report.
 //!
@@ -133,6 +137,10 @@ pub const OP_INVAL_STAG: u8 = 10;
 /// Kernel-internal opcode of a memory registration (`SIW_OP_REG_MR`).
 pub const OP_REG_MR: u8 = 11;
 
+/// The first bytes of a send queue entry: the header and `sge[0]`, which
+/// hold everything [`sqe_len`] needs.
+pub const SQE_HEAD: usize = SQE_SGE_OFFSET + SGE_SIZE;
+
 /// Size of one `struct siw_sge`: `u64` address, `u32` length, `u32` lkey.
 const SGE_SIZE: usize = 16;
 const SGE_LENGTH_OFFSET: usize = 8;
@@ -229,22 +237,29 @@ pub fn entry_id(raw: &[u8]) -> u64 {
 }
 
 /// A send request slot before anything is decoded into it.
-pub const EMPTY_SEND: SendRequest = SendRequest {
-    wr_id: 0,
-    op: SendOp::Send {
-        solicited: false,
-        invalidate: None,
-    },
-    sges: SgeList::EMPTY,
-    signaled: false,
-    fence: false,
-};
+pub const EMPTY_SEND: SendRequest = SendRequest::EMPTY;
 
 /// A receive request slot before anything is decoded into it.
 pub const EMPTY_RECV: RecvRequest = RecvRequest {
     wr_id: 0,
     sges: SgeList::EMPTY,
 };
+
+/// How many bytes of the send queue entry whose first [`SQE_HEAD`] bytes
+/// `head` holds [`decode_sqe`] reads: up to its last SGE, or with
+/// [`INLINE`] up to the end of its inline data; never less than
+/// [`SQE_HEAD`] nor more than [`SQE_SIZE`]. A count or length too large for
+/// the entry gives the whole entry (the decoder then rejects it).
+pub fn sqe_len(head: &[u8; SQE_HEAD]) -> usize {
+    let end = if entry_flags(head) & INLINE != 0 {
+        let len = read_u32(head, SQE_SGE_OFFSET + SGE_LENGTH_OFFSET).unwrap_or(u32::MAX);
+        INLINE_OFFSET.saturating_add(usize::try_from(len).unwrap_or(usize::MAX))
+    } else {
+        let count = wire::read_u8(head, NUM_SGE_OFFSET).unwrap_or(u8::MAX);
+        SQE_SGE_OFFSET + usize::from(count) * SGE_SIZE
+    };
+    end.clamp(SQE_HEAD, SQE_SIZE)
+}
 
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
 /// "signal all work requests" setting.
