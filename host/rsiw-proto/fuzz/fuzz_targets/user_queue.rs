@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The siw user ABI decoders on arbitrary send and receive queue entries, as
-//! a hostile process may write them: they never panic, and what they accept
-//! is consistent with the entry.
+//! a hostile process may write them: they never panic, what they accept
+//! is consistent with the entry, and a send queue entry copied as the kernel
+//! copies it (its head, then the bytes `sqe_len` counts) decodes as the whole
+//! entry does.
 
 #![no_main]
 
@@ -44,6 +46,23 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             let _ = e.status();
         }
+    }
+
+    let head = sq
+        .first_chunk::<SQE_HEAD>()
+        .expect("an entry is longer than its head");
+    let len = sqe_len(head);
+    assert!((SQE_HEAD..=SQE_SIZE).contains(&len));
+    let mut counted = [0u8; SQE_SIZE];
+    counted[..len].copy_from_slice(&sq[..len]);
+    assert_eq!(decode_sqe(&counted, signal_all), decode_sqe(sq, signal_all));
+    if let Ok(UserSend {
+        inline: Some(range),
+        ..
+    }) = decode_sqe(sq, signal_all)
+    {
+        // The inline bytes are among those copied.
+        assert!(range.end <= len);
     }
 
     match decode_rqe(rq) {
