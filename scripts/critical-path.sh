@@ -14,7 +14,9 @@
 # Instruction counts are exact where TCG's latencies wander between boots, but they are not
 # time: a second boot per provider records the host time at which each vCPU reaches the same
 # points (scripts/qemu/tb-time.c), which also shows the peer's reaction in user space and the
-# one-way latency ib_send_lat reports. The analysis needs numpy (python3-numpy).
+# one-way latency ib_send_lat reports, and splits the way to sendmsg at the RDMA core's
+# `post_send` and the driver's steps: code both providers share runs at the boot's pace, which
+# varies between boots. The analysis needs numpy (python3-numpy).
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,11 +51,20 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
   # A second boot times the same points in host nanoseconds, with a plugin light enough to
   # leave the guest's pace as it is. A module's load address changes between boots, so the
   # plugin looks the functions up in the symbols the guest writes before its `sync`.
-  case $provider in rsiw) done_fn='*4rsiw2qpNtB5_2Qp8complete' ;; *) done_fn=siw_rqe_complete ;; esac
+  # After the four points, the ones that split the doorbell's way to sendmsg: the RDMA core's
+  # `post_send`, the driver's steps, `sock_sendmsg`.
+  case $provider in
+    rsiw) done_fn='*4rsiw2qpNtB5_2Qp8complete'
+          steps='*2Qp8transmit *UserQueues9peek_send *QpContext10local_read *tx8send_all' ;;
+    *) done_fn=siw_rqe_complete
+       steps='siw_post_send siw_activate_tx_from_sq siw_qp_sq_process siw_check_sge' ;;
+  esac
+  echo ib_uverbs_post_send $steps sock_sendmsg >"$run.time.steps"
   rm -f "$run.time"
   RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
     RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time,arg=trig=$trig,arg=syms=$run.time.share/kallsyms$(
-      printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn")" \
+      printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
+        $steps sock_sendmsg)" \
     "$here/run-vm.sh" "$run.time.log" profile '10-*'
   [ -s "$run.time" ] || { echo "critical-path: the timed $provider run failed ($run.time.log)"; exit 1; }
   awk -v n="${done_fn#\*}" '$3 ~ n"$" {print $1; exit}' "$run.time.share/kallsyms" >"$run.time.where"
@@ -152,6 +163,33 @@ print("\nhost nanoseconds per Send (median, timed boot; the driver's completion 
       + ", ".join(open(f"{out}/{p}.time.where").read().strip() for p in providers) + ")")
 for k, part in enumerate(TIMED):
     print(f"{part:28s}" + "".join(f"{times[p][k]:10.0f}" for p in providers))
+
+def steps(provider):
+    """When each vCPU reaches the points past the four (`.time.steps`) after its doorbell, before
+    its `tcp_sendmsg`: median host nanoseconds from the doorbell. The RDMA core's share is the
+    same code for both providers; what differs there is the pace the rest of the run leaves."""
+    names = open(f"{out}/{provider}.time.steps").read().split()
+    ev = np.sort(np.fromfile(f"{out}/{provider}.time",
+                             dtype=[("t", "<u8"), ("c", "<u4"), ("i", "<u4")]), order="t")
+    at = collections.defaultdict(list)
+    for c in (0, 1):
+        mine = ev[ev["c"] == c]
+        t, ids = mine["t"].astype(np.int64), mine["i"]
+        doors = np.nonzero(ids == 1)[0]
+        for d, e in zip(doors, list(doors[1:]) + [len(ids)]):
+            seen = {}
+            for j in range(d + 1, e):
+                seen.setdefault(int(ids[j]), t[j] - t[d])
+            if 2 in seen:
+                for k, name in enumerate(names, start=5):
+                    if k in seen and seen[k] < seen[2]:
+                        at[name].append(seen[k])
+    return [(n, np.median(at[n])) for n in names if at[n]]
+
+for p in providers:
+    print(f"\n{p}: host nanoseconds from the doorbell to (median, timed boot)")
+    for name, ns in steps(p) + [("tcp_sendmsg", times[p][0])]:
+        print(f"{ns:8.0f}  {name.lstrip('*')}")
 for p in providers:
     _, before, count = results[p]
     print(f"\n{p}: doorbell..tcp_sendmsg by function (mean per Send)")
