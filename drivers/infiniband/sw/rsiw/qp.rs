@@ -713,6 +713,25 @@ impl Qp {
         });
     }
 
+    /// Takes an entry a process wrote with `take`, which decodes it in place and says whether
+    /// there was one, looking at up to `limit` of them: a malformed one completes with its
+    /// error and fails the QP ([`Qp::bad_user_entry`]), and the next is looked at (a flush
+    /// goes through a ring's worth, a running QP takes no more).
+    #[inline]
+    fn take_user(
+        &self,
+        limit: u32,
+        mut take: impl FnMut() -> core::result::Result<bool, Completion>,
+    ) -> bool {
+        for _ in 0..limit {
+            match take() {
+                Ok(taken) => return taken,
+                Err(bad) => self.bad_user_entry(&bad),
+            }
+        }
+        false
+    }
+
     /// A process's entry was malformed: it completed with an error, and the QP fails.
     fn bad_user_entry(&self, c: &Completion) {
         self.complete(c);
@@ -866,16 +885,8 @@ impl QpContext for Ctx<'_> {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek().map(|wr| *out = wr).is_some(),
-            WorkQueues::User(u) => {
-                // Decoded straight into the engine's room: no copy of the request.
-                for _ in 0..limit {
-                    match u.peek_send(out) {
-                        Ok(posted) => return posted,
-                        Err(bad) => self.qp.bad_user_entry(&bad),
-                    }
-                }
-                false
-            }
+            // Decoded straight into the engine's room: no copy of the request.
+            WorkQueues::User(u) => self.qp.take_user(limit, || u.peek_send(out)),
             WorkQueues::Released => false,
         }
     }
@@ -916,16 +927,8 @@ impl QpContext for Ctx<'_> {
         let limit = self.user_entries(self.qp.caps.max_recv_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { rq, .. } => rq.pop().map(|wr| *out = wr).is_some(),
-            WorkQueues::User(u) => {
-                // Decoded straight into `out`: no copy of the request.
-                for _ in 0..limit {
-                    match u.pop_recv(out) {
-                        Ok(taken) => return taken,
-                        Err(bad) => self.qp.bad_user_entry(&bad),
-                    }
-                }
-                false
-            }
+            // Decoded straight into `out`: no copy of the request.
+            WorkQueues::User(u) => self.qp.take_user(limit, || u.pop_recv(out)),
             WorkQueues::Released => false,
         }
     }

@@ -7,8 +7,8 @@
 //! flag last; it never hands them to the kernel. The kernel takes entries in ring order:
 //!
 //! - a send queue entry is looked at, decoded into the engine's room for it, when the engine
-//!   wants the next request ([`UserQueues::peek_send`]), and released, its flag cleared, when the engine takes it
-//!   ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`) only
+//!   wants the next request ([`UserQueues::peek_send`]), and released, its flag cleared,
+//!   when the engine takes it ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`) only
 //!   if the entry before the ones it just wrote was already released, i.e. when it believes
 //!   the kernel idle. So the release is a full barrier before the next entry is looked at,
 //!   and after releasing an entry the transmit path always looks at the next one: between
