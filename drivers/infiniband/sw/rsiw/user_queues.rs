@@ -6,13 +6,13 @@
 //! `struct siw_sqe`/`struct siw_rqe` entries into rings it mapped, setting each entry's VALID
 //! flag last; it never hands them to the kernel. The kernel takes entries in ring order:
 //!
-//! - a send queue entry is looked at, decoded into the engine's room for it, when the engine
-//!   wants the next request ([`UserQueues::peek_send`]), and released, its flag cleared,
-//!   when the engine takes it ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`) only
-//!   if the entry before the ones it just wrote was already released, i.e. when it believes
-//!   the kernel idle. So the release is a full barrier before the next entry is looked at,
-//!   and after releasing an entry the transmit path always looks at the next one: between
-//!   them nothing is missed (the library stores its entry, then loads the previous flag);
+//! - a send queue entry is looked at, decoded into the engine's room for it, when the engine wants
+//!   the next request ([`UserQueues::peek_send`]), and released, its flag cleared, when the engine
+//!   takes it ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`)
+//!   only if the entry before the ones it just wrote was already released, i.e. when it believes
+//!   the kernel idle. So the release is a full barrier before the next entry is looked at, and
+//!   after releasing an entry the transmit path always looks at the next one: between them nothing
+//!   is missed (the library stores its entry, then loads the previous flag);
 //! - a receive queue entry is taken, and released, when a message needs it.
 //!
 //! Entries are copied out of the shared memory before they are decoded

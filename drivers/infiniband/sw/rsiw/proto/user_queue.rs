@@ -16,18 +16,18 @@
 //!
 //! # Why decoding is done on a copy
 //!
-//! The entries are written by an untrusted process, which may change them
-//! at any time, also while the kernel reads them. The kernel therefore reads
-//! the flags once, and if they say [`VALID`], copies the whole entry into a
-//! local byte array; [`decode_sqe`] and [`decode_rqe`] work on that copy
-//! only, so every field is read once and the checks made on it still hold
-//! when the request is used. A send queue entry is copied in two steps: its
-//! first [`SQE_HEAD`] bytes, which say how much more of it counts
-//! ([`sqe_len`]), then only that; the bytes left out are zeros in the copy,
-//! which the decoder never reads. A small Send or Write (one SGE) is all in
-//! its head: the kernel copies 40 bytes rather than 120. No byte pattern makes them panic: any entry
-//! decodes into a request or a typed error whose
-//! [`status`](SqeError::status) is the completion status to report.
+//! The entries are written by an untrusted process, which may change them at
+//! any time, also while the kernel reads them. The kernel therefore reads the
+//! flags once, and if they say [`VALID`], copies the entry into a local byte
+//! array; [`decode_sqe`] and [`decode_rqe`] work on that copy only, so every
+//! field is read once and the checks made on it still hold when the request
+//! is used. A send queue entry is copied in two steps: its first [`SQE_HEAD`]
+//! bytes, which say how much more of it counts ([`sqe_len`]), then only that;
+//! the bytes left out are zeros in the copy, which the decoder never reads. A
+//! small Send or Write (one SGE) is all in its head: the kernel copies 40
+//! bytes rather than 120. No byte pattern makes them panic: any entry decodes
+//! into a request or a typed error whose [`status`](SqeError::status) is the
+//! completion status to report.
 //!
 //! All fields are in the host's byte order, as the structures are shared
 //! memory between two programs on the same machine.
