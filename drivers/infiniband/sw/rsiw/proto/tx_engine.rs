@@ -30,7 +30,9 @@ use core::num::NonZeroU32;
 
 use super::atomic::{AtomicRequestHeader, AtomicResponseHeader};
 use super::crc32c::{Crc32c, Crc32cDigest};
-use super::ddp::{DdpHeader, QueueNumber};
+use super::ddp::{
+    DdpControl, DdpHeader, QueueNumber, DDP_VERSION, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN,
+};
 use super::fpdu::{self, FpduTrailer, LENGTH_FIELD_LEN, MAX_HEADER_LEN};
 use super::immediate::ImmediateData;
 use super::placement::UntaggedQueue;
@@ -244,50 +246,92 @@ impl<C: Crc32c + Copy> TxEngine<C> {
     /// describes it. Otherwise (another kind of work request, more than one
     /// FPDU, or an error) it assigns nothing and returns `None`. This is how a
     /// small message skips keeping a [`TxMessage`].
+    ///
+    /// Every small message takes this way, so the header is written here as
+    /// one fixed-size array of big-endian words rather than through the
+    /// general encoder `frame` uses (the host tests check that both write the
+    /// same bytes).
     pub fn start_whole(&mut self, wr: WorkRequest<'_>, out: &mut [u8]) -> Option<TxFpdu<C>> {
-        let (ddp, len) = match wr {
+        let max_ulpdu = segmenter::max_ulpdu_len(self.fpdu_size);
+        let (header_len, len, ulpdu_len) = match wr {
             WorkRequest::Send {
                 len,
                 solicited,
                 invalidate,
             } => {
+                const HEADER: usize = LENGTH_FIELD_LEN + UNTAGGED_HEADER_LEN;
+                let ulpdu_len = whole_ulpdu_len(UNTAGGED_HEADER_LEN, len, max_ulpdu, out.len())?;
                 let opcode = send_opcode(solicited, invalidate.is_some());
                 let msn = self.next_msn(QueueNumber::Send);
-                let ulp = invalidate.unwrap_or(0);
-                (rdmap::untagged_header(opcode, true, ulp, msn, 0), len)
+                let [w0, w1, w2, w3] = first_word(ulpdu_len, false, opcode)?.to_be_bytes();
+                let [i0, i1, i2, i3] = invalidate.unwrap_or(0).to_be_bytes();
+                let [q0, q1, q2, q3] = (QueueNumber::Send as u32).to_be_bytes();
+                let [n0, n1, n2, n3] = msn.to_be_bytes();
+                *out.first_chunk_mut::<HEADER>()? = [
+                    w0, w1, w2, w3, i0, i1, i2, i3, q0, q1, q2, q3, n0, n1, n2, n3, 0, 0, 0, 0,
+                ];
+                self.msns.take(QueueNumber::Send);
+                (HEADER, len, ulpdu_len)
             }
             WorkRequest::Write {
                 stag,
                 tagged_offset,
                 len,
-            } => (
-                rdmap::tagged_header(Opcode::RdmaWrite, true, stag, tagged_offset),
-                len,
-            ),
+            } => {
+                const HEADER: usize = LENGTH_FIELD_LEN + TAGGED_HEADER_LEN;
+                let ulpdu_len = whole_ulpdu_len(TAGGED_HEADER_LEN, len, max_ulpdu, out.len())?;
+                let [w0, w1, w2, w3] =
+                    first_word(ulpdu_len, true, Opcode::RdmaWrite)?.to_be_bytes();
+                let [s0, s1, s2, s3] = stag.to_be_bytes();
+                let [t0, t1, t2, t3, t4, t5, t6, t7] = tagged_offset.to_be_bytes();
+                *out.first_chunk_mut::<HEADER>()? = [
+                    w0, w1, w2, w3, s0, s1, s2, s3, t0, t1, t2, t3, t4, t5, t6, t7,
+                ];
+                (HEADER, len, ulpdu_len)
+            }
             _ => return None,
         };
-        let max_ulpdu = segmenter::max_ulpdu_len(self.fpdu_size);
-        let segment = TxSegment {
-            offset: 0,
-            len,
+        let digest = self.crc.map(|engine| {
+            let mut digest = Crc32cDigest::new(engine);
+            digest.update(out.get(..header_len).unwrap_or(&[]));
+            digest
+        });
+        Some(TxFpdu {
+            header_len,
+            payload_offset: 0,
+            payload_len: len,
             last: true,
-        };
-        let fpdu = frame(
-            self.crc,
-            max_ulpdu,
-            &ddp,
-            &OpcodeHeader::None,
-            &segment,
-            true,
-            out,
-        )
-        .ok()
-        .filter(|fpdu| fpdu.wire_len() <= out.len())?;
-        if matches!(ddp, DdpHeader::Untagged(_)) {
-            self.msns.take(QueueNumber::Send);
-        }
-        Some(fpdu)
+            ulpdu_len,
+            digest,
+        })
     }
+}
+
+/// The ULPDU length of a whole message of `len` payload bytes after `headers` bytes of DDP
+/// and RDMAP headers, if that is one FPDU of at most `max_ulpdu` that fits `room` bytes.
+#[inline]
+fn whole_ulpdu_len(headers: usize, len: u32, max_ulpdu: usize, room: usize) -> Option<usize> {
+    usize::try_from(len)
+        .ok()
+        .and_then(|len| headers.checked_add(len))
+        .filter(|&ulpdu_len| ulpdu_len <= max_ulpdu && fpdu::fpdu_len(ulpdu_len) <= room)
+}
+
+/// The first word of the FPDU of a whole message: the ULPDU_Length field, the DDP control
+/// byte of a last segment (`tagged` or not) and the RDMAP control byte of `opcode`.
+#[inline]
+fn first_word(ulpdu_len: usize, tagged: bool, opcode: Opcode) -> Option<u32> {
+    let length = u16::try_from(ulpdu_len).ok()?;
+    let ddp = DdpControl {
+        tagged,
+        last: true,
+        reserved: 0,
+        version: DDP_VERSION,
+    }
+    .to_byte()
+    .ok()?;
+    let rdmap = rdmap::RdmapControl::for_opcode(opcode).to_byte().ok()?;
+    Some(u32::from(length) << 16 | u32::from(ddp) << 8 | u32::from(rdmap))
 }
 
 /// Writes the start of one FPDU into `out`: the MPA length field, then `ddp` and `header`, for
