@@ -1774,36 +1774,6 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
         self.finish_if_deferred(ctx);
-        // Most calls find nothing to send, or only the SQ head: tell so
-        // before setting up to produce FPDUs, with the SQ head's one peek.
-        let head_next = self.st.stage == Stage::Running
-            && self.inflight.is_none()
-            && self.st.split.is_none()
-            && self.responder_ready().is_none();
-        if !head_next {
-            return self.produce_fpdus_from(ctx, sq_head, false, out, budget, by_reference);
-        }
-        if ctx.peek_send_into(sq_head) {
-            self.produce_fpdus_from(ctx, sq_head, true, out, budget, by_reference)
-        } else {
-            Transmitted {
-                idle: true,
-                ..Transmitted::default()
-            }
-        }
-    }
-
-    /// [`Self::produce_fpdus`], starting with the SQ head in `sq_head` if
-    /// it was `peeked` already (and is next).
-    fn produce_fpdus_from<X: QpContext>(
-        &mut self,
-        ctx: &mut X,
-        sq_head: &mut SendRequest,
-        mut peeked: bool,
-        out: &mut [u8],
-        budget: usize,
-        by_reference: bool,
-    ) -> Transmitted {
         let mut room = Room {
             out,
             pos: 0,
@@ -1812,6 +1782,40 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             short: false,
             by_reference,
         };
+        // Most calls find nothing to send, or only the SQ head: tell so
+        // before setting up to produce FPDUs, with the SQ head's one peek.
+        let head_next = self.st.stage == Stage::Running
+            && self.inflight.is_none()
+            && self.st.split.is_none()
+            && self.responder_ready().is_none();
+        if !head_next {
+            return self.produce_fpdus_from(ctx, sq_head, false, room);
+        }
+        if !ctx.peek_send_into(sq_head) {
+            return Transmitted {
+                idle: true,
+                ..Transmitted::default()
+            };
+        }
+        // A small Send or Write at the head (what a latency-bound application
+        // sends) goes out here, without the loop's set-up; one to complete
+        // ends the call, as it would in the loop.
+        match self.start_small_head(ctx, sq_head, &mut room) {
+            Some(Started::Completing) => room.transmitted(false),
+            Some(_) => self.produce_fpdus_from(ctx, sq_head, false, room),
+            None => self.produce_fpdus_from(ctx, sq_head, true, room),
+        }
+    }
+
+    /// [`Self::produce_fpdus`] into `room`, starting with the SQ head in
+    /// `sq_head` if it was `peeked` already (and is next).
+    fn produce_fpdus_from<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        sq_head: &mut SendRequest,
+        mut peeked: bool,
+        mut room: Room<'_>,
+    ) -> Transmitted {
         let mut idle = false;
         loop {
             match self.st.stage {
@@ -1862,12 +1866,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 }
             }
         }
-        Transmitted {
-            buffered: room.pos,
-            referenced: room.referenced,
-            short: room.short,
-            idle,
-        }
+        room.transmitted(idle)
     }
 
     /// Emits the pending TERMINATE into `room` if it fits.
@@ -1999,6 +1998,17 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             _ if is_request => self.start_request(ctx, wr),
             _ => self.start_sq_message(ctx, wr, room),
         };
+        self.sq_head_started(ctx, wr, result)
+    }
+
+    /// What starting the SQ head `wr` came to: a work request that failed to
+    /// start completes with its error and fails the stream.
+    fn sq_head_started<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        result: Result<Started, WcStatus>,
+    ) -> Started {
         match result {
             Ok(started) => {
                 if !matches!(started, Started::Idle) {
@@ -2041,57 +2051,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             .total_len()
             .and_then(|l| u32::try_from(l).ok())
             .ok_or(WcStatus::LocLenErr)?;
-        let (request, then) = match wr.op {
-            SendOp::Send {
-                solicited,
-                invalidate,
-            } => (
-                WorkRequest::Send {
-                    len,
-                    solicited,
-                    invalidate,
-                },
-                None,
-            ),
-            SendOp::SendImm { imm, solicited } if len == 0 => (
-                WorkRequest::Immediate {
-                    data: ImmediateData::from_be32(imm),
-                    solicited,
-                },
-                None,
-            ),
-            SendOp::SendImm { imm, solicited } => (
-                WorkRequest::Send {
-                    len,
-                    solicited: false,
-                    invalidate: None,
-                },
-                Some((ImmediateData::from_be32(imm), solicited)),
-            ),
-            SendOp::Write { remote_addr, rkey } => (
-                WorkRequest::Write {
-                    stag: rkey,
-                    tagged_offset: remote_addr,
-                    len,
-                },
-                None,
-            ),
-            SendOp::WriteImm {
-                remote_addr,
-                rkey,
-                imm,
-            } => (
-                WorkRequest::WriteImmediate {
-                    stag: rkey,
-                    tagged_offset: remote_addr,
-                    len,
-                    data: ImmediateData::from_be32(imm),
-                    solicited: false,
-                },
-                None,
-            ),
-            _ => return Err(WcStatus::LocQpOpErr),
-        };
+        let (request, then) = sq_message_request(wr, len)?;
         if then.is_none() && len < BY_REFERENCE_FROM {
             if let Some(started) = self.send_whole(ctx, wr, request, len, room)? {
                 return Ok(started);
@@ -2106,6 +2066,30 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         // keep valid until it completes.
         ctx.pop_send();
         Ok(Started::Message)
+    }
+
+    /// Starts the SQ head `wr` if it is a Send or Write of one FPDU that fits
+    /// `room` and need not wait ([`Self::send_whole`]); `None`, having done
+    /// nothing, if it is not.
+    #[inline]
+    fn start_small_head<X: QpContext>(
+        &mut self,
+        ctx: &mut X,
+        wr: &SendRequest,
+        room: &mut Room<'_>,
+    ) -> Option<Started> {
+        if wr.fence || !matches!(wr.op, SendOp::Send { .. } | SendOp::Write { .. }) {
+            return None;
+        }
+        let len = wr
+            .sges
+            .total_len()
+            .and_then(|l| u32::try_from(l).ok())
+            .filter(|&l| l < BY_REFERENCE_FROM)?;
+        let (request, _) = sq_message_request(wr, len).ok()?;
+        let result = self.send_whole(ctx, wr, request, len, room).transpose()?;
+        let started = self.sq_head_started(ctx, wr, result);
+        Some(started)
     }
 
     /// Produces the message of `wr` (`request`, `len` payload bytes) into `room` if it is one
@@ -2555,6 +2539,76 @@ impl Room<'_> {
     fn is_empty(&self) -> bool {
         self.pos == 0 && self.referenced == 0
     }
+
+    /// What was produced into it, the engine having nothing more if `idle`.
+    fn transmitted(&self, idle: bool) -> Transmitted {
+        Transmitted {
+            buffered: self.pos,
+            referenced: self.referenced,
+            short: self.short,
+            idle,
+        }
+    }
+}
+
+/// The engine's request for the Send or Write work request `wr` of `len` payload bytes, and
+/// the Immediate Data to send after it (RFC 7306 section 6) if it has one.
+#[allow(clippy::type_complexity)]
+fn sq_message_request(
+    wr: &SendRequest,
+    len: u32,
+) -> Result<(WorkRequest<'static>, Option<(ImmediateData, bool)>), WcStatus> {
+    Ok(match wr.op {
+        SendOp::Send {
+            solicited,
+            invalidate,
+        } => (
+            WorkRequest::Send {
+                len,
+                solicited,
+                invalidate,
+            },
+            None,
+        ),
+        SendOp::SendImm { imm, solicited } if len == 0 => (
+            WorkRequest::Immediate {
+                data: ImmediateData::from_be32(imm),
+                solicited,
+            },
+            None,
+        ),
+        SendOp::SendImm { imm, solicited } => (
+            WorkRequest::Send {
+                len,
+                solicited: false,
+                invalidate: None,
+            },
+            Some((ImmediateData::from_be32(imm), solicited)),
+        ),
+        SendOp::Write { remote_addr, rkey } => (
+            WorkRequest::Write {
+                stag: rkey,
+                tagged_offset: remote_addr,
+                len,
+            },
+            None,
+        ),
+        SendOp::WriteImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => (
+            WorkRequest::WriteImmediate {
+                stag: rkey,
+                tagged_offset: remote_addr,
+                len,
+                data: ImmediateData::from_be32(imm),
+                solicited: false,
+            },
+            None,
+        ),
+        _ => return Err(WcStatus::LocQpOpErr),
+    })
 }
 
 /// The payload of `job`'s next FPDU, if it may go by reference (see the
