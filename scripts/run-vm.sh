@@ -11,10 +11,12 @@ log=$1; mode=${2:-test}; only=${3:-*}
 : "${RSIW_VM_TIMEOUT:=1800}"
 : "${RSIW_VM_MEM:=4096}"
 append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
-# Benchmarks: under TCG the clocksource watchdog sometimes finds the TSC skewed against the HPET
-# and switches clocks mid-run, which breaks perftest's cycle-based timing (it prints "inf").
+# Benchmarks and profiles: under TCG the clocksource watchdog sometimes finds the TSC skewed
+# against the HPET and switches clocks mid-run, which breaks perftest's cycle-based timing (it
+# prints "inf") and makes every clock read an emulated HPET access (a timed critical-path boot
+# then ran all code, the shared TCP path too, 1.3 to 1.9 times slower).
 # (tsc=reliable would do too, but made 1 boot in 3 panic in the IO-APIC timer check.)
-[ "$mode" = bench ] && append="$append tsc=nowatchdog"
+case $mode in bench | profile) append="$append tsc=nowatchdog" ;; esac
 append="$append rsiw.mode=$mode rsiw.only=$only ${RSIW_VM_APPEND:-}"
 # A directory the guest mounts at /share (virtio 9p) for what does not fit the console.
 share="${log%.log}.share"
