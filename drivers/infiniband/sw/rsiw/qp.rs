@@ -331,7 +331,7 @@ impl Qp {
                     Inner {
                         engine: None,
                         queues,
-                        sq_head: user_queue::EMPTY_SEND,
+                        sq_head: SendRequest::EMPTY,
                     },
                     "Qp::inner"
                 ),
@@ -876,7 +876,7 @@ impl Ctx<'_> {
 
 impl QpContext for Ctx<'_> {
     fn peek_send(&mut self) -> Option<SendRequest> {
-        let mut wr = user_queue::EMPTY_SEND;
+        let mut wr = SendRequest::EMPTY;
         self.peek_send_into(&mut wr).then_some(wr)
     }
 

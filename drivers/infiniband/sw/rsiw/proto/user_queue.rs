@@ -236,9 +236,6 @@ pub fn entry_id(raw: &[u8]) -> u64 {
     read_u64(raw, ID_OFFSET).unwrap_or(0)
 }
 
-/// A send request slot before anything is decoded into it.
-pub const EMPTY_SEND: SendRequest = SendRequest::EMPTY;
-
 /// A receive request slot before anything is decoded into it.
 pub const EMPTY_RECV: RecvRequest = RecvRequest {
     wr_id: 0,
@@ -264,7 +261,7 @@ pub fn sqe_len(head: &[u8; SQE_HEAD]) -> usize {
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
 /// "signal all work requests" setting.
 pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, SqeError> {
-    let mut request = EMPTY_SEND;
+    let mut request = SendRequest::EMPTY;
     let inline = decode_sqe_into(raw, signal_all, &mut request)?;
     Ok(UserSend { request, inline })
 }
