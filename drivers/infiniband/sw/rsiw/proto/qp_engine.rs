@@ -2551,13 +2551,12 @@ impl Room<'_> {
     }
 }
 
-/// The engine's request for the Send or Write work request `wr` of `len` payload bytes, and
-/// the Immediate Data to send after it (RFC 7306 section 6) if it has one.
-#[allow(clippy::type_complexity)]
-fn sq_message_request(
-    wr: &SendRequest,
-    len: u32,
-) -> Result<(WorkRequest<'static>, Option<(ImmediateData, bool)>), WcStatus> {
+/// The engine's request for a Send or Write work request, and the Immediate Data (with its
+/// Solicited Event flag) to send after it (RFC 7306 section 6) if it has one.
+type SqMessage = (WorkRequest<'static>, Option<(ImmediateData, bool)>);
+
+/// The [`SqMessage`] of the Send or Write work request `wr` of `len` payload bytes.
+fn sq_message_request(wr: &SendRequest, len: u32) -> Result<SqMessage, WcStatus> {
     Ok(match wr.op {
         SendOp::Send {
             solicited,
