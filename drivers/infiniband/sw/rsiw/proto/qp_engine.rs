@@ -1797,13 +1797,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 ..Transmitted::default()
             };
         }
-        // A small Send or Write at the head (what a latency-bound application
-        // sends) goes out here, without the loop's set-up; one to complete
-        // ends the call, as it would in the loop.
-        match self.start_small_head(ctx, sq_head, &mut room) {
-            Some(Started::Completing) => room.transmitted(false),
-            Some(_) => self.produce_fpdus_from(ctx, sq_head, false, room),
-            None => self.produce_fpdus_from(ctx, sq_head, true, room),
+        // The head starts here, without the loop's set-up: a small Send or
+        // Write (what a latency-bound application sends) is then already
+        // produced, and one to complete, or a head that must wait, ends the
+        // call as it would in the loop.
+        match self.start_sq_head(ctx, sq_head, &mut room) {
+            Started::Completing => room.transmitted(false),
+            Started::Idle => room.transmitted(true),
+            Started::Message | Started::Again => self.produce_fpdus_from(ctx, sq_head, false, room),
         }
     }
 
@@ -2066,30 +2067,6 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         // keep valid until it completes.
         ctx.pop_send();
         Ok(Started::Message)
-    }
-
-    /// Starts the SQ head `wr` if it is a Send or Write of one FPDU that fits
-    /// `room` and need not wait ([`Self::send_whole`]); `None`, having done
-    /// nothing, if it is not.
-    #[inline]
-    fn start_small_head<X: QpContext>(
-        &mut self,
-        ctx: &mut X,
-        wr: &SendRequest,
-        room: &mut Room<'_>,
-    ) -> Option<Started> {
-        if wr.fence || !matches!(wr.op, SendOp::Send { .. } | SendOp::Write { .. }) {
-            return None;
-        }
-        let len = wr
-            .sges
-            .total_len()
-            .and_then(|l| u32::try_from(l).ok())
-            .filter(|&l| l < BY_REFERENCE_FROM)?;
-        let (request, _) = sq_message_request(wr, len).ok()?;
-        let result = self.send_whole(ctx, wr, request, len, room).transpose()?;
-        let started = self.sq_head_started(ctx, wr, result);
-        Some(started)
     }
 
     /// Produces the message of `wr` (`request`, `len` payload bytes) into `room` if it is one
