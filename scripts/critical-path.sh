@@ -9,8 +9,9 @@
 # kernel's share of the one-way latency; what the system call does after it is not waited for.
 # A QEMU plugin (scripts/qemu/tb-trace.c) records every executed block of both vCPUs; each
 # doorbell is cut at `tcp_sendmsg`, `tcp_v4_rcv` and the driver's receive completion, and the
-# medians are printed with the functions before sendmsg, and the kernel code the steady state
-# runs (distinct blocks and pages), which under TCG sets how often the host's caches miss.
+# medians are printed (as instructions, and as the blocks TCG executes) with the functions
+# before sendmsg, and the kernel code the steady state runs (distinct blocks and pages), which
+# under TCG sets how often the host's caches miss.
 #
 # Instruction counts are exact where TCG's latencies wander between boots, but they are not
 # time: a second boot per provider records the host time at which each vCPU reaches the same
@@ -95,7 +96,7 @@ def analyse(provider):
     door, send, rcv, leave = (first[n] for n in
                               ("ib_uverbs_write", "tcp_sendmsg", "tcp_v4_rcv", "syscall_exit_to_user_mode"))
     done = {a for a, n in syms if re.search(COMPLETION[provider], n)}
-    parts, before = [[] for _ in PARTS], collections.Counter()
+    parts, before, executed = [[] for _ in PARTS], collections.Counter(), []
     blocks = set()
     for cpu in (0, 1):
         try:
@@ -124,11 +125,13 @@ def analyse(provider):
                 continue  # not a Send's doorbell (setup, or the trace's end)
             for k in range(4):
                 parts[k].append(cum[marks[k + 1]] - cum[marks[k]])
+            executed.append(marks[3] - marks[0])
             idx = np.searchsorted(addrs, v[marks[0]:marks[1]], side="right") - 1
             for i, c in zip(idx, n[marks[0]:marks[1]]):
                 before[names[i]] += int(c)
     working_set = (len(blocks), sum(k for _, k in blocks), len({a >> 12 for a, _ in blocks}))
-    return [np.median(p) if p else float("nan") for p in parts], before, len(parts[0]), working_set
+    return ([np.median(p) if p else float("nan") for p in parts], before, len(parts[0]), working_set,
+            np.median(executed) if executed else float("nan"))
 
 results = {p: analyse(p) for p in providers}
 print("guest instructions per Send (median), " +
@@ -137,6 +140,9 @@ print(f"{'':28s}" + "".join(f"{p:>10s}" for p in providers))
 for k, part in enumerate(PARTS):
     print(f"{part:28s}" + "".join(f"{results[p][0][k]:10.0f}" for p in providers))
 print(f"{'doorbell..completion':28s}" + "".join(f"{sum(results[p][0][:3]):10.0f}" for p in providers))
+# TCG runs a block at a time: entering one (its chaining or lookup) costs more than an
+# instruction, and a `rep` string instruction is a block per iteration.
+print(f"{'  as blocks executed':28s}" + "".join(f"{results[p][4]:10.0f}" for p in providers))
 # Under TCG the host runs translated code: the more distinct guest code a round trip runs, the
 # more the host's caches miss, which slows the code both providers share too.
 print("\nkernel code run by 20 Sends mid-run (distinct blocks / their instructions / 4 KiB pages)")
@@ -205,7 +211,7 @@ for p in providers:
     for name, ns in steps(p) + [("tcp_sendmsg", times[p][0])]:
         print(f"{ns:8.0f}  {name.lstrip('*')}")
 for p in providers:
-    _, before, count, _ = results[p]
+    _, before, count, _, _ = results[p]
     print(f"\n{p}: doorbell..tcp_sendmsg by function (mean per Send)")
     for name, c in before.most_common(25):
         print(f"{c / max(count, 1):8.0f}  {re.sub(r'Cs[0-9A-Za-z_]{10,14}_', '', name)[:110]}")
