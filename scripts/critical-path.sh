@@ -62,13 +62,19 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
        steps='siw_post_send siw_activate_tx_from_sq siw_qp_sq_process siw_check_sge' ;;
   esac
   echo ib_uverbs_post_send $steps sock_sendmsg >"$run.time.steps"
-  rm -f "$run.time"
-  RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
-    RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time,arg=trig=$trig,arg=syms=$run.time.share/kallsyms$(
-      printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
-        $steps sock_sendmsg)" \
-    "$here/run-vm.sh" "$run.time.log" profile '10-*'
-  [ -s "$run.time" ] || { echo "critical-path: the timed $provider run failed ($run.time.log)"; exit 1; }
+  # Now and then ib_send_lat's client is refused and crashes in librdmacm (kunit/bench/10-*.sh
+  # sees it too, with either provider): such a boot is run once more.
+  for try in 1 2; do
+    rm -f "$run.time"
+    RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
+      RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time,arg=trig=$trig,arg=syms=$run.time.share/kallsyms$(
+        printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
+          $steps sock_sendmsg)" \
+      "$here/run-vm.sh" "$run.time.log" profile '10-*'
+    grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.time.log" && [ -s "$run.time" ] && break
+    echo "critical-path: the timed $provider run failed ($run.time.log)"
+    [ $try = 2 ] && exit 1
+  done
   awk -v n="${done_fn#\*}" '$3 ~ n"$" {print $1; exit}' "$run.time.share/kallsyms" >"$run.time.where"
 done
 
