@@ -24,16 +24,33 @@ for line in open(sys.argv[1], errors="replace"):
     if not m:
         continue
     name, unit, provider, value = m.groups()
-    row = rows.setdefault(name, {"name": name, "unit": unit})
     try:
-        row[provider] = float(value)
+        value = float(value)
     except ValueError:
-        row[provider] = None
-out = list(rows.values())
+        value = None
+    # "<name>_paired_ratio": the median of the figure's per-round rsiw/siw ratios (kunit/bench/
+    # 10-*.sh), kept in the figure's own row.
+    if provider == "pair" and name.endswith("_paired_ratio"):
+        rows.setdefault(name[:-len("_paired_ratio")], {})["paired_ratio"] = value
+        continue
+    row = rows.setdefault(name, {})
+    row.update(name=name, unit=unit)
+    row[provider] = value
+out = [dict(name=r["name"], unit=r["unit"], **{k: v for k, v in r.items() if k not in ("name", "unit")})
+       for r in rows.values() if "name" in r]
 json.dump(out, open(sys.argv[2], "w"), indent=1)
-print(f"{'figure':32s} {'unit':6s} {'rsiw':>10s} {'siw':>10s} {'tcp':>10s}")
-fmt = lambda v: "-" if v is None else f"{v:.3f}"
+# ratio: of the medians, so that above 1 means rsiw did better (time units: siw over rsiw).
+def ratio(r):
+    a, b = r.get("rsiw"), r.get("siw")
+    if not a or not b:
+        return None
+    return b / a if r["unit"] in ("us", "ms", "s") else a / b
+print(f"{'figure':32s} {'unit':6s} {'rsiw':>10s} {'siw':>10s} {'tcp':>10s} {'ratio':>7s} {'paired':>7s}")
+fmt = lambda v, w=10: "-".rjust(w) if v is None else f"{v:{w}.3f}"
 for r in out:
-    print(f"{r['name']:32s} {r['unit']:6s} {fmt(r.get('rsiw')):>10s} {fmt(r.get('siw')):>10s} {fmt(r.get('tcp')):>10s}")
+    print(f"{r['name']:32s} {r['unit']:6s} {fmt(r.get('rsiw'))} {fmt(r.get('siw'))} {fmt(r.get('tcp'))}"
+          f" {fmt(ratio(r), 7)} {fmt(r.get('paired_ratio'), 7)}")
+print("ratio: rsiw against siw from the medians, paired: the median of each round's ratio;"
+      " above 1, rsiw did better")
 print(f"written to {sys.argv[2]}")
 PY

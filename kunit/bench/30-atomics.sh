@@ -5,7 +5,7 @@
 . /tests/lib.sh
 two_dummies
 ip link add dummy2 type dummy
-ip addr replace 198.18.0.3/32 dev dummy2
+ip addr replace $ADDR2/32 dev dummy2
 ip link set dummy2 up
 modprobe rsiw
 rdma link add rsiw0 type rsiw netdev dummy0

@@ -2,6 +2,9 @@
 # aside for benchmarking network devices (RFC 2544): the VM has no NIC, only dummy netdevs.
 ADDR0=198.18.0.1
 ADDR1=198.18.0.2
+# Two more for scenarios that keep a second pair of devices (dummy2, dummy3) up.
+ADDR2=198.18.0.3
+ADDR3=198.18.0.4
 
 # two_dummies: dummy0 = $ADDR0, dummy1 = $ADDR1, both up.
 two_dummies() {
