@@ -50,7 +50,7 @@ pub mod ord_ird;
 pub mod pieces;
 pub mod placement;
 pub mod qp_engine;
-pub mod qp_state;
+pub mod qp_event;
 pub mod rdmap;
 pub mod rx_engine;
 pub mod segmenter;

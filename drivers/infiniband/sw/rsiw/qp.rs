@@ -55,7 +55,7 @@ use crate::{
             QpEngine, RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage,
             Transmitted, WcOpcode, WcStatus,
         },
-        qp_state::EventKind,
+        qp_event::EventKind,
         terminate::TermError,
         user_queue,
     },
