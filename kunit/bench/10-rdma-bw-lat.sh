@@ -99,11 +99,7 @@ figure() {
       for provider in siw rsiw; do
         bench_record $name $unit $provider "$(awk -v k=$k '{print $k}' /tmp/value.$provider | grep . || echo nan)"
       done
-      bench_record ${name}_paired_ratio ratio pair "$(awk -v k=$k -v b=$better '
-        FNR == 1 { v[FILENAME] = $k }
-        END { r = v["/tmp/value.rsiw"]; s = v["/tmp/value.siw"]
-              if (r !~ /^[0-9.]+$/ || s !~ /^[0-9.]+$/ || r == 0 || s == 0) print "nan"
-              else printf "%.3f\n", b == "high" ? r / s : s / r }' /tmp/value.siw /tmp/value.rsiw)"
+      bench_pair_ratio $name $unit $better
     done
   done
 }

@@ -2,7 +2,8 @@
 # NFSv4.1 sequential throughput (fio, 1 MiB direct I/O, 64 MiB file) over the kernel's C
 # rpcrdma client and server on each provider (siw and rsiw, one device on dummy1),
 # and over TCP for reference. Each figure is the median of five rounds, the providers taking
-# turns and the first alternating; prints "BENCH name unit provider value" lines.
+# turns and the first alternating, and each round's pair also gives a paired ratio (see
+# bench_pair_ratio in lib.sh); prints "BENCH name unit provider value" lines.
 . /tests/lib.sh
 two_dummies
 
@@ -37,6 +38,8 @@ bench_reset
 for round in 1 2 3 4 5; do
   case $((round % 2)) in 0) order="rsiw siw" ;; *) order="siw rsiw" ;; esac
   for provider in $order; do measure_rdma $provider; done
+  bench_pair_ratio nfs_seq_write_1m MB/s high
+  bench_pair_ratio nfs_seq_read_1m MB/s high
   measure tcp proto=tcp
 done
 bench_report
