@@ -79,7 +79,7 @@ impl CompletionQueue for Cq {
         };
         let cap = entries.len();
         let wc = entries.get_mut(head).and_then(Option::take);
-        r.head = (head + 1) % cap;
+        r.head = crate::ring::wrap(head + 1, cap);
         r.len -= 1;
         wc
     }
@@ -200,7 +200,7 @@ impl Cq {
         if r.len == cap {
             return Err(ENOSPC);
         }
-        let at = (r.head + r.len) % cap;
+        let at = crate::ring::wrap(r.head + r.len, cap);
         if let Some(slot) = entries.get_mut(at) {
             *slot = Some(wc);
         }

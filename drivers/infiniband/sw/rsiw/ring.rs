@@ -30,7 +30,7 @@ impl<T: Copy> Ring<T> {
         if self.len == cap {
             return Err(ENOMEM);
         }
-        let at = (self.head + self.len) % cap;
+        let at = wrap(self.head + self.len, cap);
         if let Some(slot) = self.slots.get_mut(at) {
             *slot = Some(v);
         }
@@ -55,8 +55,15 @@ impl<T: Copy> Ring<T> {
         if let Some(slot) = self.slots.get_mut(self.head) {
             *slot = None;
         }
-        self.head = (self.head + 1) % self.slots.len();
+        self.head = wrap(self.head + 1, self.slots.len());
         self.len -= 1;
         Some(v)
     }
+}
+
+/// The slot of position `at` (below twice `cap`) in a ring of `cap` slots. A subtraction, not
+/// `%`: no division, and no panic path for a zero `cap` (objtool does not know the panic
+/// function of a remainder by zero to be `noreturn`).
+pub(crate) fn wrap(at: usize, cap: usize) -> usize {
+    at.checked_sub(cap).unwrap_or(at)
 }

@@ -832,12 +832,11 @@ pub fn terminate_fpdu<C: Crc32c + Copy>(
         .flatten()
         .ok_or(CallError::Encode(EncodeError::ValueOutOfRange))?;
     let trailer = fpdu.trailer();
-    let end = fpdu.header_len.saturating_add(trailer.as_bytes().len());
-    if end != fpdu.wire_len() {
-        return Err(CallError::Encode(EncodeError::ValueOutOfRange));
-    }
-    out.get_mut(fpdu.header_len..end)
-        .ok_or(CallError::Encode(EncodeError::ValueOutOfRange))?
-        .copy_from_slice(trailer.as_bytes());
+    let end = fpdu
+        .header_len
+        .checked_add(trailer.as_bytes().len())
+        .filter(|&end| end == fpdu.wire_len())
+        .ok_or(CallError::Encode(EncodeError::ValueOutOfRange))?;
+    wire::write_bytes(out, fpdu.header_len, trailer.as_bytes()).map_err(CallError::Encode)?;
     Ok(end)
 }

@@ -152,6 +152,7 @@ use super::rdmap::ReadRequestHeader;
 use super::rx_engine::{RxContext, RxEngine, RxEvent};
 use super::terminate::{Layer, TermError, TerminateMessage};
 use super::tx_engine::{TxEngine, TxMessage, WorkRequest, MAX_FPDU_HEADER_LEN};
+use super::wire;
 
 /// Most scatter/gather entries of one work request.
 pub const MAX_SGE: usize = 6;
@@ -1895,13 +1896,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             return;
         };
         let trailer = fpdu.trailer();
-        let end = fpdu.header_len.saturating_add(trailer.as_bytes().len());
-        if let Some(dst) = rest.get_mut(fpdu.header_len..end) {
-            if end == fpdu.wire_len() {
-                dst.copy_from_slice(trailer.as_bytes());
-                room.pos = room.pos.saturating_add(end);
-                room.wire_left = room.wire_left.saturating_sub(end);
-            }
+        let end = fpdu.header_len.checked_add(trailer.as_bytes().len());
+        if end == Some(fpdu.wire_len())
+            && wire::write_bytes(rest, fpdu.header_len, trailer.as_bytes()).is_ok()
+        {
+            room.pos = room.pos.saturating_add(fpdu.wire_len());
+            room.wire_left = room.wire_left.saturating_sub(fpdu.wire_len());
         }
     }
 
