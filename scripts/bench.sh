@@ -28,18 +28,17 @@ for line in open(sys.argv[1], errors="replace"):
         value = float(value)
     except ValueError:
         value = None
-    # "<name>_paired_ratio": the median of the figure's per-round rsiw/siw ratios (kunit/bench/
-    # 10-*.sh), kept in the figure's own row.
-    if provider == "pair" and name.endswith("_paired_ratio"):
-        rows.setdefault(name[:-len("_paired_ratio")], {})["paired_ratio"] = value
+    # "<name>_paired_ratio" (kunit/scenarios/lib.sh bench_pair_ratio) goes into the row of its
+    # figure, which bench_report prints before it.
+    base = name[:-len("_paired_ratio")]
+    if provider == "pair" and base in rows:
+        rows[base]["paired_ratio"] = value
         continue
-    row = rows.setdefault(name, {})
-    row.update(name=name, unit=unit)
+    row = rows.setdefault(name, {"name": name, "unit": unit})
     row[provider] = value
-out = [dict(name=r["name"], unit=r["unit"], **{k: v for k, v in r.items() if k not in ("name", "unit")})
-       for r in rows.values() if "name" in r]
+out = list(rows.values())
 json.dump(out, open(sys.argv[2], "w"), indent=1)
-# ratio: of the medians, so that above 1 means rsiw did better (time units: siw over rsiw).
+# ratio: of the medians, turned as bench_pair_ratio turns it (above 1, rsiw did better).
 def ratio(r):
     a, b = r.get("rsiw"), r.get("siw")
     if not a or not b:

@@ -83,11 +83,10 @@ lat() { # provider -> typical and 99th percentile, us
 # for latency: above 1, rsiw did better), whose median is one more figure,
 # "<name>_paired_ratio".
 bench_reset
-# figure "NAME..." UNIT BETTER ROUNDS COMMAND...: `COMMAND PROVIDER` prints a value per NAME;
-# BETTER is high or low.
+# figure "NAME..." UNIT ROUNDS COMMAND...: `COMMAND PROVIDER` prints a value per NAME.
 figure() {
-  local names=$1 unit=$2 better=$3 rounds=$4 round provider order name k
-  shift 4
+  local names=$1 unit=$2 rounds=$3 round provider order name k
+  shift 3
   for round in $(seq "$rounds"); do
     case $((round % 2)) in 0) order="rsiw siw" ;; *) order="siw rsiw" ;; esac
     for provider in $order; do
@@ -99,16 +98,16 @@ figure() {
       for provider in siw rsiw; do
         bench_record $name $unit $provider "$(awk -v k=$k '{print $k}' /tmp/value.$provider | grep . || echo nan)"
       done
-      bench_pair_ratio $name $unit $better
+      bench_pair_ratio $name $unit
     done
   done
 }
 for size in 4096 65536 1048576; do
-  figure ib_write_bw_$size Gb/s high 7 bw ib_write_bw $size
+  figure ib_write_bw_$size Gb/s 7 bw ib_write_bw $size
 done
-figure ib_read_bw_65536 Gb/s high 7 bw ib_read_bw 65536
+figure ib_read_bw_65536 Gb/s 7 bw ib_read_bw 65536
 # A latency run is short next to a 3-second throughput run: more rounds.
-figure "ib_send_lat_8_typical ib_send_lat_8_p99" us low 15 lat
+figure "ib_send_lat_8_typical ib_send_lat_8_p99" us 15 lat
 
 for provider in rsiw siw; do
   rdma link del ${provider}1
