@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench` (never part of `make test`): boot the VM once in bench mode, run kunit/bench/*.sh
 # (every provider side by side in the same boot), print a table and write bench-results.json:
-# a list of {"name", "unit", "rsiw", "siw", ...} rows, null where a figure is missing.
+# a list of {"name", "unit", "rsiw", "siw", ...} rows, null where a figure is missing. A figure
+# measured in paired rounds also has "paired_ratio" (the median of the rounds' ratios) and
+# "rounds_ahead": in how many of its "rounds" rsiw did at least as well as siw.
 # It runs on the bench flavour of the kernel (scripts/env.sh: no lockdep; its own tree, built
 # on first use); RSIW_FLAVOUR=test benches the test kernel instead. Compare columns with each
 # other, not with figures from another kernel.
@@ -18,8 +20,14 @@ grep -q '^ok [0-9]* 10-' "$out/console.log" || {
   grep -E '^\[10-' "$out/console.log" | tail -30; echo "bench: the run failed ($out/console.log)"; exit 1; }
 python3 - "$out/console.log" "$RSIW_TOP/bench-results.json" <<'PY'
 import json, re, sys
-rows = {}
+rows, ahead = {}, {}
 for line in open(sys.argv[1], errors="replace"):
+    # "rounds <name>_paired_ratio pair: ..." (bench_report): each round's ratio.
+    m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair: (.*)", line.strip())
+    if m:
+        values = [float(v) for v in m.group(2).split() if re.fullmatch(r"[0-9.]+", v)]
+        ahead[m.group(1)] = (sum(v >= 1 for v in values), len(values))
+        continue
     m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
     if not m:
         continue
@@ -33,6 +41,8 @@ for line in open(sys.argv[1], errors="replace"):
     base = name[:-len("_paired_ratio")]
     if provider == "pair" and base in rows:
         rows[base]["paired_ratio"] = value
+        if base in ahead:
+            rows[base]["rounds_ahead"], rows[base]["rounds"] = ahead[base]
         continue
     row = rows.setdefault(name, {"name": name, "unit": unit})
     row[provider] = value
@@ -44,12 +54,14 @@ def ratio(r):
     if not a or not b:
         return None
     return b / a if r["unit"] in ("us", "ms", "s") else a / b
-print(f"{'figure':32s} {'unit':6s} {'rsiw':>10s} {'siw':>10s} {'tcp':>10s} {'ratio':>7s} {'paired':>7s}")
+print(f"{'figure':32s} {'unit':6s} {'rsiw':>10s} {'siw':>10s} {'tcp':>10s} {'ratio':>7s} {'paired':>7s}"
+      f" {'ahead':>7s}")
 fmt = lambda v, w=10: "-".rjust(w) if v is None else f"{v:{w}.3f}"
 for r in out:
     print(f"{r['name']:32s} {r['unit']:6s} {fmt(r.get('rsiw'))} {fmt(r.get('siw'))} {fmt(r.get('tcp'))}"
-          f" {fmt(ratio(r), 7)} {fmt(r.get('paired_ratio'), 7)}")
+          f" {fmt(ratio(r), 7)} {fmt(r.get('paired_ratio'), 7)}"
+          f" {(str(r['rounds_ahead']) + '/' + str(r['rounds'])) if 'rounds' in r else '-':>7s}")
 print("ratio: rsiw against siw from the medians, paired: the median of each round's ratio;"
-      " above 1, rsiw did better")
+      " above 1, rsiw did better; ahead: the rounds in which rsiw did at least as well")
 print(f"written to {sys.argv[2]}")
 PY
