@@ -46,7 +46,7 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
   run="$out/$provider"
   rm -f "$run".trace.*
   RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
-    RSIW_QEMU_ARGS="-plugin $plugin,arg=out=$run.trace,arg=trig=$trig" \
+    RSIW_QEMU_ARGS="-plugin $plugin,out=$run.trace,trig=$trig" \
     "$here/run-vm.sh" "$run.log" profile '10-*'
   grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.log" && [ -s "$run.trace.0" ] &&
     [ -s "$run.share/kallsyms" ] || { echo "critical-path: the $provider run failed ($run.log)"; exit 1; }
@@ -67,8 +67,8 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
   for try in 1 2; do
     rm -f "$run.time"
     RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
-      RSIW_QEMU_ARGS="-plugin $timer,arg=out=$run.time,arg=trig=$trig,arg=syms=$run.time.share/kallsyms$(
-        printf ',arg=w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
+      RSIW_QEMU_ARGS="-plugin $timer,out=$run.time,trig=$trig,syms=$run.time.share/kallsyms$(
+        printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
           $steps sock_sendmsg)" \
       "$here/run-vm.sh" "$run.time.log" profile '10-*'
     grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.time.log" && [ -s "$run.time" ] && break

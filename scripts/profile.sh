@@ -35,7 +35,7 @@ for provider in $PROFILE_PROVIDERS; do
     run="$out/$provider-$iters"
     rm -f "$run.counts"
     RSIW_VM_APPEND="profile.provider=$provider profile.iters=$iters" \
-      RSIW_QEMU_ARGS="-plugin $plugin,arg=out=$run.counts" \
+      RSIW_QEMU_ARGS="-plugin $plugin,out=$run.counts" \
       "$here/run-vm.sh" "$run.log" profile "$PROFILE_SCENARIO"
     grep -q "PROFILE $provider $iters done" "$run.log" && [ -s "$run.counts" ] &&
       [ -s "$run.share/kallsyms" ] || { echo "profile: the $provider run failed ($run.log)"; exit 1; }
