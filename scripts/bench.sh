@@ -4,9 +4,9 @@
 # a list of {"name", "unit", "rsiw", "siw", ...} rows, null where a figure is missing. A figure
 # measured in paired rounds also has "paired_ratio" (the median of the rounds' ratios) and
 # "rounds_ahead": in how many of its "rounds" rsiw did at least as well as siw.
-# It runs on the bench flavour of the kernel (scripts/env.sh: no lockdep; its own tree, built
-# on first use); RSIW_FLAVOUR=test benches the test kernel instead. Compare columns with each
-# other, not with figures from another kernel.
+# It runs on the bench flavour of the kernel (scripts/env.sh: no lockdep, 250 Hz; its own tree,
+# built on first use); RSIW_FLAVOUR=test benches the test kernel instead. Compare columns with
+# each other, not with figures from another kernel.
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)

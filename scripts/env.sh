@@ -6,8 +6,9 @@
 : "${KSRC_TARBALL:=/usr/src/linux-source-6.12.tar.xz}"
 : "${CCACHE_DIR:=$RSIW_CACHE/ccache}"
 # Which kernel: `test` (lockdep and the other checks the tests rely on) or `bench` (the same
-# kernel without the debugging that slows locks, for `make bench`). The bench flavour keeps
-# its tree, modules and image in a cache of its own and shares ccache.
+# kernel without the debugging that slows locks and with a 250 Hz tick, for `make bench`; see
+# kunit/config/bench.config). The bench flavour keeps its tree, modules and image in a cache of
+# its own and shares ccache.
 : "${RSIW_FLAVOUR:=test}"
 case "$RSIW_FLAVOUR" in
   test) ;;
