@@ -14,17 +14,21 @@
 # under TCG sets how often the host's caches miss.
 #
 # Instruction counts are exact where TCG's latencies wander between boots, but they are not
-# time: a second boot per provider records the host time at which each vCPU reaches the same
-# points (scripts/qemu/tb-time.c), which also shows the peer's reaction in user space and the
-# one-way latency ib_send_lat reports, and splits the way to sendmsg at the RDMA core's
-# `post_send` and the driver's steps: code both providers share runs at the boot's pace, which
-# varies between boots. The analysis needs numpy (python3-numpy).
+# time: one more boot records the host time at which each vCPU reaches the same points
+# (scripts/qemu/tb-time.c) while ib_send_lat runs over rsiw and over siw in turns
+# (kunit/profile/11-send-lat-paired.sh). That also shows the peer's reaction in user space and
+# the one-way latency, and splits the way to sendmsg at the RDMA core's `post_send`, the
+# driver's steps and `sock_sendmsg`. Under TCG a boot's pace moves every figure, code both
+# providers share too, by tens of percent between boots; within one boot the providers share
+# it, so the times compare. The analysis needs numpy (python3-numpy).
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 : "${CRITICAL_PATH_ITERS:=500}"
 : "${CRITICAL_PATH_PROVIDERS:=rsiw siw}"
+: "${CRITICAL_PATH_TIMED_ITERS:=2000}"
+: "${CRITICAL_PATH_ROUNDS:=4}"
 # The first Python with numpy: the one on PATH, or Debian's (python3-numpy, from make setup).
 py=
 for p in python3 /usr/bin/python3; do
@@ -50,32 +54,31 @@ for provider in $CRITICAL_PATH_PROVIDERS; do
     "$here/run-vm.sh" "$run.log" profile '10-*'
   grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.log" && [ -s "$run.trace.0" ] &&
     [ -s "$run.share/kallsyms" ] || { echo "critical-path: the $provider run failed ($run.log)"; exit 1; }
-  # A second boot times the same points in host nanoseconds, with a plugin light enough to
-  # leave the guest's pace as it is. A module's load address changes between boots, so the
-  # plugin looks the functions up in the symbols the guest writes before its `sync`.
-  # After the four points, the ones that split the doorbell's way to sendmsg: the RDMA core's
-  # `post_send`, the driver's steps, `sock_sendmsg`.
-  case $provider in
-    rsiw) done_fn='*4rsiw2qpNtB5_2Qp8complete'
-          steps='*2Qp8transmit *UserQueues9peek_send *QpContext10local_read *tx8send_all' ;;
-    *) done_fn=siw_rqe_complete
-       steps='siw_post_send siw_activate_tx_from_sq siw_qp_sq_process siw_check_sge' ;;
-  esac
-  echo ib_uverbs_post_send $steps sock_sendmsg >"$run.time.steps"
-  # Now and then ib_send_lat's client is refused and crashes in librdmacm (kunit/bench/10-*.sh
-  # sees it too, with either provider): such a boot is run once more.
-  for try in 1 2; do
-    rm -f "$run.time"
-    RSIW_VM_APPEND="profile.provider=$provider profile.iters=$CRITICAL_PATH_ITERS nokaslr" \
-      RSIW_QEMU_ARGS="-plugin $timer,out=$run.time,trig=$trig,syms=$run.time.share/kallsyms$(
-        printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv "$done_fn" ib_uverbs_post_send \
-          $steps sock_sendmsg)" \
-      "$here/run-vm.sh" "$run.time.log" profile '10-*'
-    grep -q "PROFILE $provider $CRITICAL_PATH_ITERS done" "$run.time.log" && [ -s "$run.time" ] && break
-    echo "critical-path: the timed $provider run failed ($run.time.log)"
-    [ $try = 2 ] && exit 1
-  done
-  awk -v n="${done_fn#\*}" '$3 ~ n"$" {print $1; exit}' "$run.time.share/kallsyms" >"$run.time.where"
+done
+
+# One more boot times the same points in host nanoseconds, both providers taking turns in it
+# (kunit/profile/11-send-lat-paired.sh), so that they share the boot's pace; the plugin is light
+# enough to leave that pace as it is. A module's load address changes between boots, so the
+# plugin looks the functions up in the symbols the guest writes before its `sync`. After the
+# five points (the doorbell, `tcp_sendmsg`, `tcp_v4_rcv`, each driver's receive completion),
+# the ones that split the doorbell's way to sendmsg: the RDMA core's `post_send`,
+# `sock_sendmsg` and each driver's steps.
+rsiw_steps='*2Qp8transmit *UserQueues9peek_send *QpContext10local_read *tx8send_all'
+siw_steps='siw_post_send siw_activate_tx_from_sq siw_qp_sq_process siw_check_sge'
+echo "$rsiw_steps" >"$out/paired.rsiw.steps"
+echo "$siw_steps" >"$out/paired.siw.steps"
+# Now and then ib_send_lat's client is refused and crashes in librdmacm (kunit/bench/10-*.sh
+# sees it too, with either provider): such a boot is run once more.
+for try in 1 2; do
+  rm -f "$out/paired.time"
+  RSIW_VM_APPEND="profile.iters=$CRITICAL_PATH_TIMED_ITERS profile.rounds=$CRITICAL_PATH_ROUNDS nokaslr" \
+    RSIW_QEMU_ARGS="-plugin $timer,out=$out/paired.time,trig=$trig,syms=$out/paired.share/kallsyms$(
+      printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv '*4rsiw2qpNtB5_2Qp8complete' \
+        siw_rqe_complete ib_uverbs_post_send sock_sendmsg $rsiw_steps $siw_steps)" \
+    "$here/run-vm.sh" "$out/paired.log" profile '11-*'
+  grep -q "PROFILE paired $CRITICAL_PATH_TIMED_ITERS done" "$out/paired.log" && [ -s "$out/paired.time" ] && break
+  echo "critical-path: the timed boot failed ($out/paired.log)"
+  [ $try = 2 ] && exit 1
 done
 
 "$py" - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
@@ -155,66 +158,90 @@ print("\nkernel code run by 20 Sends mid-run (distinct blocks / their instructio
 for p in providers:
     print(f"{p:28s}" + "".join(f"{x:10d}" for x in results[p][3]))
 
-def timed(provider):
-    """Host nanoseconds per Send from the timed boot: the parts above, the peer's reaction
-    (from the receive completion to its next doorbell, in user space) and the one-way latency
-    (half the time between one vCPU's doorbells)."""
-    ev = np.sort(np.fromfile(f"{out}/{provider}.time",
-                             dtype=[("t", "<u8"), ("c", "<u4"), ("i", "<u4")]), order="t")
-    t, cpu, ids = ev["t"].astype(np.int64), ev["c"], ev["i"]
-    parts, last = [[] for _ in range(5)], {}
-    for d in np.nonzero(ids == 1)[0]:
-        c, marks, j = cpu[d], [d], d + 1
+# The timed boot's records: host nanoseconds, vCPU, and the index of the point (1 doorbell,
+# 2 tcp_sendmsg, 3 tcp_v4_rcv, 4 rsiw's completion, 5 siw's, 6 post_send, 7 sock_sendmsg, then
+# rsiw's four steps and siw's four).
+DONE = {"rsiw": 4, "siw": 5}
+STEP_IDS = {"rsiw": range(8, 12), "siw": range(12, 16)}
+ev = np.sort(np.fromfile(f"{out}/paired.time", dtype=[("t", "<u8"), ("c", "<u4"), ("i", "<u4")]),
+             order="t")
+T, CPU, IDS = ev["t"].astype(np.int64), ev["c"], ev["i"]
+
+def doorbells():
+    """Per Send: the provider (by whose receive completion follows its tcp_v4_rcv), the
+    index of its doorbell and of its first tcp_sendmsg, tcp_v4_rcv and completion on the
+    same vCPU, and where the vCPU's next doorbell is (the end of its points)."""
+    for d in np.nonzero(IDS == 1)[0]:
+        c, marks, j = CPU[d], [d], d + 1
         while j < len(ev) and len(marks) < 4:
-            if cpu[j] == c and ids[j] == len(marks) + 1:
-                marks.append(j)
-            elif cpu[j] == c and ids[j] == 1:
-                break
+            if CPU[j] == c:
+                if IDS[j] == 1:
+                    break
+                if IDS[j] == len(marks) + 1 or len(marks) == 3 and IDS[j] in (4, 5):
+                    marks.append(j)
             j += 1
-        peer = np.nonzero((ids[j:] == 1) & (cpu[j:] != c))[0] if len(marks) == 4 else []
+        if len(marks) == 4:
+            yield ("rsiw" if IDS[marks[3]] == 4 else "siw"), marks, j
+
+def timed(provider):
+    """Host nanoseconds per Send in the timed boot: the parts above, the peer's reaction (from
+    the receive completion to its next doorbell, in user space) and the one-way latency (half
+    the time between one vCPU's doorbells)."""
+    parts, last = [[] for _ in range(5)], {}
+    for p, marks, j in doorbells():
+        if p != provider:
+            continue
+        c, d = CPU[marks[0]], marks[0]
+        peer = np.nonzero((IDS[j:] == 1) & (CPU[j:] != c))[0]
         if len(peer) == 0:
             continue
         for k in range(3):
-            parts[k].append(t[marks[k + 1]] - t[marks[k]])
-        parts[3].append(t[j + peer[0]] - t[marks[3]])
-        if c in last:
-            parts[4].append((t[d] - last[c]) / 2)
-        last[c] = t[d]
-    return [np.median(p) if p else float("nan") for p in parts]
+            parts[k].append(T[marks[k + 1]] - T[marks[k]])
+        parts[3].append(T[j + peer[0]] - T[marks[3]])
+        # Consecutive doorbells of one vCPU in the same run (not across runs).
+        if c in last and T[d] - last[c] < 10_000_000:
+            parts[4].append((T[d] - last[c]) / 2)
+        last[c] = T[d]
+    return [np.median(p) if p else float("nan") for p in parts], len(parts[0])
 
 TIMED = ["doorbell..tcp_sendmsg", "tcp_sendmsg..tcp_v4_rcv", "tcp_v4_rcv..completion",
          "completion..peer's doorbell", "one way (doorbells / 2)"]
 times = {p: timed(p) for p in providers}
-print("\nhost nanoseconds per Send (median, timed boot; the driver's completion at "
-      + ", ".join(open(f"{out}/{p}.time.where").read().strip() for p in providers) + ")")
+print("\nhost nanoseconds per Send (median), both providers taking turns in one timed boot ("
+      + ", ".join(f"{p}: {times[p][1]} Sends" for p in providers) + ")")
+print(f"{'':28s}" + "".join(f"{p:>10s}" for p in providers) + ("     ratio" if len(providers) == 2 else ""))
 for k, part in enumerate(TIMED):
-    print(f"{part:28s}" + "".join(f"{times[p][k]:10.0f}" for p in providers))
+    row = [times[p][0][k] for p in providers]
+    ratio = f"{row[0] / row[1]:10.2f}" if len(row) == 2 and row[1] else ""
+    print(f"{part:28s}" + "".join(f"{x:10.0f}" for x in row) + ratio)
+for line in open(f"{out}/paired.log"):
+    if "PAIRED " in line:
+        print("  ib_send_lat " + line.split("PAIRED ", 1)[1].strip() + " us")
 
 def steps(provider):
-    """When each vCPU reaches the points past the four (`.time.steps`) after its doorbell, before
-    its `tcp_sendmsg`: median host nanoseconds from the doorbell. The RDMA core's share is the
-    same code for both providers; what differs there is the pace the rest of the run leaves."""
-    names = open(f"{out}/{provider}.time.steps").read().split()
-    ev = np.sort(np.fromfile(f"{out}/{provider}.time",
-                             dtype=[("t", "<u8"), ("c", "<u4"), ("i", "<u4")]), order="t")
+    """When each vCPU reaches the points that split its doorbell's way to sendmsg (the RDMA
+    core's post_send, the driver's steps, sock_sendmsg): median host nanoseconds from the
+    doorbell. The RDMA core's share is the same code for both providers."""
+    names = ["ib_uverbs_post_send"] + open(f"{out}/paired.{provider}.steps").read().split() \
+        + ["sock_sendmsg"]
+    ids = [6] + list(STEP_IDS[provider]) + [7]
     at = collections.defaultdict(list)
-    for c in (0, 1):
-        mine = ev[ev["c"] == c]
-        t, ids = mine["t"].astype(np.int64), mine["i"]
-        doors = np.nonzero(ids == 1)[0]
-        for d, e in zip(doors, list(doors[1:]) + [len(ids)]):
-            seen = {}
-            for j in range(d + 1, e):
-                seen.setdefault(int(ids[j]), t[j] - t[d])
-            if 2 in seen:
-                for k, name in enumerate(names, start=5):
-                    if k in seen and seen[k] < seen[2]:
-                        at[name].append(seen[k])
+    for p, marks, _ in doorbells():
+        if p != provider:
+            continue
+        d, send, c = marks[0], marks[1], CPU[marks[0]]
+        seen = {}
+        for j in range(d + 1, send + 1):
+            if CPU[j] == c:
+                seen.setdefault(int(IDS[j]), T[j] - T[d])
+        for name, i in zip(names, ids):
+            if i in seen:
+                at[name].append(seen[i])
     return [(n, np.median(at[n])) for n in names if at[n]]
 
 for p in providers:
     print(f"\n{p}: host nanoseconds from the doorbell to (median, timed boot)")
-    for name, ns in steps(p) + [("tcp_sendmsg", times[p][0])]:
+    for name, ns in steps(p) + [("tcp_sendmsg", times[p][0][0])]:
         print(f"{ns:8.0f}  {name.lstrip('*')}")
 for p in providers:
     _, before, count, _, _ = results[p]
