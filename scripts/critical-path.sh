@@ -81,8 +81,18 @@ for try in 1 2; do
   [ $try = 2 ] && exit 1
 done
 
+# The code the traces ran, for the jump-cache model below.
+objdump -d --no-show-raw-insn "$KTREE/vmlinux" >"$out/vmlinux.dis"
+for provider in $CRITICAL_PATH_PROVIDERS; do
+  case $provider in
+    rsiw) ko="$RSIW_CACHE/modules-src/drivers/infiniband/sw/rsiw/rsiw.ko" ;;
+    *) ko="$KTREE/drivers/infiniband/sw/$provider/$provider.ko" ;;
+  esac
+  objdump -d --no-show-raw-insn "$ko" >"$out/$provider.dis"
+done
+
 "$py" - "$out" $CRITICAL_PATH_PROVIDERS <<'PY'
-import collections, re, sys
+import bisect, collections, re, sys
 import numpy as np
 out, providers = sys.argv[1], sys.argv[2:]
 # Where each driver's receive completion starts (the first after tcp_v4_rcv is the peer's).
@@ -106,19 +116,12 @@ def analyse(provider):
                               ("ib_uverbs_write", "tcp_sendmsg", "tcp_v4_rcv", "syscall_exit_to_user_mode"))
     done = {a for a, n in syms if re.search(COMPLETION[provider], n)}
     parts, before, executed = [[] for _ in PARTS], collections.Counter(), []
-    blocks = set()
     for cpu in (0, 1):
         try:
             ev = np.fromfile(f"{out}/{provider}.trace.{cpu}", dtype=[("v", "<u8"), ("n", "<u8")])
         except FileNotFoundError:
             continue
         v, n = ev["v"], ev["n"].astype(np.int64)
-        # The kernel code the steady state runs: distinct blocks between 20 doorbells mid-run.
-        doors = np.nonzero(v == door)[0]
-        if len(doors) > 40:
-            mid = slice(doors[len(doors) // 2], doors[len(doors) // 2 + 20])
-            kernel = v[mid] != 1
-            blocks |= set(zip(v[mid][kernel].tolist(), n[mid][kernel].tolist()))
         cum = np.concatenate([[0], np.cumsum(n)])
         for s in np.nonzero(v == door)[0]:
             marks = [s]
@@ -138,8 +141,7 @@ def analyse(provider):
             idx = np.searchsorted(addrs, v[marks[0]:marks[1]], side="right") - 1
             for i, c in zip(idx, n[marks[0]:marks[1]]):
                 before[names[i]] += int(c)
-    working_set = (len(blocks), sum(k for _, k in blocks), len({a >> 12 for a, _ in blocks}))
-    return ([np.median(p) if p else float("nan") for p in parts], before, len(parts[0]), working_set,
+    return ([np.median(p) if p else float("nan") for p in parts], before, len(parts[0]),
             np.median(executed) if executed else float("nan"))
 
 results = {p: analyse(p) for p in providers}
@@ -151,12 +153,104 @@ for k, part in enumerate(PARTS):
 print(f"{'doorbell..completion':28s}" + "".join(f"{sum(results[p][0][:3]):10.0f}" for p in providers))
 # TCG runs a block at a time: entering one (its chaining or lookup) costs more than an
 # instruction, and a `rep` string instruction is a block per iteration.
-print(f"{'  as blocks executed':28s}" + "".join(f"{results[p][4]:10.0f}" for p in providers))
-# Under TCG the host runs translated code: the more distinct guest code a round trip runs, the
-# more the host's caches miss, which slows the code both providers share too.
-print("\nkernel code run by 20 Sends mid-run (distinct blocks / their instructions / 4 KiB pages)")
+print(f"{'  as blocks executed':28s}" + "".join(f"{results[p][3]:10.0f}" for p in providers))
+# How TCG finds the next block, in QEMU 7.2 (Debian 12): a block's exit is chained straight to
+# the next block only for a direct jump or branch into the page the block starts in. A return,
+# an indirect jump or call, or a jump into another page looks the next block up: first in the
+# vCPU's jump cache (4096 entries, direct-mapped, indexed by a hash of the address), then, on a
+# miss, in the global hash table, which costs several times more. The miss pattern depends on
+# where code lies (a module's load address changes between boots), and a driver whose hot
+# targets collide with the TCP code's slows that code too. This replays each vCPU's traced
+# kernel blocks, from its first doorbell in four to its third, through that cache (user-space
+# blocks are not traced; interrupts and exits to the main loop are not modelled).
+IND = re.compile(r"(ret|iret|sysret|jmp\s+\*|call\s+\*)")
+
+def disassembly(path):
+    """Per function of an objdump: its instructions' addresses and mnemonics (a module's
+    sections each start at 0, so only a function's own addresses are in order)."""
+    functions, name, at, mnemonic = {}, None, [], []
+    for line in open(path):
+        if line.endswith(">:\n"):
+            if name:
+                functions[name] = (np.array(at, dtype=np.uint64), mnemonic)
+            name, at, mnemonic = line.split()[1][1:-2], [], []
+        elif name and ":\t" in line:
+            a, text = line.split(":\t", 1)
+            try:
+                at.append(int(a, 16))
+            except ValueError:
+                continue
+            mnemonic.append(text.strip())
+    if name:
+        functions[name] = (np.array(at, dtype=np.uint64), mnemonic)
+    return functions
+
+CODE = {name: disassembly(f"{out}/{name}.dis") for name in ["vmlinux"] + providers}
+
+def lookups(provider):
+    syms = []
+    for line in open(f"{out}/{provider}.share/kallsyms"):
+        f = line.split()
+        if len(f) >= 3 and f[1] in "tTwW":
+            syms.append((int(f[0], 16), f[2], f[3].strip("[]") if len(f) > 3 else "vmlinux"))
+    syms.sort()
+    starts = [a for a, _, _ in syms]
+    door = next(a for a, n, _ in syms if n == "ib_uverbs_write")
+    indirect_end = {}
+
+    def ends_indirect(v, k):
+        """Whether the block of `k` instructions at `v` ends in a return or indirect jump."""
+        if (v, k) not in indirect_end:
+            i = bisect.bisect_right(starts, v) - 1
+            end = False
+            if i >= 0 and syms[i][1] in CODE.get(syms[i][2], {}):
+                at, mnemonic = CODE[syms[i][2]][syms[i][1]]
+                if len(at):
+                    j = int(np.searchsorted(at, at[0] + np.uint64(v - syms[i][0]))) + k - 1
+                    end = j < len(mnemonic) and bool(IND.match(mnemonic[j]))
+            indirect_end[(v, k)] = end
+        return indirect_end[(v, k)]
+
+    totals, by_function, doorbells = collections.Counter(), collections.Counter(), 0
+    for cpu in (0, 1):
+        try:
+            ev = np.fromfile(f"{out}/{provider}.trace.{cpu}", dtype=[("v", "<u8"), ("n", "<u8")])
+        except FileNotFoundError:
+            continue
+        doors = np.nonzero(ev["v"] == door)[0]
+        if len(doors) < 8:
+            continue
+        window = slice(doors[len(doors) // 4], doors[3 * len(doors) // 4])
+        cache, prev = [0] * 4096, None
+        for a, k in zip(ev["v"][window].tolist(), ev["n"][window].tolist()):
+            if a == 1:  # user space
+                prev = None
+                continue
+            doorbells += a == door
+            if prev is not None and ((a ^ prev[0]) >> 12 or ends_indirect(*prev)):
+                t = a ^ (a >> 6)
+                slot = ((t >> 6) & 0xFC0) | (t & 0x3F)
+                i = bisect.bisect_right(starts, a) - 1
+                group = "driver" if syms[i][2] == provider else "kernel"
+                totals[group, "lookups"] += 1
+                if cache[slot] != a:
+                    cache[slot] = a
+                    totals[group, "misses"] += 1
+                    by_function[syms[i][1]] += 1
+            prev = (a, k)
+    return totals, by_function, max(doorbells, 1)
+
+looked = {p: lookups(p) for p in providers}
+print("\nnext-block lookups and jump-cache misses per doorbell (QEMU 7.2 model; kernel code)")
+print(f"{'':28s}" + "".join(f"{p:>10s}" for p in providers))
+for group in ("driver", "kernel"):
+    for what in ("lookups", "misses"):
+        print(f"{group + ' code, ' + what:28s}" +
+              "".join(f"{looked[p][0][group, what] / looked[p][2]:10.1f}" for p in providers))
 for p in providers:
-    print(f"{p:28s}" + "".join(f"{x:10d}" for x in results[p][3]))
+    print(f"{p}: functions whose blocks missed most (per doorbell)")
+    for name, c in looked[p][1].most_common(8):
+        print(f"{c / looked[p][2]:8.2f}  {re.sub(r'Cs[0-9A-Za-z_]{10,14}_', '', name)[:100]}")
 
 # The timed boot's records: host nanoseconds, vCPU, and the index of the point (1 doorbell,
 # 2 tcp_sendmsg, 3 tcp_v4_rcv, 4 rsiw's completion, 5 siw's, 6 post_send, 7 sock_sendmsg, then
@@ -250,4 +344,4 @@ for p in providers:
         print(f"{c / max(count, 1):8.0f}  {re.sub(r'Cs[0-9A-Za-z_]{10,14}_', '', name)[:110]}")
 PY
 # The traces are about 1 GiB per vCPU: set CRITICAL_PATH_KEEP=1 to keep them for a closer look.
-[ -n "${CRITICAL_PATH_KEEP:-}" ] || rm -f "$out"/*.trace.*
+[ -n "${CRITICAL_PATH_KEEP:-}" ] || rm -f "$out"/*.trace.* "$out"/*.dis
