@@ -73,7 +73,7 @@ for try in 1 2; do
   rm -f "$out/paired.time"
   RSIW_VM_APPEND="profile.iters=$CRITICAL_PATH_TIMED_ITERS profile.rounds=$CRITICAL_PATH_ROUNDS nokaslr" \
     RSIW_QEMU_ARGS="-plugin $timer,out=$out/paired.time,trig=$trig,syms=$out/paired.share/kallsyms$(
-      printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv '*4rsiw2qpNtB5_2Qp8complete' \
+      printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv '*user_queue10encode_cqe' \
         siw_rqe_complete ib_uverbs_post_send sock_sendmsg $rsiw_steps $siw_steps)" \
     "$here/run-vm.sh" "$out/paired.log" profile '11-*'
   grep -q "PROFILE paired $CRITICAL_PATH_TIMED_ITERS done" "$out/paired.log" && [ -s "$out/paired.time" ] && break
@@ -95,8 +95,10 @@ done
 import bisect, collections, re, sys
 import numpy as np
 out, providers = sys.argv[1], sys.argv[2:]
-# Where each driver's receive completion starts (the first after tcp_v4_rcv is the peer's).
-COMPLETION = {"rsiw": r"4rsiw2qpNtB5_2Qp8complete$", "siw": r"^siw_rqe_complete$"}
+# Where each driver writes the receive completion (the first after tcp_v4_rcv is the peer's):
+# siw's rqe_complete; for rsiw the user CQE's encoding, a few dozen instructions into its
+# completion (under the CQ's lock), which is where it stays a function of its own.
+COMPLETION = {"rsiw": r"user_queue10encode_cqe$", "siw": r"^siw_rqe_complete$"}
 PARTS = ["doorbell..tcp_sendmsg", "tcp_sendmsg..tcp_v4_rcv", "tcp_v4_rcv..completion",
          "completion..syscall exit"]
 

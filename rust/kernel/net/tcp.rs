@@ -218,12 +218,25 @@ impl RawSockAddr {
 }
 
 /// Turns the return value of a socket call that gives a length or `-errno` into a `Result`.
+#[inline]
 fn to_len(ret: c_int) -> Result<usize> {
     if ret < 0 {
         Err(Error::from_errno(ret))
     } else {
         Ok(ret as usize)
     }
+}
+
+/// An empty `msghdr` with `flags`, as C's `struct msghdr msg = { .msg_flags = flags }`. Under
+/// TCG a call costs far more than the stores: the derived `Default` is a function of its own,
+/// not inlined across crates, on every send.
+#[inline(always)]
+fn message(flags: u32) -> bindings::msghdr {
+    // SAFETY: `msghdr` is a C struct of integers, raw pointers, nullable function pointers and
+    // unions of them, for which all zeroes is a valid value (the one C's initialiser gives).
+    let mut msg: bindings::msghdr = unsafe { core::mem::zeroed() };
+    msg.msg_flags = flags;
+    msg
 }
 
 /// A kernel TCP socket in the initial network namespace.
@@ -346,10 +359,7 @@ impl TcpSocket {
             iov_base: data.as_ptr().cast_mut().cast(),
             iov_len: data.len(),
         };
-        let mut msg = bindings::msghdr {
-            msg_flags: flags.0,
-            ..Default::default()
-        };
+        let mut msg = message(flags.0);
         // SAFETY: `sock` is valid; `kvec` describes `data`, which stays borrowed (and is only
         // read) for the call.
         to_len(unsafe {
@@ -369,10 +379,7 @@ impl TcpSocket {
             kvec.iov_len = buf.len();
             total = total.checked_add(buf.len()).ok_or(EMSGSIZE)?;
         }
-        let mut msg = bindings::msghdr {
-            msg_flags: flags.0,
-            ..Default::default()
-        };
+        let mut msg = message(flags.0);
         // SAFETY: `sock` is valid; the first `bufs.len()` kvecs describe the `bufs` slices,
         // which stay borrowed (and are only read) for the call; `total` is their length.
         to_len(unsafe {
@@ -799,10 +806,10 @@ impl RxQueue<'_> {
     /// time; `f` returns how many bytes of the piece it consumed. Consuming fewer than offered
     /// stops the walk (the rest stays queued for a later call). Returns the bytes consumed.
     pub fn read<F: FnMut(&SkbSlice<'_>) -> usize>(&mut self, f: &mut F) -> usize {
-        let mut desc = bindings::read_descriptor_t {
-            count: 1,
-            ..Default::default()
-        };
+        // SAFETY: A C struct of integers and a union of pointers: all zeroes is a valid value.
+        // (Not the derived `Default`: a call of its own, for each read.)
+        let mut desc: bindings::read_descriptor_t = unsafe { core::mem::zeroed() };
+        desc.count = 1;
         desc.arg.data = (f as *mut F).cast();
         // SAFETY: `sk` is a TCP socket in its `sk_data_ready` (type invariant). `desc.arg.data`
         // points to `f`, alive for the call, as `read_actor::<F>` expects.
@@ -862,6 +869,7 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
+    #[inline]
     fn new() -> Self {
         // INVARIANT: No entry is in use.
         Self {
@@ -871,6 +879,7 @@ impl<'a> Batch<'a> {
         }
     }
 
+    #[inline]
     fn is_full(&self) -> bool {
         self.len >= PIECES_PER_BATCH
     }
@@ -883,6 +892,7 @@ impl<'a> Batch<'a> {
     /// `piece` must stay readable until the batch unmaps `map` (if non-null, a mapping made
     /// by `kmap_local_page` after every mapping the batch holds, which it then owns), or
     /// until the batch is dropped.
+    #[inline]
     unsafe fn push(&mut self, piece: &'a [u8], map: *mut u8) {
         if let (Some(p), Some(m)) = (self.pieces.get_mut(self.len), self.maps.get_mut(self.len)) {
             p.write(piece);
@@ -897,6 +907,7 @@ impl<'a> Batch<'a> {
 
     /// Hands the pieces to `f` (if any) and empties the batch, unmapping them. Returns what
     /// `f` did (`true` for an empty batch).
+    #[inline]
     fn hand_over(&mut self, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
         let len = self.len.min(PIECES_PER_BATCH);
         // SAFETY: The first `len` entries are initialised (type invariant), and
@@ -908,6 +919,7 @@ impl<'a> Batch<'a> {
     }
 
     /// Unmaps the batch's mappings, latest first, and empties it.
+    #[inline]
     fn unmap(&mut self) {
         let maps = self.maps.get(..self.len).unwrap_or(&[]);
         for map in maps.iter().rev() {
@@ -925,6 +937,7 @@ impl<'a> Batch<'a> {
 }
 
 impl Drop for Batch<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.unmap();
     }

@@ -27,7 +27,7 @@ use kernel::{
         objects::{CompletionQueue, QpHandle},
         user_map::UserMapping,
     },
-    sync::{Arc, SpinLockBh},
+    sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
 };
 
 use crate::proto::{
@@ -161,33 +161,48 @@ impl Cq {
 
     /// Adds the completion `c` of a work request of QP `qpn` (`qp` to the RDMA core).
     pub(crate) fn push(&self, c: &Completion, qp: QpHandle, qpn: u32) {
-        let fire = {
-            let mut r = self.ring.lock();
-            let solicited = c.solicited || c.status != WcStatus::Success;
-            let stored = match &r.entries {
-                Entries::Kernel(_) => Self::push_kernel(&mut r, to_wc(c, qp), solicited),
-                Entries::User { ring, num } => {
-                    let written = Self::push_user(ring, *num, r.head, c, qpn, solicited);
-                    if written.is_ok() {
-                        r.head = r.head.wrapping_add(1);
-                    }
-                    written
+        let stored = Self::store(&mut self.ring.lock(), c, qp, qpn);
+        self.stored(stored);
+    }
+
+    /// [`Self::push`] where bottom halves are disabled already (`bh`: the QP's lock is held),
+    /// which spares disabling them again and the check for pending softirqs on release.
+    pub(crate) fn push_in_bh(&self, bh: BhDisabled<'_>, c: &Completion, qp: QpHandle, qpn: u32) {
+        let stored = Self::store(&mut self.ring.lock_in_bh(bh), c, qp, qpn);
+        self.stored(stored);
+    }
+
+    /// Writes `c` into the locked ring `r`; whether that fires the consumer's notification, or
+    /// an error if it did not fit. Inlined into both callers: a completion's call chain is
+    /// short enough already.
+    #[inline(always)]
+    fn store(r: &mut Ring, c: &Completion, qp: QpHandle, qpn: u32) -> Result<bool> {
+        let solicited = c.solicited || c.status != WcStatus::Success;
+        match &r.entries {
+            Entries::Kernel(_) => Self::push_kernel(r, to_wc(c, qp), solicited),
+            Entries::User { ring, num } => {
+                let written = Self::push_user(ring, *num, r.head, c, qpn, solicited);
+                if written.is_ok() {
+                    r.head = r.head.wrapping_add(1);
                 }
-                Entries::Released => Err(ENODEV),
-            };
-            match stored {
-                Ok(fire) => fire,
-                Err(_) => {
-                    self.overflows.fetch_add(1, Ordering::Relaxed);
-                    drop(r);
-                    // The consumer learns that a completion was lost (`IB_EVENT_CQ_ERR`).
-                    self.notifier.overflowed();
-                    return;
-                }
+                written
             }
-        };
-        if fire {
-            self.notifier.notify();
+            Entries::Released => Err(ENODEV),
+        }
+    }
+
+    /// After [`Self::store`], with the ring unlocked: notifies the consumer, or tells it that a
+    /// completion was lost.
+    #[inline]
+    fn stored(&self, stored: Result<bool>) {
+        match stored {
+            Ok(true) => self.notifier.notify(),
+            Ok(false) => {}
+            Err(_) => {
+                self.overflows.fetch_add(1, Ordering::Relaxed);
+                // The consumer learns that a completion was lost (`IB_EVENT_CQ_ERR`).
+                self.notifier.overflowed();
+            }
         }
     }
 

@@ -693,11 +693,21 @@ impl Qp {
 
     /// Reports the completion `c` to the send or receive CQ.
     fn complete(&self, c: &Completion) {
-        let cq = match c.opcode {
+        self.cq_of(c).push(c, self.handle, self.qpn);
+    }
+
+    /// [`Qp::complete`] from under the QP's lock (`bh`).
+    fn complete_in_bh(&self, bh: BhDisabled<'_>, c: &Completion) {
+        self.cq_of(c).push_in_bh(bh, c, self.handle, self.qpn);
+    }
+
+    /// The CQ a completion goes to.
+    #[inline]
+    fn cq_of(&self, c: &Completion) -> &Cq {
+        match c.opcode {
             WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => &self.rcq,
             _ => &self.scq,
-        };
-        cq.push(c, self.handle, self.qpn);
+        }
     }
 
     /// A flushed completion for a work request posted in ERROR.
@@ -934,7 +944,7 @@ impl QpContext for Ctx<'_> {
     }
 
     fn complete(&mut self, c: Completion) {
-        self.qp.complete(&c);
+        self.qp.complete_in_bh(self.bh, &c);
     }
 
     #[inline]

@@ -313,10 +313,7 @@ impl TcpSocket {
     /// (returned, with the bytes queued before it lost).
     pub fn send_list(&self, list: &mut SpliceList, flags: MsgFlags) -> Result {
         let total = list.len();
-        let mut msg = bindings::msghdr {
-            msg_flags: flags.0 | bindings::MSG_SPLICE_PAGES,
-            ..Default::default()
-        };
+        let mut msg = super::message(flags.0 | bindings::MSG_SPLICE_PAGES);
         // SAFETY: The list's entries describe `total` bytes of pages it holds references on,
         // alive and unchanged for the call (the stack takes its own references for what it
         // keeps); `msg` is ours.
