@@ -7,6 +7,13 @@
 # It runs on the bench flavour of the kernel (scripts/env.sh: no lockdep, 250 Hz; its own tree,
 # built on first use); RSIW_FLAVOUR=test benches the test kernel instead. Compare columns with
 # each other, not with figures from another kernel.
+#
+# BENCH_BOOTS=N (default 1) boots N times and pools them: a figure is then the median of the
+# boots' medians, its paired ratio the median of all their rounds' ratios. Under TCG the host's
+# address-space layout of QEMU (its code buffer and heap, which host ASLR draws per boot) moves
+# the providers' latencies apart by up to 30% from one boot to the next, the same build and
+# guest layout; with `setarch -R` (no ASLR) four boots gave the same figures each. One boot is
+# one such draw.
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,18 +22,25 @@ out="$RSIW_CACHE/bench-run"
 mkdir -p "$out"
 "$here/build-kernel.sh"
 "$here/build-image.sh"
-"$here/run-vm.sh" "$out/console.log" bench '*'
-grep -q '^ok [0-9]* 10-' "$out/console.log" || {
-  grep -E '^\[10-' "$out/console.log" | tail -30; echo "bench: the run failed ($out/console.log)"; exit 1; }
-python3 - "$out/console.log" "$RSIW_TOP/bench-results.json" <<'PY'
-import json, re, sys
-rows, ahead = {}, {}
-for line in open(sys.argv[1], errors="replace"):
+logs=()
+for boot in $(seq "${BENCH_BOOTS:-1}"); do
+  log="$out/console.log"
+  [ "${BENCH_BOOTS:-1}" = 1 ] || log="$out/console.$boot.log"
+  "$here/run-vm.sh" "$log" bench '*'
+  grep -q '^ok [0-9]* 10-' "$log" || {
+    grep -E '^\[10-' "$log" | tail -30; echo "bench: the run failed ($log)"; exit 1; }
+  logs+=("$log")
+done
+python3 - "$RSIW_TOP/bench-results.json" "${logs[@]}" <<'PY'
+import json, re, statistics, sys
+rows, ahead, boots = {}, {}, sys.argv[2:]
+lines = [line for log in boots for line in open(log, errors="replace")]
+for line in lines:
     # "rounds <name>_paired_ratio pair: ..." (bench_report): each round's ratio.
     m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair: (.*)", line.strip())
     if m:
-        values = [float(v) for v in m.group(2).split() if re.fullmatch(r"[0-9.]+", v)]
-        ahead[m.group(1)] = (sum(v >= 1 for v in values), len(values))
+        ahead.setdefault(m.group(1), []).extend(
+            float(v) for v in m.group(2).split() if re.fullmatch(r"[0-9.]+", v))
         continue
     m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
     if not m:
@@ -39,15 +53,25 @@ for line in open(sys.argv[1], errors="replace"):
     # "<name>_paired_ratio" (kunit/scenarios/lib.sh bench_pair_ratio) goes into the row of its
     # figure, which bench_report prints before it.
     base = name[:-len("_paired_ratio")]
-    if provider == "pair" and base in rows:
-        rows[base]["paired_ratio"] = value
-        if base in ahead:
-            rows[base]["rounds_ahead"], rows[base]["rounds"] = ahead[base]
+    if provider == "pair":
         continue
     row = rows.setdefault(name, {"name": name, "unit": unit})
-    row[provider] = value
+    row.setdefault(provider, []).append(value)
+# One boot's figure is the median of its rounds; several boots' is the median of those.
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+for name, row in rows.items():
+    for provider in [k for k in row if k not in ("name", "unit")]:
+        row[provider] = median(row[provider])
+    if name in ahead:
+        values = ahead[name]
+        row["paired_ratio"] = median(values)
+        row["rounds_ahead"], row["rounds"] = sum(v >= 1 for v in values), len(values)
+    if len(boots) > 1:
+        row["boots"] = len(boots)
 out = list(rows.values())
-json.dump(out, open(sys.argv[2], "w"), indent=1)
+json.dump(out, open(sys.argv[1], "w"), indent=1)
 # ratio: of the medians, turned as bench_pair_ratio turns it (above 1, rsiw did better).
 def ratio(r):
     a, b = r.get("rsiw"), r.get("siw")
@@ -63,5 +87,5 @@ for r in out:
           f" {(str(r['rounds_ahead']) + '/' + str(r['rounds'])) if 'rounds' in r else '-':>7s}")
 print("ratio: rsiw against siw from the medians, paired: the median of each round's ratio;"
       " above 1, rsiw did better; ahead: the rounds in which rsiw did at least as well")
-print(f"written to {sys.argv[2]}")
+print(f"written to {sys.argv[1]}" + (f" ({len(boots)} boots pooled)" if len(boots) > 1 else ""))
 PY
