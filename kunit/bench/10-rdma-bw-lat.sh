@@ -22,19 +22,7 @@ gbps=$(iperf3 -c $ADDR1 -B $ADDR0 -t 5 -f g 2>/dev/null | awk '/receiver/ {print
 bench tcp_loopback_iperf3 Gb/s tcp "${gbps:-nan}"
 
 # Each provider keeps its two devices for the whole run, on dummies of its own.
-modprobe siw
-modprobe rsiw
-for i in 2 3; do
-  ip link add dummy$i type dummy
-  ip link set dummy$i up
-done
-ip addr replace $ADDR2/32 dev dummy2
-ip addr replace $ADDR3/32 dev dummy3
-rdma link add siw0 type siw netdev dummy0
-rdma link add siw1 type siw netdev dummy1
-rdma link add rsiw0 type rsiw netdev dummy2
-rdma link add rsiw1 type rsiw netdev dummy3
-server_of() { case $1 in siw) echo $ADDR1 ;; rsiw) echo $ADDR3 ;; esac; }
+provider_pairs
 
 # perftest over rdma_cm: server on ${provider}1, client on ${provider}0. Output: /tmp/c.log.
 # Now and then (about one ib_send_lat run in ten here, with siw and rsiw alike) the client's

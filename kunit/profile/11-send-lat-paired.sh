@@ -2,28 +2,15 @@
 # `make critical-path`'s timed boot: ib_send_lat 8 B over rsiw and over the C siw in one boot,
 # the providers taking turns, so that a host plugin's timings of both share the boot's pace
 # (which under TCG moves every figure, shared TCP code too, by tens of percent between boots).
-# Each provider keeps its own pair of devices, as in kunit/bench/10-rdma-bw-lat.sh; the guest's
+# Each provider keeps its own pair of devices (provider_pairs, as in kunit/bench/10-*); the guest's
 # symbols go to /share before the `sync` that starts the host's recording. Iterations per run
 # from the kernel command line (profile.iters=), rounds from profile.rounds= (default 4).
 . /tests/lib.sh
-two_dummies
 iters=$(sed -n 's/.*profile\.iters=\([0-9]*\).*/\1/p' /proc/cmdline)
 rounds=$(sed -n 's/.*profile\.rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$iters" ] || { echo "no profile.iters"; exit 1; }
 echo 0 >/proc/sys/kernel/randomize_va_space
-modprobe siw
-modprobe rsiw
-for i in 2 3; do
-  ip link show dummy$i >/dev/null 2>&1 || ip link add dummy$i type dummy
-  ip link set dummy$i up
-done
-ip addr replace $ADDR2/32 dev dummy2
-ip addr replace $ADDR3/32 dev dummy3
-rdma link add siw0 type siw netdev dummy0
-rdma link add siw1 type siw netdev dummy1
-rdma link add rsiw0 type rsiw netdev dummy2
-rdma link add rsiw1 type rsiw netdev dummy3
-server_of() { case $1 in siw) echo $ADDR1 ;; rsiw) echo $ADDR3 ;; esac; }
+provider_pairs
 cat /proc/kallsyms >/share/kallsyms
 sync
 failed=0

@@ -6,15 +6,34 @@ ADDR1=198.18.0.2
 ADDR2=198.18.0.3
 ADDR3=198.18.0.4
 
+# dummy_up N ADDR: dummyN exists, is up and has ADDR/32.
+dummy_up() {
+  ip link show dummy$1 >/dev/null 2>&1 || ip link add dummy$1 type dummy
+  ip link set dummy$1 up
+  ip addr replace $2/32 dev dummy$1
+}
+
 # two_dummies: dummy0 = $ADDR0, dummy1 = $ADDR1, both up.
 two_dummies() {
-  for i in 0 1; do
-    ip link show dummy$i >/dev/null 2>&1 || ip link add dummy$i type dummy
-    ip link set dummy$i up
-  done
-  ip addr replace $ADDR0/32 dev dummy0
-  ip addr replace $ADDR1/32 dev dummy1
+  dummy_up 0 $ADDR0
+  dummy_up 1 $ADDR1
 }
+
+# provider_pairs: the C siw's devices siw0/siw1 on dummy0/dummy1 and rsiw's rsiw0/rsiw1 on
+# dummy2/dummy3, so that the two providers run side by side, each on devices of its own;
+# server_of PROVIDER is the address of its server's device (${provider}1).
+provider_pairs() {
+  two_dummies
+  dummy_up 2 $ADDR2
+  dummy_up 3 $ADDR3
+  modprobe siw
+  modprobe rsiw
+  rdma link add siw0 type siw netdev dummy0
+  rdma link add siw1 type siw netdev dummy1
+  rdma link add rsiw0 type rsiw netdev dummy2
+  rdma link add rsiw1 type rsiw netdev dummy3
+}
+server_of() { case $1 in siw) echo $ADDR1 ;; rsiw) echo $ADDR3 ;; esac; }
 
 # wait_port_free PORT: until nothing listens on TCP PORT any more (max ~10 s). An rdma_cm
 # listener goes away after its process has exited: a server started on the same port before
