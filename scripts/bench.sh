@@ -12,8 +12,8 @@
 # boots' medians, its paired ratio the median of all their rounds' ratios. Under TCG the host's
 # address-space layout of QEMU (its code buffer and heap, which host ASLR draws per boot) moves
 # the providers' latencies apart by up to 30% from one boot to the next, the same build and
-# guest layout; with `setarch -R` (no ASLR) four boots gave the same figures each. One boot is
-# one such draw.
+# guest layout; with `setarch -R` (no ASLR) four boots agreed within a few percent. One boot
+# is one such draw.
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,13 +33,13 @@ for boot in $(seq "${BENCH_BOOTS:-1}"); do
 done
 python3 - "$RSIW_TOP/bench-results.json" "${logs[@]}" <<'PY'
 import json, re, statistics, sys
-rows, ahead, boots = {}, {}, sys.argv[2:]
+rows, round_ratios, boots = {}, {}, sys.argv[2:]
 lines = [line for log in boots for line in open(log, errors="replace")]
 for line in lines:
     # "rounds <name>_paired_ratio pair: ..." (bench_report): each round's ratio.
     m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair: (.*)", line.strip())
     if m:
-        ahead.setdefault(m.group(1), []).extend(
+        round_ratios.setdefault(m.group(1), []).extend(
             float(v) for v in m.group(2).split() if re.fullmatch(r"[0-9.]+", v))
         continue
     m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
@@ -50,9 +50,8 @@ for line in lines:
         value = float(value)
     except ValueError:
         value = None
-    # "<name>_paired_ratio" (kunit/scenarios/lib.sh bench_pair_ratio) goes into the row of its
-    # figure, which bench_report prints before it.
-    base = name[:-len("_paired_ratio")]
+    # "<name>_paired_ratio" (one boot's median of the rounds above) is recomputed below from
+    # the pooled rounds.
     if provider == "pair":
         continue
     row = rows.setdefault(name, {"name": name, "unit": unit})
@@ -64,8 +63,8 @@ def median(values):
 for name, row in rows.items():
     for provider in [k for k in row if k not in ("name", "unit")]:
         row[provider] = median(row[provider])
-    if name in ahead:
-        values = ahead[name]
+    if name in round_ratios:
+        values = round_ratios[name]
         row["paired_ratio"] = median(values)
         row["rounds_ahead"], row["rounds"] = sum(v >= 1 for v in values), len(values)
     if len(boots) > 1:
