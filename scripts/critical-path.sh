@@ -340,7 +340,7 @@ for p in providers:
     for name, ns in steps(p) + [("tcp_sendmsg", times[p][0][0])]:
         print(f"{ns:8.0f}  {name.lstrip('*')}")
 for p in providers:
-    _, before, count, _, _ = results[p]
+    _, before, count, _ = results[p]
     print(f"\n{p}: doorbell..tcp_sendmsg by function (mean per Send)")
     for name, c in before.most_common(25):
         print(f"{c / max(count, 1):8.0f}  {re.sub(r'Cs[0-9A-Za-z_]{10,14}_', '', name)[:110]}")
