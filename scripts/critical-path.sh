@@ -10,8 +10,9 @@
 # A QEMU plugin (scripts/qemu/tb-trace.c) records every executed block of both vCPUs; each
 # doorbell is cut at `tcp_sendmsg`, `tcp_v4_rcv` and the driver's receive completion, and the
 # medians are printed (as instructions, and as the blocks TCG executes) with the functions
-# before sendmsg, and the kernel code the steady state runs (distinct blocks and pages), which
-# under TCG sets how often the host's caches miss.
+# before sendmsg. The traces are also replayed through a model of TCG's jump cache (QEMU 7.2:
+# each return, indirect jump or jump into another page looks the next block up there first),
+# which counts per doorbell the lookups and misses of driver and kernel code.
 #
 # Instruction counts are exact where TCG's latencies wander between boots, but they are not
 # time: one more boot records the host time at which each vCPU reaches the same points
