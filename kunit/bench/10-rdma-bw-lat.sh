@@ -51,11 +51,12 @@ perftest_pair() { # provider tool args...
 }
 
 # What the Write figures measure: this perftest (Debian's 4.5-0.17) asks for a completion of
-# every Write (of 500 work requests of a -n 500 run, rsiw saw none unsignalled). Like the C siw,
-# rsiw copies a signalled request's payload on transmit, as its completion hands the buffer back
-# while TCP may still have to resend from it; only unsignalled ones of a page or more go by page
-# reference. So both providers copy every byte twice here (on transmit and when placing it),
-# and their figures differ only by what each does around the copies.
+# every 64 KiB and 1 MiB Write (rsiw counted none unsignalled in 3-second runs of each), but of
+# only about one 4 KiB Write in a hundred. Like the C siw, rsiw copies a signalled request's
+# payload on transmit, as its completion hands the buffer back while TCP may still have to
+# resend from it; unsignalled ones of a page or more go by page reference. So at 64 KiB and
+# 1 MiB both providers copy every byte twice (on transmit and when placing it) and differ only
+# in what each does around the copies; at 4 KiB both send from the consumer's pages.
 bw() { # tool size provider -> Gb/s
   perftest_pair $3 $1 -s $2 -D 3 -F || return 1
   # Columns: bytes, iterations, BW peak (0 in duration mode), BW average [MiB/s], message
