@@ -647,6 +647,18 @@ proptest! {
             (Err(w), Err(c)) => prop_assert_eq!(w, c),
             _ => prop_assert!(false, "{:?} against {:?}", whole, counted),
         }
+        // The counted bytes alone (what the kernel decodes when they are just the head)
+        // decode as the whole entry too.
+        let mut request = SendRequest::EMPTY;
+        let prefix = decode_sqe_into(&raw[..len], signal_all, &mut request);
+        match (&whole, &prefix) {
+            (Ok(w), Ok(inline)) => {
+                prop_assert_eq!(&w.request, &request);
+                prop_assert_eq!(&w.inline, inline);
+            }
+            (Err(w), Err(p)) => prop_assert_eq!(w, p),
+            _ => prop_assert!(false, "{:?} against {:?}", whole, prefix),
+        }
     }
 
     /// Decoding in place, over whatever request the slot held before, gives

@@ -116,15 +116,26 @@ impl UserQueues {
         }
         // The entry's content is read after its flag (`smp_rmb`).
         fence(Ordering::Acquire);
-        // Its head, then as much more as it says counts: the rest stays zeros.
-        let mut raw = [0u8; SQE_SIZE];
-        let mut read = self.sq.read(at, raw.get_mut(..SQE_HEAD).unwrap_or(&mut []));
-        let len = raw.first_chunk().map_or(SQE_SIZE, user_queue::sqe_len);
-        if len > SQE_HEAD && read.is_ok() {
-            let rest = raw.get_mut(SQE_HEAD..len).unwrap_or(&mut []);
-            read = self.sq.read(at + SQE_HEAD, rest);
-        }
-        match self.decode_send(slot, &raw, read, out) {
+        // Its head; if that says more counts, the whole entry with as much more as counts (the
+        // rest zeros; see the module documentation of `user_queue`).
+        let mut head = [0u8; SQE_HEAD];
+        let read = self.sq.read(at, &mut head);
+        let len = user_queue::sqe_len(&head);
+        let decoded = if len > SQE_HEAD && read.is_ok() {
+            let mut whole = [0u8; SQE_SIZE];
+            let read = match whole.split_first_chunk_mut::<SQE_HEAD>() {
+                Some((first, rest)) => {
+                    *first = head;
+                    let rest = rest.get_mut(..len - SQE_HEAD).unwrap_or(&mut []);
+                    self.sq.read(at + SQE_HEAD, rest)
+                }
+                None => Err(EINVAL),
+            };
+            self.decode_send(slot, &whole, read, out)
+        } else {
+            self.decode_send(slot, &head, read, out)
+        };
+        match decoded {
             Ok(()) => Ok(true),
             Err((status, wr_id)) => {
                 self.pop_send();
@@ -141,13 +152,14 @@ impl UserQueues {
         }
     }
 
-    /// Decodes the copy `raw` of send queue entry `slot` (`read` says whether copying it
-    /// worked) into `out`; the status and work request identifier of its error completion if
-    /// it is malformed.
+    /// Decodes the copy `raw` of send queue entry `slot` (at least its first
+    /// [`user_queue::sqe_len`] bytes; `read` says whether copying them worked) into `out`; the
+    /// status and work request identifier of its error completion if it is malformed.
+    #[inline(always)]
     fn decode_send(
         &mut self,
         slot: u32,
-        raw: &[u8; SQE_SIZE],
+        raw: &[u8],
         read: Result,
         out: &mut SendRequest,
     ) -> core::result::Result<(), (WcStatus, u64)> {

@@ -3,13 +3,13 @@
 //! The siw user ABI decoders on arbitrary send and receive queue entries, as
 //! a hostile process may write them: they never panic, what they accept
 //! is consistent with the entry, and a send queue entry copied as the kernel
-//! copies it (its head, then the bytes `sqe_len` counts) decodes as the whole
-//! entry does.
+//! copies it (its head, then the bytes `sqe_len` counts), or those counted
+//! bytes alone, decodes as the whole entry does.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rsiw_proto::proto::qp_engine::MAX_SGE;
+use rsiw_proto::proto::qp_engine::{SendRequest, MAX_SGE};
 use rsiw_proto::proto::user_queue::*;
 
 fuzz_target!(|data: &[u8]| {
@@ -56,6 +56,11 @@ fuzz_target!(|data: &[u8]| {
     let mut counted = [0u8; SQE_SIZE];
     counted[..len].copy_from_slice(&sq[..len]);
     assert_eq!(decode_sqe(&counted, signal_all), decode_sqe(sq, signal_all));
+    // The counted bytes alone decode as the whole entry too.
+    let mut request = SendRequest::EMPTY;
+    let prefix = decode_sqe_into(&sq[..len], signal_all, &mut request);
+    let whole = decode_sqe(sq, signal_all).map(|w| (w.request, w.inline));
+    assert_eq!(prefix.map(|inline| (request, inline)), whole);
     if let Ok(UserSend {
         inline: Some(range),
         ..

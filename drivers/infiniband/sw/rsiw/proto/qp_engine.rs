@@ -183,11 +183,23 @@ pub struct Sge {
 }
 
 /// Up to [`MAX_SGE`] scatter/gather entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Only the first `count` slots mean anything: a refill writes just the entries it has, so
+/// what lies beyond them is left over from before (and two lists are equal when their
+/// entries are).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SgeList {
     sges: [Sge; MAX_SGE],
     count: u8,
 }
+
+impl PartialEq for SgeList {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for SgeList {}
 
 impl SgeList {
     /// No entries.
@@ -212,23 +224,18 @@ impl SgeList {
     /// Refills the list in place with `count` entries, the `i`th being
     /// `sge(i)`. `None`, and the list left empty, if `count` exceeds
     /// [`MAX_SGE`] or `sge` fails. (Decoding into place spares the copies of
-    /// a list built on the stack and moved through return values.)
+    /// a list built on the stack and moved through return values; the slots
+    /// past `count` are not touched.)
     #[inline]
     pub fn fill_with(
         &mut self,
         count: usize,
         mut sge: impl FnMut(usize) -> Option<Sge>,
     ) -> Option<()> {
-        *self = Self::EMPTY;
+        self.count = 0;
         let slots = self.sges.get_mut(..count)?;
         for (i, slot) in slots.iter_mut().enumerate() {
-            match sge(i) {
-                Some(s) => *slot = s,
-                None => {
-                    *self = Self::EMPTY;
-                    return None;
-                }
-            }
+            *slot = sge(i)?;
         }
         self.count = u8::try_from(count).ok()?;
         Some(())
@@ -242,6 +249,11 @@ impl SgeList {
         list.sges[0] = sge;
         list.count = 1;
         list
+    }
+
+    /// Empties the list.
+    pub fn clear(&mut self) {
+        self.count = 0;
     }
 
     /// The entries.

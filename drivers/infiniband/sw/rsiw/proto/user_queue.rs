@@ -23,9 +23,9 @@
 //! field is read once and the checks made on it still hold when the request
 //! is used. A send queue entry is copied in two steps: its first [`SQE_HEAD`]
 //! bytes, which say how much more of it counts ([`sqe_len`]), then only that;
-//! the bytes left out are zeros in the copy, which the decoder never reads. A
-//! small Send or Write (one SGE) is all in its head: the kernel copies 40
-//! bytes rather than 120. No byte pattern makes them panic: any entry decodes
+//! the decoder never reads past it. A small Send or Write (one SGE) is all in
+//! its head: the kernel copies 40 bytes rather than 120, and decodes the head
+//! alone. No byte pattern makes them panic: any entry decodes
 //! into a request or a typed error whose [`status`](SqeError::status) is the
 //! completion status to report.
 //!
@@ -267,11 +267,13 @@ pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, Sq
 }
 
 /// [`decode_sqe`] into `out` (whose content is undefined on error): returns
-/// where in the entry the inline payload lies, if it is inline (the request
-/// then has no SGEs).
-#[inline]
+/// where in `raw` the inline payload lies, if it is inline (the request then
+/// has no SGEs). `raw` may be just the entry's first [`sqe_len`] bytes (at
+/// least [`SQE_HEAD`]): SGEs or inline data past its end are refused as too
+/// long.
+#[inline(always)]
 pub fn decode_sqe_into(
-    raw: &[u8; SQE_SIZE],
+    raw: &[u8],
     signal_all: bool,
     out: &mut SendRequest,
 ) -> Result<Option<Range<usize>>, SqeError> {
@@ -309,8 +311,9 @@ pub fn decode_sqe_into(
             .ok_or(SqeError::InlineTooLong)?;
         let end = INLINE_OFFSET
             .checked_add(len)
+            .filter(|&end| end <= raw.len())
             .ok_or(SqeError::InlineTooLong)?;
-        out.sges = SgeList::EMPTY;
+        out.sges.clear();
         Some(INLINE_OFFSET..end)
     } else {
         let num_sge = wire::read_u8(raw, NUM_SGE_OFFSET).unwrap_or(u8::MAX);
