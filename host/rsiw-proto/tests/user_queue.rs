@@ -203,6 +203,14 @@ fn counted_entry_lengths() {
     let mut too_long = small;
     too_long[32..36].copy_from_slice(&u32::MAX.to_ne_bytes());
     assert_eq!(sqe_len(&head(&too_long)), SQE_SIZE);
+
+    let rhead = |e: &[u8; RQE_SIZE]| -> [u8; RQE_HEAD] { e[..RQE_HEAD].try_into().unwrap() };
+    assert_eq!(RQE_HEAD, 32);
+    assert_eq!(rqe_len(&rhead(&rqe(1, 0, &[]))), RQE_HEAD);
+    assert_eq!(rqe_len(&rhead(&rqe(1, 1, &sges(1)))), RQE_HEAD);
+    assert_eq!(rqe_len(&rhead(&rqe(1, 2, &sges(2)))), 16 + 2 * 16);
+    assert_eq!(rqe_len(&rhead(&rqe(1, 6, &sges(6)))), RQE_SIZE);
+    assert_eq!(rqe_len(&rhead(&rqe(1, 200, &[]))), RQE_SIZE);
 }
 
 #[test]
@@ -611,6 +619,13 @@ proptest! {
                 prop_assert!(e == RqeError::NotValid || rq[10] > 6);
             }
         }
+        // The bytes `rqe_len` counts, alone, decode as the whole entry: the kernel copies no
+        // more.
+        let len = rqe_len(rq[..RQE_HEAD].try_into().unwrap());
+        prop_assert!((RQE_HEAD..=RQE_SIZE).contains(&len));
+        let mut counted = EMPTY_RECV;
+        let prefix = decode_rqe_into(&rq[..len], &mut counted).map(|()| counted);
+        prop_assert_eq!(prefix, decode_rqe(&rq));
     }
 
     /// An entry copied as the kernel copies it, its head then the

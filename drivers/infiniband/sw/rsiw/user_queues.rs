@@ -26,7 +26,7 @@ use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
 
 use crate::proto::{
     qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
-    user_queue::{self, RQE_SIZE, SQE_HEAD, SQE_SIZE},
+    user_queue::{self, RQE_HEAD, RQE_SIZE, SQE_HEAD, SQE_SIZE},
 };
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
@@ -116,21 +116,11 @@ impl UserQueues {
         }
         // The entry's content is read after its flag (`smp_rmb`).
         fence(Ordering::Acquire);
-        // Its head; if that says more counts, the whole entry with as much more as counts (the
-        // rest zeros; see the module documentation of `user_queue`).
         let mut head = [0u8; SQE_HEAD];
         let read = self.sq.read(at, &mut head);
         let len = user_queue::sqe_len(&head);
         let decoded = if len > SQE_HEAD && read.is_ok() {
-            let mut whole = [0u8; SQE_SIZE];
-            let read = match whole.split_first_chunk_mut::<SQE_HEAD>() {
-                Some((first, rest)) => {
-                    *first = head;
-                    let rest = rest.get_mut(..len - SQE_HEAD).unwrap_or(&mut []);
-                    self.sq.read(at + SQE_HEAD, rest)
-                }
-                None => Err(EINVAL),
-            };
+            let (whole, read) = whole_entry::<SQE_HEAD, SQE_SIZE>(&self.sq, at, head, len);
             self.decode_send(slot, &whole, read, out)
         } else {
             self.decode_send(slot, &head, read, out)
@@ -153,8 +143,9 @@ impl UserQueues {
     }
 
     /// Decodes the copy `raw` of send queue entry `slot` (at least its first
-    /// [`user_queue::sqe_len`] bytes; `read` says whether copying them worked) into `out`; the
-    /// status and work request identifier of its error completion if it is malformed.
+    /// [`user_queue::sqe_len`] bytes; `read` says whether copying them worked) into `out`, its
+    /// inline data into the slot's room in the inline buffer; the status and work request
+    /// identifier of its error completion if it is malformed.
     #[inline(always)]
     fn decode_send(
         &mut self,
@@ -165,9 +156,9 @@ impl UserQueues {
     ) -> core::result::Result<(), (WcStatus, u64)> {
         let bad = |status| (status, user_queue::entry_id(raw));
         read.map_err(|_| bad(WcStatus::GeneralErr))?;
-        let inline =
+        let data =
             user_queue::decode_sqe_into(raw, self.signal_all, out).map_err(|e| bad(e.status()))?;
-        match inline {
+        match data {
             Some(range) => {
                 let data = raw.get(range).unwrap_or(&[]);
                 let base = slot as usize * user_queue::MAX_INLINE;
@@ -241,17 +232,21 @@ pub(crate) fn take_rqe(
     }
     // The entry's content is read after its flag (`smp_rmb`).
     fence(Ordering::Acquire);
-    let mut raw = [0u8; RQE_SIZE];
-    let read = rq.read(at, &mut raw);
+    let mut head = [0u8; RQE_HEAD];
+    let read = rq.read(at, &mut head);
+    let len = user_queue::rqe_len(&head);
+    let decoded = if len > RQE_HEAD && read.is_ok() {
+        let (whole, read) = whole_entry::<RQE_HEAD, RQE_SIZE>(rq, at, head, len);
+        decode_recv(&whole, read, out)
+    } else {
+        decode_recv(&head, read, out)
+    };
     let _ = rq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
     *get = get.wrapping_add(1);
-    let decoded = read
-        .map_err(|_| WcStatus::GeneralErr)
-        .and_then(|()| user_queue::decode_rqe_into(&raw, out).map_err(|e| e.status()));
     match decoded {
         Ok(()) => Ok(true),
-        Err(status) => Err(Completion {
-            wr_id: user_queue::entry_id(&raw),
+        Err((status, wr_id)) => Err(Completion {
+            wr_id,
             status,
             opcode: WcOpcode::Recv,
             byte_len: 0,
@@ -260,6 +255,43 @@ pub(crate) fn take_rqe(
             solicited: false,
         }),
     }
+}
+
+/// Decodes the copy `raw` of a receive queue entry (at least its first
+/// [`user_queue::rqe_len`] bytes; `read` says whether copying them worked) into `out`; the
+/// status and work request identifier of its error completion if it is malformed.
+#[inline(always)]
+fn decode_recv(
+    raw: &[u8],
+    read: Result,
+    out: &mut RecvRequest,
+) -> core::result::Result<(), (WcStatus, u64)> {
+    read.map_err(|_| WcStatus::GeneralErr)
+        .and_then(|()| user_queue::decode_rqe_into(raw, out).map_err(|e| e.status()))
+        .map_err(|status| (status, user_queue::entry_id(raw)))
+}
+
+/// The whole queue entry at `at` of `ring` of `SIZE` bytes, whose first `HEAD` bytes `head`
+/// holds already, with as much more as counts (`len` bytes; the rest zeros, see the module
+/// documentation of `user_queue`); also whether copying worked. Entries all in their head (one
+/// SGE) need not be copied again: their decoders take the head alone.
+#[inline(always)]
+fn whole_entry<const HEAD: usize, const SIZE: usize>(
+    ring: &UserMapping,
+    at: usize,
+    head: [u8; HEAD],
+    len: usize,
+) -> ([u8; SIZE], Result) {
+    let mut whole = [0u8; SIZE];
+    let read = match whole.split_first_chunk_mut::<HEAD>() {
+        Some((first, rest)) => {
+            *first = head;
+            let rest = rest.get_mut(..len.saturating_sub(HEAD)).unwrap_or(&mut []);
+            ring.read(at + HEAD, rest)
+        }
+        None => Err(EINVAL),
+    };
+    (whole, read)
 }
 
 /// Whether the receive queue entry `index` of the ring `rq` of `num` entries is posted.

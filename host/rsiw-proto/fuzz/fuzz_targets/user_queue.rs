@@ -3,8 +3,8 @@
 //! The siw user ABI decoders on arbitrary send and receive queue entries, as
 //! a hostile process may write them: they never panic, what they accept
 //! is consistent with the entry, and a send queue entry copied as the kernel
-//! copies it (its head, then the bytes `sqe_len` counts), or those counted
-//! bytes alone, decodes as the whole entry does.
+//! copies it (its head, then the bytes `sqe_len` or `rqe_len` counts), or
+//! those counted bytes alone, decodes as the whole entry does.
 
 #![no_main]
 
@@ -69,6 +69,16 @@ fuzz_target!(|data: &[u8]| {
         // The inline bytes are among those copied.
         assert!(range.end <= len);
     }
+
+    // The bytes `rqe_len` counts, alone, decode as the whole receive entry.
+    let rhead = rq
+        .first_chunk::<RQE_HEAD>()
+        .expect("an entry is longer than its head");
+    let rlen = rqe_len(rhead);
+    assert!((RQE_HEAD..=RQE_SIZE).contains(&rlen));
+    let mut counted = EMPTY_RECV;
+    let prefix = decode_rqe_into(&rq[..rlen], &mut counted).map(|()| counted);
+    assert_eq!(prefix, decode_rqe(rq));
 
     match decode_rqe(rq) {
         Ok(recv) => {

@@ -21,10 +21,11 @@
 //! flags once, and if they say [`VALID`], copies the entry into a local byte
 //! array; [`decode_sqe`] and [`decode_rqe`] work on that copy only, so every
 //! field is read once and the checks made on it still hold when the request
-//! is used. A send queue entry is copied in two steps: its first [`SQE_HEAD`]
-//! bytes, which say how much more of it counts ([`sqe_len`]), then only that;
-//! the decoder never reads past it. A small Send or Write (one SGE) is all in
-//! its head: the kernel copies 40 bytes rather than 120, and decodes the head
+//! is used. An entry is copied in two steps: its first [`SQE_HEAD`] or
+//! [`RQE_HEAD`] bytes, which say how much more of it counts ([`sqe_len`],
+//! [`rqe_len`]), then only that; the decoder never reads past it. A small
+//! Send or Write, or a receive (one SGE), is all in its head: the kernel
+//! copies 40 bytes rather than 120 (32 rather than 112), and decodes the head
 //! alone. No byte pattern makes them panic: any entry decodes
 //! into a request or a typed error whose [`status`](SqeError::status) is the
 //! completion status to report.
@@ -157,6 +158,10 @@ const SQE_SGE_OFFSET: usize = 24;
 // RQE field offsets (id, flags and num_sge as in the SQE).
 const RQE_SGE_OFFSET: usize = 16;
 
+/// The first bytes of a receive queue entry: the header and `sge[0]`, which
+/// hold everything [`rqe_len`] needs.
+pub const RQE_HEAD: usize = RQE_SGE_OFFSET + SGE_SIZE;
+
 // CQE field offsets (id and flags as in the SQE).
 const CQE_OPCODE_OFFSET: usize = 9;
 const CQE_STATUS_OFFSET: usize = 10;
@@ -258,6 +263,15 @@ pub fn sqe_len(head: &[u8; SQE_HEAD]) -> usize {
     end.clamp(SQE_HEAD, SQE_SIZE)
 }
 
+/// How many bytes of the receive queue entry whose first [`RQE_HEAD`] bytes
+/// `head` holds [`decode_rqe`] reads: up to its last SGE, never less than
+/// [`RQE_HEAD`] nor more than [`RQE_SIZE`] (a count too large for the entry
+/// gives the whole entry, which the decoder then rejects).
+pub fn rqe_len(head: &[u8; RQE_HEAD]) -> usize {
+    let count = wire::read_u8(head, NUM_SGE_OFFSET).unwrap_or(u8::MAX);
+    (RQE_SGE_OFFSET + usize::from(count) * SGE_SIZE).clamp(RQE_HEAD, RQE_SIZE)
+}
+
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
 /// "signal all work requests" setting.
 pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, SqeError> {
@@ -334,8 +348,11 @@ pub fn decode_rqe(raw: &[u8; RQE_SIZE]) -> Result<RecvRequest, RqeError> {
     Ok(request)
 }
 
-/// [`decode_rqe`] into `out` (whose content is undefined on error).
-pub fn decode_rqe_into(raw: &[u8; RQE_SIZE], out: &mut RecvRequest) -> Result<(), RqeError> {
+/// [`decode_rqe`] into `out` (whose content is undefined on error). `raw`
+/// may be just the entry's first [`rqe_len`] bytes (at least [`RQE_HEAD`]):
+/// SGEs past its end are refused as too many.
+#[inline(always)]
+pub fn decode_rqe_into(raw: &[u8], out: &mut RecvRequest) -> Result<(), RqeError> {
     if entry_flags(raw) & VALID == 0 {
         return Err(RqeError::NotValid);
     }
