@@ -1048,6 +1048,34 @@ impl SkbSlice<'_> {
         if frags.iter().any(|frag| frag.netmem & NET_IOV != 0) {
             return false;
         }
+        if self.offset >= headlen {
+            // All in one fragment, as a small message sent over loopback (which puts payload
+            // in pages) nearly always is: one piece, no batch.
+            let mut start = headlen;
+            for frag in frags {
+                let end = start.saturating_add(frag.len);
+                if self.offset < end {
+                    if to > end {
+                        break;
+                    }
+                    let page = frag.netmem as *mut bindings::page;
+                    // SAFETY: As in the walk below: a page the buffer holds a reference to,
+                    // mapped whole (without highmem) until it is unmapped below.
+                    let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
+                    let from = frag.offset as usize + (self.offset - start) as usize;
+                    let (ptr, n) = (base.wrapping_add(from), (to - self.offset) as usize);
+                    // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped
+                    // page range, and `self.offset..to` lies within the fragment and the
+                    // slice; the mapping outlives the piece's use in `f`.
+                    let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
+                    let _ = f(&[piece]);
+                    // SAFETY: The mapping made above, the latest; the piece is no longer used.
+                    unsafe { bindings::kunmap_local(base.cast()) };
+                    return true;
+                }
+                start = end;
+            }
+        }
         let mut batch = Batch::new();
         let mut at = self.offset;
         // The head: bytes `0..headlen` after `data`.
