@@ -457,8 +457,9 @@ impl Qp {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return true;
             }
-            let more = buffers.round(socket, |out, refs, budget| {
-                self.with_engine(refs, |engine, ctx, sq_head| {
+            let (out, refs, budget) = buffers.begin();
+            let t = self
+                .with_engine(refs, |engine, ctx, sq_head| {
                     rts = ctx.queues.state == State::Rts;
                     if !rts && !engine.wants_transmit() {
                         return Transmitted::default();
@@ -470,8 +471,8 @@ impl Qp {
                     }
                     t
                 })
-                .unwrap_or_default()
-            });
+                .unwrap_or_default();
+            let more = buffers.finish(socket, t);
             match more {
                 Ok(true) => {}
                 Ok(false) => return rts,

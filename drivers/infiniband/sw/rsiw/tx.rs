@@ -124,43 +124,48 @@ impl TxBuffers {
         })
     }
 
-    /// One round: `produce` writes FPDUs into the buffer it is given, taking payload into the
-    /// references if it is given them, within the wire budget it is given; they go to
-    /// `socket`. Returns whether to go on: something was sent and the engine may have more, or a
-    /// fresh buffer is needed. (An engine that ran out of work says so, which spares a
-    /// round per message that would find nothing.)
-    pub(crate) fn round(
-        &mut self,
-        socket: &TcpSocket,
-        produce: impl FnOnce(&mut [u8], Option<Refs<'_>>, usize) -> Transmitted,
-    ) -> Result<bool> {
-        if self
-            .splice
-            .as_ref()
-            .map_or(true, |b| b.unsent_len() < MIN_ROOM)
-        {
-            self.splice = SpliceBuffer::new().ok();
+    /// Starts a round: the buffer the engine writes FPDUs into, the references it may take
+    /// payload into (none when the QP's own buffer is used, which TCP copies) and its wire
+    /// budget. [`Self::finish`] sends what the engine produced.
+    pub(crate) fn begin(&mut self) -> (&mut [u8], Option<Refs<'_>>, usize) {
+        let Self {
+            splice,
+            own,
+            list,
+            marks,
+            marked,
+        } = self;
+        if splice.as_ref().map_or(true, |b| b.unsent_len() < MIN_ROOM) {
+            *splice = SpliceBuffer::new().ok();
         }
+        let Some(buf) = splice.as_mut() else {
+            let budget = own.len();
+            return (own, None, budget);
+        };
+        list.clear();
+        *marked = 0;
+        let refs = Refs {
+            list,
+            marks,
+            marked,
+        };
+        (buf.unsent_mut(), Some(refs), SpliceBuffer::LEN)
+    }
+
+    /// Ends the round [`Self::begin`] started, in which the engine produced `t`: its FPDUs go
+    /// to `socket`. Returns whether to go on: something was sent and the engine may have more,
+    /// or a fresh buffer is needed. (An engine that ran out of work says so, which spares a
+    /// round per message that would find nothing.)
+    pub(crate) fn finish(&mut self, socket: &TcpSocket, t: Transmitted) -> Result<bool> {
         let Some(buf) = self.splice.as_mut() else {
-            let budget = self.own.len();
-            let t = produce(&mut self.own, None, budget);
             if t.buffered == 0 {
                 return Ok(false);
             }
             send_all(socket, self.own.get(..t.buffered).unwrap_or(&[]))?;
             return Ok(!t.idle);
         };
-        let fresh = buf.unsent_len() == SpliceBuffer::LEN;
-        self.list.clear();
-        self.marked = 0;
-        let refs = Refs {
-            list: &mut self.list,
-            marks: &mut self.marks,
-            marked: &mut self.marked,
-        };
-        let t = produce(buf.unsent_mut(), Some(refs), SpliceBuffer::LEN);
         if t.is_empty() {
-            if t.short && !fresh {
+            if t.short && buf.unsent_len() < SpliceBuffer::LEN {
                 // The next FPDU needs more room than is left: go on with a fresh buffer.
                 self.splice = None;
                 return Ok(true);
