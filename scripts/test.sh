@@ -39,7 +39,14 @@ if "$here/build-kernel.sh" && "$here/build-image.sh"; then
     --kunit-py "$KTREE/tools/testing/kunit/kunit.py" --counts "$out/counts.json"
   read -r p f < <(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["passed"], c["failed"])' "$out/counts.json")
   passed=$((passed + p)); failed=$((failed + f))
-  [ "$f" = 0 ] || { echo "-- last 60 console lines ($out/console.log):"; tail -n 60 "$out/console.log"; }
+  if [ "$f" != 0 ]; then
+    echo "-- last 60 console lines ($out/console.log):"; tail -n 60 "$out/console.log"
+    # A failed scenario's own last lines come last, where a truncated CI log still shows them.
+    for name in $(sed -n 's/^not ok [0-9]* \([0-9][0-9]-[^ ]*\) # .*/\1/p' "$out/console.log"); do
+      echo "-- the last 40 lines of scenario $name:"
+      grep -a "^\[$name\] " "$out/console.log" | tail -n 40
+    done
+  fi
 else
   echo "build failed: no VM run"; failed=$((failed + 1))
 fi

@@ -49,6 +49,34 @@ static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 	}
 }
 
+/*
+ * Polls `cq` for the completion of kind `opcode`, up to `ms` milliseconds for each completion.
+ * The send and receive queues' completions are not ordered against each other, even on one
+ * CQ: the client's next message may complete before the Send that let it go on does. So a
+ * receive completion met while waiting for a send's is kept in `early` and handed out by the
+ * next wait for a receive. An error completion (whose opcode is undefined) or one of neither
+ * kind is returned as it is, for the caller to reject. 0 if none came in time.
+ */
+static int poll_kind(struct ibv_cq *cq, struct ibv_wc *wc, enum ibv_wc_opcode opcode,
+		     struct ibv_wc *early, int *have_early, int ms)
+{
+	if (opcode == IBV_WC_RECV && *have_early) {
+		*wc = *early;
+		*have_early = 0;
+		return 1;
+	}
+	for (;;) {
+		int n = poll_one(cq, wc, ms);
+
+		if (n <= 0 || wc->status || wc->opcode == opcode)
+			return n;
+		if (opcode != IBV_WC_SEND || wc->opcode != IBV_WC_RECV || *have_early)
+			return n;
+		*early = *wc;
+		*have_early = 1;
+	}
+}
+
 /* Waits up to `ms` for an asynchronous event; 1 if one came (and was acknowledged). */
 static int async_event(struct ibv_context *ctx, int ms, struct ibv_async_event *ev)
 {
@@ -67,9 +95,9 @@ static int server(struct rdma_addrinfo *res)
 	struct rdma_cm_id *listen_id, *id;
 	struct ibv_async_event ev;
 	struct ibv_srq_attr sa;
-	struct ibv_wc wc;
+	struct ibv_wc wc, early;
 	char buf[POSTED + 1][MSG];
-	int failures = 0, i;
+	int failures = 0, have_early = 0, i;
 
 	if (rdma_create_ep(&listen_id, res, NULL, NULL))
 		die("rdma_create_ep");
@@ -121,18 +149,22 @@ static int server(struct rdma_addrinfo *res)
 
 			if (ibv_post_send(id->qp, &swr, &sbad))
 				die("ibv_post_send");
-			if (!poll_one(cq, &wc, 10000) || wc.status || wc.opcode != IBV_WC_SEND)
-				return fprintf(stderr, "FAIL: send completion (status %d)\n",
-					       wc.status), 1;
+			memset(&wc, 0, sizeof(wc));
+			if (poll_kind(cq, &wc, IBV_WC_SEND, &early, &have_early, 10000) <= 0 ||
+			    wc.status || wc.opcode != IBV_WC_SEND)
+				return fprintf(stderr, "FAIL: round %d: send completion (status %d, opcode %d)\n",
+					       round, wc.status, wc.opcode), 1;
 		}
 		if (round == 4)
 			break;
 		char want[16];
 
 		snprintf(want, sizeof(want), "message %d", round);
-		if (!poll_one(cq, &wc, 10000) || wc.status || wc.opcode != IBV_WC_RECV)
-			return fprintf(stderr, "FAIL: receive %d (status %d)\n", round,
-				       wc.status), 1;
+		memset(&wc, 0, sizeof(wc));
+		if (poll_kind(cq, &wc, IBV_WC_RECV, &early, &have_early, 10000) <= 0 ||
+		    wc.status || wc.opcode != IBV_WC_RECV)
+			return fprintf(stderr, "FAIL: receive %d (status %d, opcode %d)\n", round,
+				       wc.status, wc.opcode), 1;
 		if (strcmp(buf[wc.wr_id], want))
 			failures++, fprintf(stderr, "FAIL: message %d reads '%.*s'\n", round, MSG,
 					    buf[wc.wr_id]);
