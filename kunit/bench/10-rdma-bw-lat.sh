@@ -42,7 +42,7 @@ perftest_pair() { # provider tool args...
       return 0
     fi
     cat /tmp/c.log >&2
-    kill $server 2>/dev/null
+    kill $server 2>/dev/null || true
     wait
     grep -q "Connection refused" /tmp/c.log || return 1
     echo "$provider $tool: connection refused, once more" >&2

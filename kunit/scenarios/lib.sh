@@ -68,6 +68,9 @@ wait_port() {
 }
 
 fail() { echo "FAIL: $*"; exit 1; }
+# Scripts run under sh -e: a command that fails outside a test ends the script without a FAIL
+# line, so its status is printed on the way out.
+trap 'rc=$?; [ $rc = 0 ] || echo "the script ended with status $rc"' EXIT
 
 # nfs_server_start: knfsd exporting a tmpfs at /srv/export over TCP and RDMA (port 20049),
 # with the shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s.
