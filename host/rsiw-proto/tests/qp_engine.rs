@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use proptest::prelude::*;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::ddp::DdpHeader;
+use rsiw_proto::proto::fpdu::encode_fpdu;
 use rsiw_proto::proto::immediate::ImmediateData;
 use rsiw_proto::proto::mpa::{RtrKind, RtrKinds};
 use rsiw_proto::proto::mpa_handshake::{
@@ -21,7 +22,7 @@ use rsiw_proto::proto::ord_ird::MAX_DEPTH;
 use rsiw_proto::proto::pieces::Pieces;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
-use rsiw_proto::proto::rdmap::{Opcode, Segment};
+use rsiw_proto::proto::rdmap::{self, Opcode, OpcodeHeader, Segment};
 use rsiw_proto::proto::terminate::{TermError, TerminateMessage};
 use rsiw_proto::proto::tx_engine::{TxEngine, WorkRequest, MAX_FPDU_HEADER_LEN};
 
@@ -1866,8 +1867,8 @@ type Aim<'a> = &'a dyn Fn(Regions) -> (u32, u64, u32);
 /// and a second one into the region `next`; the peer ignores them and
 /// answers the first with a Read Response aimed by `aim`, in FPDUs of
 /// `forged_fpdu` bytes. A must refuse it: terminate with a DDP base/bounds
-/// error, place nothing outside the sink, and complete the Read in error.
-/// Returns the sink region's bytes.
+/// error, place nothing outside the sink, and complete the Read as a bad
+/// response. Returns the sink region's bytes.
 fn refuse_forged_read_response(setup: Setup, forged_fpdu: usize, aim: Aim<'_>) -> Vec<u8> {
     let mut p = Pair::new(setup);
     // Every region is locally writable, a Read Response's requirement: the
@@ -1925,7 +1926,8 @@ fn refuse_forged_read_response(setup: Setup, forged_fpdu: usize, aim: Aim<'_>) -
     let data = p.na.region(sink).data.clone();
     assert!(data[..SINK_OFFSET].iter().all(|&b| b == 0), "{setup:?}");
     assert!(data[SINK_END..].iter().all(|&b| b == 0), "{setup:?}");
-    assert!(p.na.cq.is_empty(), "{setup:?}");
+    let refused = err(1, WcOpcode::RdmaRead, WcStatus::BadRespErr);
+    assert_eq!(p.na.cq, vec![refused], "{setup:?}");
     // The TERMINATE is pending and says so: the peer decodes it.
     assert!(p.a.wants_transmit());
     assert!(p.tx(true) > 0);
@@ -1938,14 +1940,11 @@ fn refuse_forged_read_response(setup: Setup, forged_fpdu: usize, aim: Aim<'_>) -
         "{setup:?}"
     );
     assert_eq!(p.tx(true), 0);
-    // The Reads complete in error, never successfully.
+    // The second Read is flushed; neither ever completes successfully.
     p.a.flush(&mut p.na);
     assert_eq!(
         p.na.cq,
-        vec![
-            err(1, WcOpcode::RdmaRead, WcStatus::WrFlushErr),
-            err(2, WcOpcode::RdmaRead, WcStatus::WrFlushErr)
-        ],
+        vec![refused, err(2, WcOpcode::RdmaRead, WcStatus::WrFlushErr)],
         "{setup:?}"
     );
     data
@@ -2011,6 +2010,174 @@ fn read_response_overflowing_the_sink_later_is_refused() {
             );
         }
     }
+}
+
+/// A Read Response segment the peer sends: (offset in the sink, length, the
+/// last of its response).
+type Seg = (u32, u32, bool);
+
+/// The byte forged responses carry for offset `at` of a sink: never 0, so
+/// that what was placed shows.
+fn sink_byte(at: usize) -> u8 {
+    (at % 251) as u8 + 1
+}
+
+/// The FPDU of Read Response segment `seg` into the sink at tagged offset
+/// `base` of `stag`, carrying the sink's bytes ([`sink_byte`]).
+fn response_segment(crc: bool, stag: u32, base: u64, (at, len, last): Seg) -> Vec<u8> {
+    let ddp = rdmap::tagged_header(Opcode::ReadResponse, last, stag, base + u64::from(at));
+    let mut ulpdu = vec![0u8; MAX_FPDU_HEADER_LEN];
+    let n = rdmap::encode_headers(&ddp, &OpcodeHeader::None, &mut ulpdu).unwrap();
+    ulpdu.truncate(n);
+    ulpdu.extend((at..at + len).map(|k| sink_byte(k as usize)));
+    let mut out = vec![0u8; ulpdu.len() + 16];
+    let n = encode_fpdu(&mut out, &ulpdu, crc.then_some(SoftCrc32c)).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// A posts a Read of `len` bytes into its region at [`SINK_OFFSET`], and a
+/// second Read behind it; the peer answers the first with `segments` and
+/// nothing else. Returns the pair once A received them, and the sink's
+/// STag.
+fn answer_read(setup: Setup, len: u32, segments: &[Seg]) -> (Pair, u32) {
+    let mut p = Pair::new(setup);
+    let sink = p.na.mr(6000, VA, LOCAL_WRITE);
+    let next = p.na.mr(6000, VA, LOCAL_WRITE);
+    let base = VA + SINK_OFFSET as u64;
+    for (wr_id, sge) in [(1, sge(base, len, sink)), (2, sge(VA, 100, next))] {
+        let read = SendOp::Read {
+            remote_addr: 0,
+            rkey: 0x100,
+        };
+        p.na.sq.push_back(wr(wr_id, read, &[sge]));
+    }
+    p.tx(true);
+    assert_eq!(p.a.requester().outstanding(), 2);
+    // The peer reads the requests but does not run a real responder.
+    p.ab.clear();
+    for &seg in segments {
+        p.ba.extend(response_segment(setup.crc, sink, base, seg));
+    }
+    p.rx(false);
+    (p, sink)
+}
+
+/// `segments` fill a Read of `len` bytes: it completes, its sink holds them.
+fn read_is_filled(len: u32, segments: &[Seg]) {
+    for setup in setups() {
+        let ctx = format!("{segments:?} {setup:?}");
+        let (p, sink) = answer_read(setup, len, segments);
+        assert!(!p.a.is_terminated(), "{ctx}");
+        assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaRead, len)], "{ctx}");
+        let data = &p.na.region(sink).data;
+        let end = SINK_OFFSET + len as usize;
+        for (k, &b) in data[SINK_OFFSET..end].iter().enumerate() {
+            assert_eq!(b, sink_byte(k), "{ctx}");
+        }
+        assert!(data[..SINK_OFFSET].iter().all(|&b| b == 0), "{ctx}");
+        assert!(data[end..].iter().all(|&b| b == 0), "{ctx}");
+        assert_eq!(p.a.requester().outstanding(), 1, "{ctx}");
+    }
+}
+
+/// `segments` do not fill a Read of `len` bytes in order: A terminates with a
+/// DDP base or bounds violation at the first wrong one, the Read completes
+/// as a bad response (never successfully), and nothing lands outside its
+/// sink.
+fn read_is_refused(len: u32, segments: &[Seg]) {
+    for setup in setups() {
+        let ctx = format!("{segments:?} {setup:?}");
+        let (mut p, sink) = answer_read(setup, len, segments);
+        assert_eq!(p.a.termination(), Some(TermError::DdpBaseBounds), "{ctx}");
+        assert!(!p.a.peer_terminated(), "{ctx}");
+        let refused = err(1, WcOpcode::RdmaRead, WcStatus::BadRespErr);
+        assert_eq!(p.na.cq, vec![refused], "{ctx}");
+        let data = &p.na.region(sink).data;
+        let end = SINK_OFFSET + len as usize;
+        assert!(data[..SINK_OFFSET].iter().all(|&b| b == 0), "{ctx}");
+        assert!(data[end..].iter().all(|&b| b == 0), "{ctx}");
+        for mr in p.na.mrs.iter().filter(|mr| mr.stag != sink) {
+            assert!(mr.data.iter().all(|&b| b == 0), "{ctx}");
+        }
+        // The TERMINATE goes out and says so.
+        assert!(p.tx(true) > 0, "{ctx}");
+        p.rx(true);
+        assert!(p.b.peer_terminated(), "{ctx}");
+        assert_eq!(p.b.termination(), Some(TermError::DdpBaseBounds), "{ctx}");
+        // The flush completes the Read behind it, and this one no more.
+        p.a.flush(&mut p.na);
+        p.a.flush(&mut p.na);
+        let flushed = err(2, WcOpcode::RdmaRead, WcStatus::WrFlushErr);
+        assert_eq!(p.na.cq, vec![refused, flushed], "{ctx}");
+    }
+}
+
+#[test]
+fn read_completes_once_its_responses_placed_every_sink_byte_in_order() {
+    // One segment.
+    read_is_filled(SINK_LEN, &[(0, SINK_LEN, true)]);
+    // Several, in order.
+    read_is_filled(
+        SINK_LEN,
+        &[
+            (0, 1, false),
+            (1, 299, false),
+            (300, 600, false),
+            (900, 100, true),
+        ],
+    );
+    // The last one empty, at the sink's end.
+    read_is_filled(SINK_LEN, &[(0, SINK_LEN, false), (SINK_LEN, 0, true)]);
+    // A zero-length Read: one zero-length last segment at the sink's address.
+    read_is_filled(0, &[(0, 0, true)]);
+}
+
+#[test]
+fn read_answered_by_one_zero_length_last_segment_fails() {
+    read_is_refused(SINK_LEN, &[(0, 0, true)]);
+    read_is_refused(1, &[(0, 0, true)]);
+    // Also after some of the bytes.
+    read_is_refused(SINK_LEN, &[(0, 500, false), (500, 0, true)]);
+}
+
+#[test]
+fn read_response_segments_out_of_order_fail() {
+    let half = SINK_LEN / 2;
+    // The second half first.
+    read_is_refused(SINK_LEN, &[(half, half, false), (0, half, true)]);
+    read_is_refused(SINK_LEN, &[(half, half, true)]);
+    // A gap: bytes 500..600 never sent, the total still the sink's length.
+    read_is_refused(SINK_LEN, &[(0, 500, false), (600, 500, true)]);
+    // A zero-length Read answered anywhere but at its sink's address.
+    read_is_refused(0, &[(1, 0, true)]);
+}
+
+#[test]
+fn overlapping_read_response_segments_fail() {
+    // 600 + 400 bytes, the sink's length, the second over the first.
+    read_is_refused(SINK_LEN, &[(0, 600, false), (200, 400, true)]);
+    // The same segment twice.
+    read_is_refused(SINK_LEN, &[(0, 500, false), (0, 500, true)]);
+    read_is_refused(
+        SINK_LEN,
+        &[(0, 500, false), (0, 500, false), (500, 500, true)],
+    );
+}
+
+#[test]
+fn read_response_short_of_the_sink_fails() {
+    read_is_refused(SINK_LEN, &[(0, SINK_LEN - 1, true)]);
+    read_is_refused(SINK_LEN, &[(0, 400, false), (400, 300, true)]);
+}
+
+#[test]
+fn read_response_longer_than_the_sink_fails() {
+    read_is_refused(SINK_LEN, &[(0, SINK_LEN + 1, true)]);
+    read_is_refused(SINK_LEN, &[(0, 600, false), (600, 500, true)]);
+    // The sink filled, and then more, with the last flag only after.
+    read_is_refused(SINK_LEN, &[(0, SINK_LEN, false), (SINK_LEN, 1, true)]);
+    read_is_refused(0, &[(0, 1, true)]);
 }
 
 /// Slot storage in two vectors, as a driver keeps it on the heap.
@@ -2260,7 +2427,8 @@ fn short_slot_storage_fails_requests_cleanly() {
 }
 
 /// Writes the seed corpus of the `qp_engine` fuzz target
-/// (`fuzz/seeds/qp_engine/`): streams a peer sends to the fuzzed engine,
+/// (`fuzz/seeds/qp_engine/`): streams a peer sends to the fuzzed engine (its
+/// own work requests, and the responses to Reads the target posts),
 /// addressed to the regions of its mock RNIC (STag index i, key 0; region 0
 /// zero-based, the others at 0x1000 * i), behind the target's three
 /// configuration bytes. Run with `cargo test --test qp_engine -- --ignored`.
@@ -2375,6 +2543,26 @@ fn write_fuzz_seeds() {
             // seed (7: no RTR); 7 receives and no send requests posted.
             let mut seed = vec![u8::from(crc) | 7 << 1 | 1 << 6, 7, 7];
             seed.extend_from_slice(&stream);
+            let crc_name = if crc { "crc" } else { "nocrc" };
+            std::fs::write(format!("{dir}/{name}-{crc_name}"), seed).unwrap();
+        }
+    }
+    // The target's own Reads, answered. With the posts byte 8 | 7 it posts
+    // one Read (and 7 receives): with the split byte 7 into 8 bytes at 0x4000
+    // of its region 4 (STag 0x400), with 14 into three SGEs, the second
+    // empty, so two parts: 8 bytes each at 0x4000 and 0x4050. ORD 2, so that
+    // both parts go out before their responses come.
+    for crc in [false, true] {
+        for (name, split, sinks) in [("read", 7, &[0x4000][..]), ("read2", 14, &[0x4000, 0x4050])] {
+            let mut seed = vec![u8::from(crc) | 7 << 1 | 1 << 4 | 1 << 6, split, 8 | 7];
+            for &sink in sinks {
+                let response = WorkRequest::ReadResponse {
+                    sink_stag: 4 << 8,
+                    sink_tagged_offset: sink,
+                    len: 8,
+                };
+                seed.extend(forge(crc, 200, response, &[0x5a; 8]));
+            }
             let crc_name = if crc { "crc" } else { "nocrc" };
             std::fs::write(format!("{dir}/{name}-{crc_name}"), seed).unwrap();
         }
@@ -3399,15 +3587,63 @@ fn read_response_outside_its_parts_sink_is_refused() {
             for sink in &sinks[1..] {
                 assert!(p.na.region(*sink).data.iter().all(|&b| b == 0), "{ctx}");
             }
-            assert!(p.na.cq.is_empty(), "{ctx}");
+            // The work request completes once, as a bad response; the flush
+            // completes it no more.
+            let refused = vec![err(1, WcOpcode::RdmaRead, WcStatus::BadRespErr)];
+            assert_eq!(p.na.cq, refused, "{ctx}");
             assert!(p.tx(true) > 0);
             p.a.flush(&mut p.na);
             p.a.flush(&mut p.na);
-            assert_eq!(
-                p.na.cq,
-                vec![err(1, WcOpcode::RdmaRead, WcStatus::WrFlushErr)],
-                "{ctx}"
-            );
+            assert_eq!(p.na.cq, refused, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn multi_sge_read_completes_only_once_every_part_is_filled() {
+    // The peer answers each of the three parts in two segments, except that
+    // part `short`'s response is one zero-length last segment.
+    for short in [None, Some(0), Some(1), Some(2)] {
+        for setup in setups() {
+            let ctx = format!("short {short:?} {setup:?}");
+            let mut p = Pair::new(setup);
+            let (sinks, _, read) = multi_read(&mut p, 6000);
+            p.na.sq.push_back(read);
+            p.tx(true);
+            assert_eq!(p.a.requester().outstanding(), 3, "{ctx}");
+            p.ab.clear();
+            for (part, (&sink, (at, len))) in sinks.iter().zip(PARTS).enumerate() {
+                let segments = if short == Some(part) {
+                    vec![(0, 0, true)]
+                } else {
+                    vec![(0, len / 2, false), (len / 2, len - len / 2, true)]
+                };
+                for seg in segments {
+                    p.ba.extend(response_segment(setup.crc, sink, VA + at, seg));
+                }
+            }
+            p.rx(false);
+            // The parts before the short one were placed, the others not.
+            for (part, (&sink, (at, len))) in sinks.iter().zip(PARTS).enumerate() {
+                let (at, len) = (at as usize, len as usize);
+                let data = &p.na.region(sink).data;
+                let placed = short.map_or(true, |short| part < short);
+                for (k, &b) in data[at..at + len].iter().enumerate() {
+                    assert_eq!(b, if placed { sink_byte(k) } else { 0 }, "{ctx}");
+                }
+            }
+            if short.is_none() {
+                assert!(!p.a.is_terminated(), "{ctx}");
+                assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaRead, PARTS_LEN)], "{ctx}");
+                continue;
+            }
+            assert_eq!(p.a.termination(), Some(TermError::DdpBaseBounds), "{ctx}");
+            // The work request completes once, as a bad response.
+            let refused = vec![err(1, WcOpcode::RdmaRead, WcStatus::BadRespErr)];
+            assert_eq!(p.na.cq, refused, "{ctx}");
+            p.a.flush(&mut p.na);
+            p.a.flush(&mut p.na);
+            assert_eq!(p.na.cq, refused, "{ctx}");
         }
     }
 }

@@ -697,8 +697,15 @@ fn zero_length_messages() {
 fn deliver_error_terminates() {
     struct Refuse(Mem);
     impl rsiw_proto::proto::rx_engine::RxContext for Refuse {
-        fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool {
-            self.0.read_sink_allows(slot, stag, to, len)
+        fn accept_read_response(
+            &mut self,
+            slot: usize,
+            stag: u32,
+            to: u64,
+            len: usize,
+            last: bool,
+        ) -> Result<(), TermError> {
+            self.0.accept_read_response(slot, stag, to, len, last)
         }
         fn lookup_stag(&mut self, s: u32) -> Option<rsiw_proto::proto::placement::MemoryRegion> {
             self.0.lookup_stag(s)

@@ -358,8 +358,15 @@ impl RxContext for Listen {
         }
         Ok(())
     }
-    fn read_sink_allows(&mut self, _slot: usize, _stag: u32, _to: u64, _len: usize) -> bool {
-        false
+    fn accept_read_response(
+        &mut self,
+        _slot: usize,
+        _stag: u32,
+        _to: u64,
+        _len: usize,
+        _last: bool,
+    ) -> Result<(), TermError> {
+        Err(TermError::DdpBaseBounds)
     }
 }
 

@@ -8,7 +8,11 @@
 //! RFC 6581 RTR sent or received. It never panics, never writes a transmit
 //! buffer past its end, and after the final flush every posted work request
 //! has completed exactly once (the RTR, no work request, never completes;
-//! unsignalled ones at most once).
+//! unsignalled ones at most once). A Read completes successfully only if
+//! Read Response placement wrote every byte of its sinks: the context
+//! counts each tagged write into a sink of the oldest Read not completed
+//! (the one whose responses arrive, as they come in request order) as that
+//! Read's.
 //!
 //! The top bits of the split byte pick how it transmits (0, as in the seeds:
 //! `transmit` into 4 KiB). Otherwise [`QpEngine::transmit_by_reference`],
@@ -68,6 +72,51 @@ struct Node {
     /// The gather lists of the work requests that may be offered:
     /// unsignalled, of at least `BY_REFERENCE_FROM` bytes.
     offerable: Vec<Vec<Sge>>,
+    /// The Reads posted, in SQ order.
+    reads: Vec<PostedRead>,
+}
+
+/// A Read work request, and which bytes of its sinks Read Responses wrote.
+struct PostedRead {
+    wr_id: u64,
+    sinks: Vec<Sge>,
+    /// Per sink, per byte: written by a Read Response.
+    placed: Vec<Vec<bool>>,
+    completed: bool,
+}
+
+impl PostedRead {
+    fn new(wr_id: u64, sinks: &[Sge]) -> Self {
+        Self {
+            wr_id,
+            sinks: sinks.to_vec(),
+            placed: sinks
+                .iter()
+                .map(|s| vec![false; s.length as usize])
+                .collect(),
+            completed: false,
+        }
+    }
+
+    /// Counts the bytes at virtual addresses `va..va + len` of the region
+    /// `stag` names as placed, where they lie in a sink.
+    fn place(&mut self, stag: u32, va: u64, len: usize) {
+        for (sink, placed) in self.sinks.iter().zip(&mut self.placed) {
+            if sink.lkey != stag {
+                continue;
+            }
+            for (i, byte) in placed.iter_mut().enumerate() {
+                let at = sink.addr + i as u64;
+                if (va..va + len as u64).contains(&at) {
+                    *byte = true;
+                }
+            }
+        }
+    }
+
+    fn filled(&self) -> bool {
+        self.placed.iter().flatten().all(|&b| b)
+    }
 }
 
 impl Node {
@@ -96,6 +145,7 @@ impl Node {
             rng: 1,
             taken: Vec::new(),
             offerable: Vec::new(),
+            reads: Vec::new(),
         }
     }
 
@@ -180,6 +230,16 @@ impl QpContext for Node {
 
     fn complete(&mut self, c: Completion) {
         self.completed.push(c.wr_id);
+        if c.opcode != WcOpcode::RdmaRead {
+            return;
+        }
+        if let Some(read) = self.reads.iter_mut().find(|r| r.wr_id == c.wr_id) {
+            assert!(
+                c.status != WcStatus::Success || read.filled(),
+                "a Read completed successfully with sink bytes no response placed"
+            );
+            read.completed = true;
+        }
     }
 
     fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus> {
@@ -218,6 +278,12 @@ impl QpContext for Node {
 
     fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
         self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+        // Only Read Responses write into the sinks' region (it grants no
+        // remote write).
+        let base = self.mrs.get((stag >> 8) as usize).map_or(0, |mr| mr.base);
+        if let Some(read) = self.reads.iter_mut().find(|r| !r.completed) {
+            read.place(stag, base + offset, data.len());
+        }
         Ok(())
     }
 
@@ -512,6 +578,12 @@ fn post(node: &mut Node, split: u8, posts: u8, large: bool) -> Vec<u64> {
             signaled,
             fence: i % 5 == 4,
         });
+        if let SendOp::Read { .. } = op {
+            // Signalled: a completion tells when the next Read's responses
+            // begin.
+            assert!(signaled);
+            node.reads.push(PostedRead::new(i, &list));
+        }
         if signaled {
             must.push(i);
         } else if list.iter().map(|s| s.length).sum::<u32>() >= BY_REFERENCE_FROM {

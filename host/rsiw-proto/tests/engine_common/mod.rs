@@ -106,9 +106,16 @@ impl Mem {
 }
 
 impl RxContext for Mem {
-    fn read_sink_allows(&mut self, _slot: usize, _stag: u32, _to: u64, _len: usize) -> bool {
+    fn accept_read_response(
+        &mut self,
+        _slot: usize,
+        _stag: u32,
+        _to: u64,
+        _len: usize,
+        _last: bool,
+    ) -> Result<(), TermError> {
         // No per-request sinks here; qp_engine's adapter checks them.
-        true
+        Ok(())
     }
 
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {

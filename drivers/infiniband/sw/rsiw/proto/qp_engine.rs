@@ -70,10 +70,32 @@
 //! (a fenced one then waits for every part's response, as for any Read).
 //! Each part's Read Response is placed only inside that part's sink. The
 //! work request completes once, on its last part's response (byte length the
-//! sum of the SGEs); if a part fails (the peer's TERMINATE echoes it, a flush,
-//! a local error issuing a later part) it completes once, with that status,
-//! and its other parts complete nothing. [`SendOp::ReadInv`] invalidates its
-//! one sink and still takes exactly one SGE (or none).
+//! sum of the SGEs); if a part fails (the peer's TERMINATE echoes it, its
+//! response is refused, a flush, a local error issuing a later part) it
+//! completes once, with that status, and its other parts complete nothing.
+//! [`SendOp::ReadInv`] invalidates its one sink and still takes exactly one
+//! SGE (or none).
+//!
+//! # Read Responses
+//!
+//! A Read completes successfully only if its responses placed every byte of
+//! its sinks: the completion tells the consumer the sink holds the source's
+//! bytes, and a peer that sent fewer (one zero-length last segment, say)
+//! would otherwise hand it whatever the sink held before. The segments of
+//! one Read Response arrive in order, each where the one before ended (DDP
+//! segments of a message in order over TCP, RFC 5041 section 5; responses in
+//! request order, RFC 5040 section 5.5), so each part ([`Outstanding`])
+//! tracks the bytes placed so far: a segment must be in the part's sink STag,
+//! start at the sink's address plus those bytes and not pass the sink's end,
+//! and the last one must end there. Any other segment (outside the sink, out
+//! of order, overlapping, or a last one that leaves bytes unplaced) is
+//! refused before its payload is placed: the stream terminates with a DDP
+//! base or bounds violation (RFC 5041 section 7; siw reports the same for a
+//! response at an unexpected offset or of a wrong length) and the Read
+//! completes with [`WcStatus::BadRespErr`], the verbs status for a malformed
+//! response, at once (with CRCs on, before the CRC of the segment's FPDU is
+//! checked: whichever error the stream ends with, the Read has failed). A
+//! zero-length Read takes one zero-length last segment at its sink's address.
 //!
 //! # Immediate Data
 //!
@@ -846,8 +868,11 @@ pub struct Outstanding {
     opcode: WcOpcode,
     /// Bytes the completion reports.
     len: u32,
-    /// Where an atomic's original value goes.
+    /// A Read's sink, or where an atomic's original value goes.
     sge: Sge,
+    /// Bytes of the sink a Read's response placed so far: the next segment
+    /// starts at the sink's address plus these.
+    placed: u32,
     /// The MSN of the request on queue 1.
     msn: u32,
     request_id: u32,
@@ -878,6 +903,7 @@ const NO_OUTSTANDING: Outstanding = Outstanding {
         length: 0,
         lkey: 0,
     },
+    placed: 0,
     msn: 0,
     request_id: 0,
     invalidate: false,
@@ -962,6 +988,31 @@ impl SlotStorage for InlineSlots {
 impl Outstanding {
     /// An empty ORD entry, to fill slot storage with.
     pub const EMPTY: Self = NO_OUTSTANDING;
+
+    /// Counts the Read Response segment of `len` bytes at tagged offset `to`
+    /// of `stag`, its response's last if `last`, as placed in this Read's
+    /// sink if it is the segment due next (see the module documentation):
+    /// in the sink's STag, where the segments before it ended, not past the
+    /// sink's end, and if `last` ending there. `false`, and nothing counted,
+    /// for any other segment.
+    fn take_response_segment(&mut self, stag: u32, to: u64, len: usize, last: bool) -> bool {
+        let next_to = self.sge.addr.checked_add(u64::from(self.placed));
+        let placed = u32::try_from(len)
+            .ok()
+            .and_then(|len| self.placed.checked_add(len))
+            .filter(|&placed| placed <= self.sge.length);
+        let Some(placed) = placed else {
+            return false;
+        };
+        let due = self.live
+            && stag == self.sge.lkey
+            && next_to == Some(to)
+            && (!last || placed == self.sge.length);
+        if due {
+            self.placed = placed;
+        }
+        due
+    }
 }
 
 impl Pending {
@@ -1436,17 +1487,27 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
         self.st.last_rx = LastRx::Write;
     }
 
-    fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool {
-        let Some(o) = self.st.slots.outstanding().get(slot) else {
-            return false;
-        };
-        let (Some(end), Some(sink_end)) = (
-            to.checked_add(len as u64),
-            o.sge.addr.checked_add(u64::from(o.sge.length)),
-        ) else {
-            return false;
-        };
-        o.live && o.sge.lkey == stag && to >= o.sge.addr && end <= sink_end
+    fn accept_read_response(
+        &mut self,
+        slot: usize,
+        stag: u32,
+        to: u64,
+        len: usize,
+        last: bool,
+    ) -> Result<(), TermError> {
+        let taken = self
+            .st
+            .slots
+            .outstanding_mut()
+            .get_mut(slot)
+            .is_some_and(|o| o.take_response_segment(stag, to, len, last));
+        if taken {
+            return Ok(());
+        }
+        // The response is malformed (see the module documentation): its Read
+        // fails with it.
+        self.fail_request(slot, WcStatus::BadRespErr);
+        Err(TermError::DdpBaseBounds)
     }
 }
 
@@ -1503,11 +1564,18 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
         if h.queue_number != QueueNumber::ReadRequest as u32 {
             return;
         }
+        let slots = self.st.slots.outstanding();
+        if let Some(slot) = slots.iter().position(|o| o.live && o.msn == h.msn) {
+            self.fail_request(slot, remote_status(error));
+        }
+    }
+
+    /// Completes the live request of ORD `slot` with `status`; if it is a part
+    /// of a Read into several SGEs, that is its work request's only
+    /// completion.
+    fn fail_request(&mut self, mut slot: usize, status: WcStatus) {
         let slots = self.st.slots.outstanding_mut();
-        let Some(mut slot) = slots.iter().position(|o| o.live && o.msn == h.msn) else {
-            return;
-        };
-        let Some(o) = slots.get_mut(slot) else {
+        let Some(o) = slots.get_mut(slot).filter(|o| o.live) else {
             return;
         };
         o.live = false;
@@ -1532,7 +1600,7 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
             self.st.split = None;
         }
         if !failed.rtr {
-            let c = Completion::recv(failed.wr_id, remote_status(error), failed.opcode, 0);
+            let c = Completion::recv(failed.wr_id, status, failed.opcode, 0);
             self.ctx.complete(c);
         }
     }
@@ -2222,6 +2290,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             opcode: wr.op.wc_opcode(),
             len: if last { total } else { sge.length },
             sge,
+            placed: 0,
             msn: 0,
             request_id: 0,
             invalidate,

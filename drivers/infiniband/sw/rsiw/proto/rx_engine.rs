@@ -130,12 +130,24 @@ pub trait RxContext {
     /// (RFC 7306 section 6). The default ignores it.
     fn rdma_write_done(&mut self) {}
 
-    /// Whether a Read Response segment answering the request in ORD slot
-    /// `slot` may place `len` bytes at tagged offset `to` of `stag`: only
-    /// inside the sink that request named. Without this a peer could aim a
+    /// Accounts for a Read Response segment answering the request in ORD
+    /// slot `slot` before its payload is placed: `len` bytes at tagged offset
+    /// `to` of `stag`, the response's last segment if `last`. The segments
+    /// must fill the sink that request named, in order: each in its STag,
+    /// starting where the one before ended (the first at the sink's start),
+    /// not past its end, and the last one ending there. Returns the error to
+    /// terminate with for any other segment. Without this a peer could aim a
     /// Read Response at any locally writable region (RFC 5040 section 4.4:
-    /// the sink STag of a Read Response is the one the requester advertised).
-    fn read_sink_allows(&mut self, slot: usize, stag: u32, to: u64, len: usize) -> bool;
+    /// the sink STag of a Read Response is the one the requester advertised),
+    /// or have a Read complete with sink bytes it never sent.
+    fn accept_read_response(
+        &mut self,
+        slot: usize,
+        stag: u32,
+        to: u64,
+        len: usize,
+        last: bool,
+    ) -> Result<(), TermError>;
 }
 
 /// A message the engine received in full, its CRC verified.
@@ -722,11 +734,13 @@ impl State {
         let usage = if opcode == Opcode::ReadResponse {
             // A response nobody asked for.
             match ctx.requester().front() {
-                Some((slot, RequestKind::Read)) => {
-                    if !ctx.read_sink_allows(slot, h.stag, h.tagged_offset, payload_len) {
-                        return Err(TermError::DdpBaseBounds);
-                    }
-                }
+                Some((slot, RequestKind::Read)) => ctx.accept_read_response(
+                    slot,
+                    h.stag,
+                    h.tagged_offset,
+                    payload_len,
+                    h.control.last,
+                )?,
                 _ => return Err(TermError::RdmapUnexpectedOpcode),
             }
             TaggedUse::ReadResponse
