@@ -22,7 +22,7 @@ use rsiw_proto::proto::ord_ird::MAX_DEPTH;
 use rsiw_proto::proto::pieces::Pieces;
 use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
-use rsiw_proto::proto::rdmap::{self, Opcode, OpcodeHeader, Segment};
+use rsiw_proto::proto::rdmap::{self, Opcode, OpcodeHeader, ReadRequestHeader, Segment};
 use rsiw_proto::proto::terminate::{TermError, TerminateMessage};
 use rsiw_proto::proto::tx_engine::{TxEngine, WorkRequest, MAX_FPDU_HEADER_LEN};
 
@@ -3644,6 +3644,45 @@ fn multi_sge_read_completes_only_once_every_part_is_filled() {
             p.a.flush(&mut p.na);
             p.a.flush(&mut p.na);
             assert_eq!(p.na.cq, refused, "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn read_request_whose_source_or_sink_wraps_is_refused_on_arrival() {
+    // (source TO, sink TO, length): sinks that end past 2^64 by one byte or
+    // many, the source valid; a source that does.
+    let cases = [
+        (SOURCE_VA, u64::MAX, 2),
+        (SOURCE_VA, u64::MAX - 99, 101),
+        (SOURCE_VA, u64::MAX - 4000, 5000),
+        (u64::MAX - 10, 0, 100),
+    ];
+    for (source_to, sink_to, len) in cases {
+        for setup in setups() {
+            let ctx = format!("{source_to:#x} {sink_to:#x} {len} {setup:?}");
+            let mut p = Pair::new(setup);
+            let source = p.nb.mr(6000, SOURCE_VA, REMOTE_READ);
+            let request = ReadRequestHeader {
+                sink_stag: 0x1234,
+                sink_tagged_offset: sink_to,
+                read_size: len,
+                source_stag: source,
+                source_tagged_offset: source_to,
+            };
+            p.ab = forge(setup.crc, 4096, WorkRequest::ReadRequest(request), &[]);
+            p.rx(true);
+            assert_eq!(p.b.termination(), Some(TermError::RdmapToWrap), "{ctx}");
+            // Nothing was queued to answer: the TERMINATE is all B sends.
+            assert_eq!(p.b.responder().pending(), 0, "{ctx}");
+            p.record = true;
+            p.tx(false);
+            let sent: Vec<Opcode> = segments(&p.wire[1]).iter().map(|s| s.0).collect();
+            assert_eq!(sent, vec![Opcode::Terminate], "{ctx}");
+            p.rx(false);
+            assert!(p.a.peer_terminated(), "{ctx}");
+            assert_eq!(p.a.termination(), Some(TermError::RdmapToWrap), "{ctx}");
+            assert_eq!(p.tx(false), 0, "{ctx}");
         }
     }
 }

@@ -556,6 +556,64 @@ fn term_unexpected_opcode() {
     expect_term(receiver, &[u], TermError::RdmapUnexpectedOpcode);
 }
 
+/// A Read Request (MSN 1) of `size` bytes from `source_to` of R into
+/// `sink_to` of the requester's STag 1.
+fn read_request_into(size: u32, source_to: u64, sink_to: u64) -> Vec<u8> {
+    let h = ReadRequestHeader {
+        sink_stag: 1,
+        sink_tagged_offset: sink_to,
+        read_size: size,
+        source_stag: R,
+        source_tagged_offset: source_to,
+    };
+    ulpdu(
+        rdmap::untagged_header(Opcode::ReadRequest, true, 0, 1, 0),
+        OpcodeHeader::ReadRequest(h),
+        &[],
+    )
+}
+
+#[test]
+fn term_read_request_wraps() {
+    let requests = [
+        // The source's range wraps; R grants remote read.
+        read_request_into(16, u64::MAX - 7, 0),
+        // The sink's does, by one byte or more; the source is good.
+        read_request_into(2, 0, u64::MAX),
+        read_request_into(17, 100, u64::MAX - 15),
+        read_request_into(4096, 0, u64::MAX - 4000),
+    ];
+    for request in &requests {
+        expect_term(
+            receiver,
+            std::slice::from_ref(request),
+            TermError::RdmapToWrap,
+        );
+        // Refused on arrival: nothing queued to answer.
+        for crc in [true, false] {
+            let mut mem = receiver();
+            let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+            let term = feed_chunked(&mut rx, &mut mem, &fpdu(request, crc), &[]).unwrap_err();
+            assert_eq!(term.error(), TermError::RdmapToWrap);
+            assert_eq!(mem.responder.pending(), 0);
+            assert!(mem.events.is_empty());
+        }
+    }
+}
+
+#[test]
+fn zero_length_read_request_never_wraps() {
+    // Nothing to read or place: any offsets will do, up to the last one.
+    for crc in [true, false] {
+        let request = read_request_into(0, u64::MAX, u64::MAX);
+        let mut mem = receiver();
+        let mut rx = RxEngine::new(SoftCrc32c, crc, PD);
+        feed_chunked(&mut rx, &mut mem, &fpdu(&request, crc), &[]).unwrap();
+        assert_eq!(mem.responder.pending(), 1);
+        assert!(matches!(mem.events[..], [Ev::ReadRequest { .. }]));
+    }
+}
+
 #[test]
 fn term_read_beyond_ird() {
     let ird2 = || {

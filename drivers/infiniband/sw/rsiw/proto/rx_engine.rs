@@ -693,6 +693,21 @@ impl State {
                     ctx.lookup_stag(access.stag)
                 };
                 let source_offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                // The response's segments would run past 2^64 in the sink:
+                // refused on arrival, before it takes an IRD entry, not while
+                // answering it. The sink is the requester's buffer, but its
+                // range is the request's own: RFC 5040 section 7.2 reports an
+                // error in an incoming Read Request with both its headers
+                // echoed, and the remote protection error "TO wrap" (0/1/0x04,
+                // section 4.8) is the one for a range that wraps, as for the
+                // source.
+                if header
+                    .sink_tagged_offset
+                    .checked_add(u64::from(header.read_size))
+                    .is_none()
+                {
+                    return Err(TermError::RdmapToWrap);
+                }
                 let slot = ctx.responder().accept(RequestKind::Read)?;
                 Done::ReadRequest {
                     slot,
