@@ -3,7 +3,7 @@
 
 Extracts the KTAP document the guest printed between its markers, parses it with the kernel's
 own parser (tools/testing/kunit/kunit.py parse), prints a per-suite summary, and fails on a
-failed or missing test, on any kernel splat (Oops, BUG, WARNING, KASAN, lockdep, panic, hung
+failed or missing test, on any kernel splat (Oops, BUG, WARNING, KASAN, KFENCE, lockdep, panic, hung
 task, RCU stall) anywhere in the log, or when the guest never reached its end marker.
 Writes the counts as JSON to --counts for the caller's closing line.
 """
@@ -20,6 +20,7 @@ SPLATS = [
     r"suspicious RCU usage", r"DEBUG_LOCKS_WARN_ON", r"Kernel panic", r"general protection fault", r"blocked for more than",
     r"rcu_.* detected stalls", r"\bpanicked at\b", r"Call Trace:", r"refcount_t:",
     r"list_(add|del) corruption", r"RSIW-TIMEOUT", r"run-vm: TIMEOUT",
+    r"KFENCE", r"new suspected memory leaks",
 ]
 # Lines that match a pattern above but are not splats (KUnit's own failure lines are counted
 # through KTAP).

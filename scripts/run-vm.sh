@@ -11,6 +11,8 @@ log=$1; mode=${2:-test}; only=${3:-*}
 : "${RSIW_VM_TIMEOUT:=1800}"
 : "${RSIW_VM_MEM:=4096}"
 append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
+# The test kernel: a WARN (or a KASAN report) ends the run where it happened.
+[ "$mode" = test ] && append="$append panic_on_warn=1"
 # Benchmarks and profiles: under TCG the clocksource watchdog sometimes finds the TSC skewed
 # against the HPET and switches clocks mid-run, which breaks perftest's cycle-based timing (it
 # prints "inf") and makes every clock read an emulated HPET access (a timed critical-path boot
