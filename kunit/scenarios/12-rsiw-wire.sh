@@ -1,4 +1,4 @@
-# timeout: 120
+# timeout: 300
 # rsiw's driver against a crafted peer: the KUnit suite rsiw_wire listens through rdma_cm on
 # rsiw0 (198.18.0.1) and plays the remote side with a kernel TCP socket: garbage and a
 # markers request are refused before the ULP hears of them; on established connections a
@@ -12,7 +12,15 @@
 # with TERMINATE 2/0/7. IRD/ORD (RFC 6581 section 9.1): as responder rsiw answers 0x3FFF
 # with 0x3FFF, raises its IRD to the initiator's ORD (capped at max_ird) and caps its ORD at
 # the initiator's IRD; as initiator it keeps its depths on a 0x3FFF reply and answers a
-# responder ORD over max_ird with TERMINATE 2/0/6.
+# responder ORD over max_ird with TERMINATE 2/0/6. Tagged access is checked when it happens: an
+# RDMA Write whose second half arrives after the region was invalidated (and, separately,
+# registered again under the same STag, invalidated by a Send with Invalidate on another
+# connection, or replaced by another region at its index) places nothing more and gets DDP
+# "invalid STag". A Read completes only when its responses placed every sink byte in order:
+# one empty last segment, segments out of order, overlapping or short get DDP "base or
+# bounds" and the Read an error completion; a Read Request whose sink or source range wraps
+# 2^64 is refused on arrival (RDMAP "TO wrap"). An MPA Request trickled a byte a second is
+# closed by the exchange's deadline.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rsiw_proto::proto::crc32c::{Crc32c, SoftCrc32c};
-use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::segmenter::fpdu_size;
 use rsiw_proto::proto::terminate::TermError;
@@ -131,6 +131,13 @@ impl Node {
         Ok((mr, start as usize))
     }
 
+    /// Re-checks `grant` as a driver does on every access: the region's lookup is part of
+    /// what a tagged access costs.
+    fn recheck(&mut self, grant: &Grant) -> Result<u64, TermError> {
+        let region = self.lookup_stag(grant.access.stag);
+        grant.recheck(region.as_ref(), PD)
+    }
+
     fn tagged(&mut self, stag: u32, offset: u64, len: usize) -> Result<&mut [u8], TermError> {
         let mr = self
             .mrs
@@ -191,26 +198,30 @@ impl QpContext for Node {
             base: mr.base,
             len: mr.data.len() as u64,
             zero_based: false,
+            epoch: 0,
         })
     }
 
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
+    fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError> {
         self.n.tagged_read += 1;
         self.n.tagged_read_bytes += out.len() as u64;
+        let offset = self.recheck(grant)?;
         let len = out.len();
-        out.copy_from_slice(self.tagged(stag, offset, len)?);
+        out.copy_from_slice(self.tagged(grant.access.stag, offset, len)?);
         Ok(())
     }
 
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
         self.n.tagged_write += 1;
         self.n.tagged_write_bytes += data.len() as u64;
         self.n.tagged_write_max = self.n.tagged_write_max.max(data.len() as u64);
-        self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+        let offset = self.recheck(grant)?;
+        self.tagged(grant.access.stag, offset, data.len())?
+            .copy_from_slice(data);
         Ok(())
     }
 
-    fn tagged_atomic(&mut self, _: u32, _: u64, _: AtomicOp) -> Result<u64, TermError> {
+    fn tagged_atomic(&mut self, _: &Grant, _: AtomicOp) -> Result<u64, TermError> {
         Err(TermError::RdmapLocalCatastrophic)
     }
 

@@ -26,6 +26,7 @@ fn region() -> MemoryRegion {
         base: 0x1000,
         len: 0x100,
         zero_based: false,
+        epoch: 7,
     }
 }
 
@@ -475,6 +476,7 @@ proptest! {
             base,
             len,
             zero_based,
+            epoch: 0,
         };
         let to = if zero_based { to_delta } else { base.wrapping_add(to_delta) };
         let a = access(usage, to, alen);
@@ -538,4 +540,75 @@ fn skip_message_counts_an_rtr_without_a_buffer() {
     assert_eq!(q.buffer_len(), Some(0));
     let p = q.place(&seg(1, 2, 0, true, 0)).unwrap();
     assert_eq!(p.msn, 2);
+}
+
+/// A grant passes its re-check while the region is what it was, and each change the consumer
+/// can make in between (invalidation, registration anew under the same STag, deregistration,
+/// another region at the index, rights or bounds that no longer cover it) refuses it.
+#[test]
+fn grant_recheck_refuses_every_change_since() {
+    let r = region();
+    let write = access(TaggedUse::RdmaWrite, 0x1010, 0x20);
+    let grant = grant_tagged(Some(&r), PD, &write).unwrap();
+    assert_eq!(grant.epoch, 7);
+    assert_eq!(grant.recheck(Some(&r), PD), Ok(0x10));
+    // Narrowed to the bytes at hand: the offset follows.
+    let tail = grant.narrow(0x18, 8).unwrap();
+    assert_eq!(tail.access.tagged_offset, 0x1028);
+    assert_eq!(tail.recheck(Some(&r), PD), Ok(0x28));
+    assert_eq!(grant.narrow(0x18, 9), None);
+    assert_eq!(grant.narrow(u64::MAX, 2), None);
+
+    let invalidated = MemoryRegion {
+        state: StagState::Invalid,
+        epoch: 8,
+        ..r
+    };
+    assert_eq!(
+        grant.recheck(Some(&invalidated), PD),
+        Err(TermError::DdpInvalidStag)
+    );
+    // Registered anew under the very same STag, rights and bounds: another registration.
+    let re_registered = MemoryRegion { epoch: 9, ..r };
+    assert_eq!(
+        grant.recheck(Some(&re_registered), PD),
+        Err(TermError::DdpInvalidStag)
+    );
+    assert_eq!(grant.recheck(None, PD), Err(TermError::DdpInvalidStag));
+    let other_pd = MemoryRegion { pd: PD + 1, ..r };
+    assert_eq!(
+        grant.recheck(Some(&other_pd), PD),
+        Err(TermError::DdpStagNotAssociated)
+    );
+    let rekeyed = MemoryRegion {
+        stag: STAG ^ 0xff,
+        ..r
+    };
+    assert_eq!(
+        grant.recheck(Some(&rekeyed), PD),
+        Err(TermError::DdpInvalidStag)
+    );
+    let read_only = MemoryRegion {
+        access: AccessFlags::REMOTE_READ,
+        ..r
+    };
+    assert_eq!(
+        grant.recheck(Some(&read_only), PD),
+        Err(TermError::RdmapAccessRights)
+    );
+    let shorter = MemoryRegion { len: 0x20, ..r };
+    assert_eq!(
+        grant.recheck(Some(&shorter), PD),
+        Err(TermError::DdpBaseBounds)
+    );
+
+    // A Read Response's source reports through RDMAP.
+    let source = grant_tagged(Some(&r), PD, &access(TaggedUse::ReadSource, 0x1000, 0x100)).unwrap();
+    assert_eq!(
+        source.recheck(Some(&invalidated), PD),
+        Err(TermError::RdmapInvalidStag)
+    );
+    // Nothing to access, nothing to check (an RTR's zero-length Read).
+    let empty = grant_tagged(None, PD, &access(TaggedUse::ReadSource, 0, 0)).unwrap();
+    assert_eq!(empty.recheck(None, PD), Ok(0));
 }

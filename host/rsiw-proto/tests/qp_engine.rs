@@ -20,7 +20,7 @@ use rsiw_proto::proto::mpa_handshake::{
 use rsiw_proto::proto::mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig};
 use rsiw_proto::proto::ord_ird::MAX_DEPTH;
 use rsiw_proto::proto::pieces::Pieces;
-use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::rdmap::{self, Opcode, OpcodeHeader, ReadRequestHeader, Segment};
 use rsiw_proto::proto::terminate::{TermError, TerminateMessage};
@@ -42,6 +42,8 @@ struct Mr {
     access: u32,
     base: u64,
     valid: bool,
+    /// Changes on every registration and invalidation (`MemoryRegion::epoch`).
+    epoch: u64,
     data: Vec<u8>,
 }
 
@@ -116,6 +118,7 @@ impl Node {
                 access: 0,
                 base: 0,
                 valid: false,
+                epoch: 0,
                 data: Vec::new(),
             });
         }
@@ -125,6 +128,7 @@ impl Node {
             access,
             base,
             valid: true,
+            epoch: 0,
             data: vec![0; len],
         });
         stag
@@ -168,6 +172,15 @@ impl Node {
             return Err(WcStatus::LocProtErr);
         }
         Ok((mr, start as usize))
+    }
+
+    /// The bytes `grant` names, re-checked against the region as it is now,
+    /// as a driver must check every access.
+    fn granted(&mut self, grant: &Grant) -> Result<&mut [u8], TermError> {
+        let region = self.lookup_stag(grant.access.stag);
+        let offset = grant.recheck(region.as_ref(), PD)?;
+        let len = usize::try_from(grant.access.len).map_err(|_| TermError::DdpBaseBounds)?;
+        self.tagged(grant.access.stag, offset, len)
     }
 
     fn tagged(&mut self, stag: u32, offset: u64, len: usize) -> Result<&mut [u8], TermError> {
@@ -308,32 +321,30 @@ impl QpContext for Node {
             base: mr.base,
             len: mr.data.len() as u64,
             zero_based: false,
+            epoch: mr.epoch,
         })
     }
 
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
-        let len = out.len();
-        out.copy_from_slice(self.tagged(stag, offset, len)?);
+    fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError> {
+        assert_eq!(grant.access.len, out.len() as u64);
+        out.copy_from_slice(self.granted(grant)?);
         Ok(())
     }
 
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        assert_eq!(grant.access.len, data.len() as u64);
+        self.granted(grant)?.copy_from_slice(data);
         Ok(())
     }
 
-    fn tagged_write_pieces(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: Pieces<'_>,
-    ) -> Result<(), TermError> {
-        assert!(data.copy_to(self.tagged(stag, offset, data.len())?));
+    fn tagged_write_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
+        assert_eq!(grant.access.len, data.len() as u64);
+        assert!(data.copy_to(self.granted(grant)?));
         Ok(())
     }
 
-    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError> {
-        let word = self.tagged(stag, offset, 8)?;
+    fn tagged_atomic(&mut self, grant: &Grant, op: AtomicOp) -> Result<u64, TermError> {
+        let word = self.granted(grant)?;
         let old = u64::from_ne_bytes(word.try_into().unwrap());
         word.copy_from_slice(&op.apply(old).to_ne_bytes());
         Ok(old)
@@ -343,6 +354,7 @@ impl QpContext for Node {
         match self.mrs.get_mut((stag >> 8) as usize) {
             Some(mr) if mr.stag == stag && mr.pd == PD && mr.valid => {
                 mr.valid = false;
+                mr.epoch += 1;
                 self.log.push(format!("remote-inv {stag:#x}"));
                 Ok(())
             }
@@ -354,6 +366,7 @@ impl QpContext for Node {
         match self.mrs.get_mut((stag >> 8) as usize) {
             Some(mr) if mr.stag == stag && mr.valid => {
                 mr.valid = false;
+                mr.epoch += 1;
                 self.log.push(format!("local-inv {stag:#x}"));
                 Ok(())
             }
@@ -373,6 +386,7 @@ impl QpContext for Node {
                 mr.stag = stag;
                 mr.access = access;
                 mr.valid = true;
+                mr.epoch += 1;
                 self.log.push(format!("reg {stag:#x}"));
                 Ok(())
             }
@@ -392,7 +406,25 @@ impl QpContext for Node {
                 offset,
                 len,
             },
-            PayloadSource::Tagged { stag, offset, len } => Source::Tagged { stag, offset, len },
+            PayloadSource::Tagged(grant) => {
+                let stag = grant.access.stag;
+                let region = self.lookup_stag(stag);
+                let Ok(offset) = grant.recheck(region.as_ref(), PD) else {
+                    // Refused: the engine's copy finds and reports the error.
+                    self.offers.push(Offer {
+                        source: Source::Tagged {
+                            stag,
+                            offset: u64::MAX,
+                            len: 0,
+                        },
+                        at,
+                        taken: false,
+                    });
+                    return false;
+                };
+                let len = u32::try_from(grant.access.len).unwrap();
+                Source::Tagged { stag, offset, len }
+            }
         };
         // A driver must check the pages exist before it takes them; if not,
         // the engine's copy finds the error.
@@ -2526,6 +2558,7 @@ fn write_fuzz_seeds() {
                 access: ALL,
                 base: VA,
                 valid: true,
+                epoch: 0,
                 data: (0..=255).collect(),
             });
             nb.sq.extend(ops.iter().copied());
@@ -4744,4 +4777,104 @@ proptest! {
         prop_assert_eq!(&node.cq, &completions);
         prop_assert!(!engine.is_terminated());
     }
+}
+
+/// An RDMA Write whose payload trickles in: its header is checked on
+/// arrival, and each piece placed later is checked again. Invalidating the
+/// region between two pieces (and, separately, registering it anew under
+/// the very same STag) keeps every later byte out: the stream terminates
+/// with DDP "invalid STag".
+#[test]
+fn write_trickled_past_an_invalidation_places_nothing_after_it() {
+    for re_register in [false, true] {
+        for crc in [false, true] {
+            let mut p = Pair::new(Setup::default());
+            let dst = p.nb.mr(512, 0, LOCAL_WRITE | REMOTE_WRITE);
+            let payload = vec![0x5a; 512];
+            let fpdu = forge(
+                crc,
+                4096,
+                WorkRequest::Write {
+                    stag: dst,
+                    tagged_offset: 0,
+                    len: 512,
+                },
+                &payload,
+            );
+            // The FPDU ends with 256 payload bytes and the 4-byte CRC field.
+            let header_and_half = fpdu.len() - 256 - 4;
+            let ctx = format!("crc {crc}, re-register {re_register}");
+            assert_eq!(
+                p.b.receive(&fpdu[..header_and_half], &mut p.nb),
+                Ok(header_and_half),
+                "{ctx}"
+            );
+            let placed = p.nb.region(dst).data.iter().filter(|&&b| b == 0x5a).count();
+            assert!(placed > 0 && placed <= 256, "{ctx}: {placed} placed");
+            assert_eq!(p.nb.invalidate_local(dst), Ok(()));
+            if re_register {
+                assert_eq!(
+                    p.nb.register(dst, LOCAL_WRITE | REMOTE_WRITE, 0, 512),
+                    Ok(())
+                );
+            }
+            assert_eq!(
+                p.b.receive(&fpdu[header_and_half..], &mut p.nb),
+                Err(TermError::DdpInvalidStag),
+                "{ctx}"
+            );
+            let after = p.nb.region(dst).data.iter().filter(|&&b| b == 0x5a).count();
+            assert_eq!(after, placed, "{ctx}: bytes landed after the invalidation");
+            assert_eq!(p.b.termination(), Some(TermError::DdpInvalidStag), "{ctx}");
+        }
+    }
+}
+
+/// A Read Response streams out from the source as the window allows: the
+/// source is checked when the Read Request arrives and again for each
+/// FPDU. Invalidated and registered anew under the same STag while the
+/// response is stalled, the response stops: no byte of the new contents
+/// goes on the wire, and the stream terminates with RDMAP "invalid STag".
+#[test]
+fn read_response_stalled_past_a_re_registration_sends_nothing_of_it() {
+    let mut p = Pair::new(Setup {
+        fpdu_size: 512,
+        ..Setup::default()
+    });
+    let sink = p.na.mr(4000, VA, LOCAL_WRITE);
+    let src = p.nb.mr(4000, 0, REMOTE_READ);
+    p.nb.region_mut(src).data.fill(0x11);
+    p.na.sq.push_back(wr(
+        1,
+        SendOp::Read {
+            remote_addr: 0,
+            rkey: src,
+        },
+        &[sge(VA, 4000, sink)],
+    ));
+    p.tx(true);
+    p.rx(true);
+    // Room for one FPDU only, as a closed window leaves.
+    let mut out = vec![0u8; 600];
+    let first = p.b.transmit(&mut p.nb, &mut out);
+    assert!(first > 0 && first <= 600);
+    assert!(out[..first].contains(&0x11));
+    assert_eq!(p.nb.invalidate_local(src), Ok(()));
+    p.nb.region_mut(src).data.fill(0xee);
+    assert_eq!(p.nb.register(src, REMOTE_READ, 0, 4000), Ok(()));
+    let mut rest = vec![0u8; 1 << 16];
+    let n = p.b.transmit(&mut p.nb, &mut rest);
+    assert!(
+        !rest[..n].contains(&0xee),
+        "the re-registered region's bytes went on the wire"
+    );
+    assert_eq!(p.b.termination(), Some(TermError::RdmapInvalidStag));
+    // What went out is the TERMINATE, which A decodes.
+    p.ba.clear();
+    p.ba.extend_from_slice(&out[..first]);
+    p.ba.extend_from_slice(&rest[..n]);
+    p.rx(false);
+    assert!(p.a.peer_terminated());
+    assert_eq!(p.a.termination(), Some(TermError::RdmapInvalidStag));
+    assert!(p.na.region(sink).data.iter().all(|&b| b != 0xee));
 }

@@ -768,8 +768,12 @@ fn deliver_error_terminates() {
         fn lookup_stag(&mut self, s: u32) -> Option<rsiw_proto::proto::placement::MemoryRegion> {
             self.0.lookup_stag(s)
         }
-        fn place_tagged(&mut self, s: u32, o: u64, d: &[u8]) -> Result<(), TermError> {
-            self.0.place_tagged(s, o, d)
+        fn place_tagged(
+            &mut self,
+            g: &rsiw_proto::proto::placement::Grant,
+            d: &[u8],
+        ) -> Result<(), TermError> {
+            self.0.place_tagged(g, d)
         }
         fn recv_buffer(&mut self) -> Option<u64> {
             self.0.recv_buffer()

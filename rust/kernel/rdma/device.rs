@@ -46,7 +46,7 @@ use super::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
         destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
         modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId,
-        PdId, QpContainer, QpHandle, QpInitAttributes, QueuePair,
+        PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QueuePair,
     },
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
@@ -918,7 +918,7 @@ static DEVICE_OPS: OpsTable = OpsTable({
     ops.disassociate_ucontext = Some(disassociate_ucontext_callback);
     ops.alloc_pd = Some(alloc_pd_callback);
     ops.dealloc_pd = Some(dealloc_pd_callback);
-    ops.size_ib_pd = core::mem::size_of::<bindings::ib_pd>();
+    ops.size_ib_pd = core::mem::size_of::<PdContainer>();
     ops.create_cq = Some(create_cq_callback);
     ops.destroy_cq = Some(destroy_cq_callback);
     ops.size_ib_cq = core::mem::size_of::<CqContainer>();

@@ -60,6 +60,10 @@ pub struct IwConnParam<'a> {
     pub qpn: u32,
 }
 
+/// The most private data an event can carry to iw_cm (`iw_cm_event.private_data_len` is a
+/// byte), less than the 512 bytes MPA allows.
+pub const MAX_EVENT_PRIVATE_DATA: usize = u8::MAX as usize;
+
 /// An event for iw_cm.
 pub enum IwEvent<'a> {
     /// A peer asks to connect, on a listening id. `provider_data` identifies the pending
@@ -175,15 +179,18 @@ impl IwCmId {
         unsafe { (*self.id).provider_data as usize }
     }
 
-    /// Delivers `event` to iw_cm. An error means iw_cm could not take it (no memory).
+    /// Delivers `event` to iw_cm. An error means iw_cm could not take it (no memory), or
+    /// `EMSGSIZE` for private data longer than [`MAX_EVENT_PRIVATE_DATA`], which is not
+    /// delivered.
     pub fn deliver(&self, event: IwEvent<'_>) -> Result {
         // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
         let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
-        let set_data = |ev: &mut bindings::iw_cm_event, data: &[u8], ird: u8, ord: u8| {
+        let set_data = |ev: &mut bindings::iw_cm_event, data: &[u8], ird: u8, ord: u8| -> Result {
             ev.private_data = data.as_ptr() as *mut c_void;
-            ev.private_data_len = data.len().min(u8::MAX as usize) as u8;
+            ev.private_data_len = u8::try_from(data.len()).map_err(|_| EMSGSIZE)?;
             ev.ird = ird;
             ev.ord = ord;
+            Ok(())
         };
         match event {
             IwEvent::ConnectRequest {
@@ -198,7 +205,7 @@ impl IwCmId {
                 ev.provider_data = provider_data as *mut c_void;
                 write_addr(&mut ev.local_addr, &local);
                 write_addr(&mut ev.remote_addr, &remote);
-                set_data(&mut ev, private_data, ird, ord);
+                set_data(&mut ev, private_data, ird, ord)?;
             }
             IwEvent::ConnectReply {
                 status,
@@ -215,7 +222,7 @@ impl IwCmId {
                 };
                 write_addr(&mut ev.local_addr, &local);
                 write_addr(&mut ev.remote_addr, &remote);
-                set_data(&mut ev, private_data, ird, ord);
+                set_data(&mut ev, private_data, ird, ord)?;
             }
             IwEvent::Established => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_ESTABLISHED,
             IwEvent::Disconnect(status) => {

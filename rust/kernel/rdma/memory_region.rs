@@ -32,7 +32,7 @@ use super::{
 #[cfg(CONFIG_INET)]
 use crate::net::tcp::splice::PagePiece;
 use crate::{
-    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    alloc::{flags::GFP_KERNEL, KBox, KVVec},
     bindings,
     error::{from_result, Result},
     ffi::{c_int, c_uint},
@@ -203,7 +203,9 @@ impl DmaMemory {
 /// The first `count` entries of `pages` are the addresses `ib_sg_to_pages` reported for pages
 /// of `1 << page_shift` bytes; `iova` and `length` are the MR's after the mapping.
 pub struct PageList {
-    pages: KVec<u64>,
+    /// Possibly large (a user MR's page per 4 KiB): kvmalloc'ed, so that no single kmalloc
+    /// goes over the allocator's limit.
+    pages: KVVec<u64>,
     count: usize,
     /// Where the first byte lies in the first page.
     first_offset: u64,
@@ -216,10 +218,7 @@ pub struct PageList {
 impl PageList {
     /// An empty list with room for `max_pages` pages.
     pub fn new(max_pages: u32) -> Result<Self> {
-        let mut pages = KVec::with_capacity(max_pages as usize, GFP_KERNEL)?;
-        for _ in 0..max_pages {
-            pages.push(0, GFP_KERNEL)?;
-        }
+        let pages = KVVec::from_elem(0, max_pages as usize, GFP_KERNEL)?;
         Ok(Self {
             pages,
             count: 0,
@@ -337,6 +336,9 @@ fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
     };
     // SAFETY: `ib_mr` is plain data for which all zeroes is valid (the core fills it in).
     let ibmr: bindings::ib_mr = unsafe { core::mem::zeroed() };
+    // Kept to deregister the MR if its container cannot be had: the core never learns of it
+    // then, and would never deregister it.
+    let provider = created.mr.clone();
     let container = MrContainer {
         ibmr,
         mr: ManuallyDrop::new(created.mr),
@@ -353,7 +355,8 @@ fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
             }
         }
         Err(e) => {
-            // The container (and with it the provider's object) was dropped by `KBox::new`.
+            // `KBox::new` dropped the container; no access may start on the MR any more.
+            provider.deregister();
             Error::from(e).to_ptr()
         }
     }
@@ -370,7 +373,8 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback(
 ) -> *mut bindings::ib_mr {
     // SAFETY: `pd` is valid and its `device` set by the core.
     let ibdev = unsafe { (*pd).device };
-    let id = PdId(pd as usize);
+    // SAFETY: A live PD of one of our devices (the caller's guarantee).
+    let id = unsafe { PdId::of(pd) };
     let create = |d: &dyn Driver, dev: &Device| d.get_dma_mr(dev, id, access as u32, DmaMemory(()));
     // SAFETY: A device of ours, alive while it has PDs.
     new_mr(unsafe { with_driver(ibdev, create) })
@@ -391,7 +395,8 @@ pub(crate) unsafe extern "C" fn alloc_mr_callback(
     }
     // SAFETY: `pd` is valid and its `device` set by the core.
     let ibdev = unsafe { (*pd).device };
-    let id = PdId(pd as usize);
+    // SAFETY: A live PD of one of our devices (the caller's guarantee).
+    let id = unsafe { PdId::of(pd) };
     let create = |d: &dyn Driver, dev: &Device| d.alloc_mr(dev, id, max_num_sg);
     // SAFETY: A device of ours, alive while it has PDs.
     new_mr(unsafe { with_driver(ibdev, create) })
@@ -450,7 +455,7 @@ impl UserPages {
         let first = start & !(page - 1);
         let end = start.checked_add(length).ok_or(EINVAL)?;
         let pages = end.div_ceil(page) - first / page;
-        let mut list = PageList::new(u32::try_from(pages).map_err(|_| ENOMEM)?)?;
+        let pages = u32::try_from(pages).map_err(|_| ENOMEM)?;
         // SAFETY: `ibdev` is live (the caller's guarantee); the core checks the range against
         // the process's memory and its locked-memory limit.
         let umem = crate::error::from_err_ptr(unsafe {
@@ -461,6 +466,9 @@ impl UserPages {
             umem: NonNull::new(umem).ok_or(ENOMEM)?,
             list: PageList::new(0)?,
         };
+        // Sized once the core checked the locked-memory limit: a process cannot make the
+        // provider allocate for more memory than it may pin.
+        let mut list = PageList::new(pages)?;
         // SAFETY: `ib_block_iter` is plain data, set up by the start call.
         let mut iter: bindings::ib_block_iter = unsafe { core::mem::zeroed() };
         // SAFETY: `umem` is live; the iterator walks its DMA-mapped scatterlist in pages.
@@ -474,7 +482,7 @@ impl UserPages {
             *slot = unsafe { bindings::rdma_block_iter_dma_address(&mut iter) };
             list.count += 1;
         }
-        if list.count as u64 != pages {
+        if list.count as u64 != u64::from(pages) {
             return Err(EINVAL);
         }
         list.first_offset = start - first;
@@ -548,7 +556,8 @@ pub(crate) unsafe extern "C" fn reg_user_mr_callback(
     // SAFETY: `udata` is the verb's, valid for the call (checked non-null above).
     let inner = unsafe { &*udata };
     let mut udata = super::user::UserData { inner };
-    let id = PdId(pd as usize);
+    // SAFETY: A live PD of one of our devices (the caller's guarantee).
+    let id = unsafe { PdId::of(pd) };
     let create =
         |d: &dyn Driver, dev: &Device| d.reg_user_mr(dev, id, access as u32, pages, &mut udata);
     // SAFETY: A device of ours, alive while it has PDs.

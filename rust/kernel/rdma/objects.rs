@@ -21,12 +21,37 @@ use super::{
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
 use core::{
     mem::ManuallyDrop,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
 };
 
-/// A protection domain, as a provider sees it: an identity, stable while it exists.
+/// A protection domain, as a provider sees it: an identity no other PD of the system has or
+/// had since boot. (The `ib_pd`'s address would not do: a PD allocated after one is freed may
+/// get the same one, and inherit whatever the provider still holds for the old PD.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PdId(pub(crate) usize);
+pub struct PdId(u64);
+
+/// A PD as the core allocates it (`size_ib_pd`): the core object, then its identity.
+#[repr(C)]
+pub(crate) struct PdContainer {
+    ibpd: bindings::ib_pd,
+    id: u64,
+}
+
+/// The identity the next PD gets; 64 bits do not wrap.
+static NEXT_PD_ID: AtomicU64 = AtomicU64::new(1);
+
+impl PdId {
+    /// The identity of `pd`.
+    ///
+    /// # Safety
+    ///
+    /// `pd` is a live PD of one of our devices that [`alloc_pd_callback`] accepted.
+    pub(crate) unsafe fn of(pd: *const bindings::ib_pd) -> Self {
+        // SAFETY: The core allocated `pd` as a `PdContainer` (`size_ib_pd`), whose first field
+        // it is, and `alloc_pd_callback` wrote `id` (the caller's guarantee).
+        Self(unsafe { (*pd.cast::<PdContainer>()).id })
+    }
+}
 
 /// A completion queue's identity, stable while it exists: what a provider finds the CQs of a
 /// new queue pair by.
@@ -197,9 +222,11 @@ pub(crate) unsafe extern "C" fn alloc_pd_callback(
     from_result(|| {
         // SAFETY: `pd` is valid and its `device` set by the core.
         let ibdev = unsafe { (*pd).device };
-        let id = PdId(pd as usize);
+        let id = NEXT_PD_ID.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: The core allocated `size_ib_pd` bytes, a `PdContainer` that `pd` starts.
+        unsafe { (*pd.cast::<PdContainer>()).id = id };
         // SAFETY: A device of ours, alive while it has PDs.
-        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, id, !udata.is_null())) }?;
+        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, PdId(id), !udata.is_null())) }?;
         Ok(0)
     })
 }
@@ -215,7 +242,8 @@ pub(crate) unsafe extern "C" fn dealloc_pd_callback(
 ) -> c_int {
     // SAFETY: `pd` is valid and its `device` set by the core.
     let ibdev = unsafe { (*pd).device };
-    let id = PdId(pd as usize);
+    // SAFETY: A PD `alloc_pd_callback` accepted (the caller's guarantee).
+    let id = unsafe { PdId::of(pd) };
     // SAFETY: A device of ours, alive while it has PDs.
     unsafe { with_driver(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
     0
@@ -351,7 +379,8 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
             signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             has_send_cq: !i.send_cq.is_null(),
             has_recv_cq: !i.recv_cq.is_null(),
-            pd: PdId(pd as usize),
+            // SAFETY: The core hands a QP of a live PD of this device.
+            pd: unsafe { PdId::of(pd) },
             send_cq: (!i.send_cq.is_null()).then_some(CqId(i.send_cq as usize)),
             recv_cq: (!i.recv_cq.is_null()).then_some(CqId(i.recv_cq as usize)),
             srq: (!i.srq.is_null()).then_some(SrqId(i.srq as usize)),

@@ -113,7 +113,8 @@ pub(crate) unsafe extern "C" fn create_srq_callback(
         let events = SrqEvents::new(srq)?;
         let given = events.clone();
         let id = SrqId(srq as usize);
-        let pd = PdId(pd as usize);
+        // SAFETY: The core hands an SRQ of a live PD of this device.
+        let pd = unsafe { PdId::of(pd) };
         let create = |d: &dyn Driver, dev: &Device| {
             d.create_srq(dev, pd, &mut attr, user.as_mut(), given, id)
         };

@@ -28,16 +28,16 @@
 
 use core::{
     net::SocketAddr,
-    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
 };
 use kernel::{
     net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket},
     new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
-    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent},
+    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent, MAX_EVENT_PRIVATE_DATA},
     sync::{Arc, Mutex},
-    time::msecs_to_jiffies,
+    time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
     workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
 
@@ -58,9 +58,6 @@ use crate::{
     settings::Settings,
     slots::Slots,
 };
-
-/// How long a peer has for its MPA frame.
-const MPA_TIMEOUT_MS: u32 = 10_000;
 
 /// The connection-management state of a device.
 #[pin_data]
@@ -131,11 +128,32 @@ fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
 }
 
 /// Receives one MPA frame's worth of bytes for `feed`, which returns how many it used and
-/// whether it is done: peeks, feeds, consumes what was used.
-fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) -> Result {
+/// whether it is done: peeks, feeds, consumes what was used. The whole exchange takes at most
+/// `timeout_ms` (the device's `mpa_timeout_ms`), however the peer spreads its bytes:
+/// `ETIMEDOUT` then.
+fn exchange(
+    socket: &TcpSocket,
+    timeout_ms: u32,
+    feed: &mut dyn FnMut(&[u8]) -> (usize, bool),
+) -> Result {
+    let start = Ktime::ktime_get();
+    // Each wait for the peer gets what is left of the time.
+    let wait = || -> Result {
+        let spent = ktime_ms_delta(Ktime::ktime_get(), start).max(0);
+        let left = i64::from(timeout_ms).saturating_sub(spent);
+        let left = u32::try_from(left)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .ok_or(ETIMEDOUT)?;
+        socket.set_receive_timeout(msecs_to_jiffies(left));
+        Ok(())
+    };
+    // A receive timeout reads as EAGAIN.
+    let timed_out = |e: Error| if e == EAGAIN { ETIMEDOUT } else { e };
     let mut buf = [0u8; MAX_FRAME_LEN];
     loop {
-        let n = socket.recv(&mut buf, MsgFlags::PEEK)?;
+        wait()?;
+        let n = socket.recv(&mut buf, MsgFlags::PEEK).map_err(timed_out)?;
         if n == 0 {
             return Err(ECONNRESET);
         }
@@ -157,10 +175,13 @@ fn exchange(socket: &TcpSocket, feed: &mut dyn FnMut(&[u8]) -> (usize, bool)) ->
             // The machine needs more than what is queued: wait for more than `n` bytes.
             let mut more = [0u8; MAX_FRAME_LEN];
             let want = (n + 1).min(more.len());
-            socket.recv(
-                more.get_mut(..want).ok_or(EINVAL)?,
-                MsgFlags::PEEK | MsgFlags::WAITALL,
-            )?;
+            wait()?;
+            socket
+                .recv(
+                    more.get_mut(..want).ok_or(EINVAL)?,
+                    MsgFlags::PEEK | MsgFlags::WAITALL,
+                )
+                .map_err(timed_out)?;
         }
     }
 }
@@ -182,6 +203,8 @@ struct Connecting {
             bool,
         )>,
     >,
+    /// How long the MPA exchange may take ([`exchange`]).
+    timeout_ms: u32,
     #[pin]
     work: Work<Connecting>,
 }
@@ -198,8 +221,9 @@ impl WorkItem for Connecting {
         else {
             return;
         };
+        let timeout_ms = this.timeout_ms;
         let mut event = None;
-        let result = exchange(&socket, &mut |bytes| match hs.on_bytes(bytes) {
+        let result = exchange(&socket, timeout_ms, &mut |bytes| match hs.on_bytes(bytes) {
             Ok((used, ev)) => {
                 let done = ev.is_some();
                 event = ev;
@@ -255,6 +279,12 @@ impl WorkItem for Connecting {
                     return;
                 }
                 let data = hs.peer_private_data();
+                if data.len() > MAX_EVENT_PRIVATE_DATA {
+                    // More than iw_cm can hand the ULP: the connection fails, said so.
+                    let _ = id.deliver(reply(addrs, Err(EMSGSIZE), &[], 0, 0));
+                    let _ = socket.shutdown(Shutdown::Both);
+                    return;
+                }
                 let attached = qp.attach(
                     Established {
                         socket: socket.clone(),
@@ -283,10 +313,14 @@ impl WorkItem for Connecting {
             (Ok(()), Some(InitiatorEvent::Rejected { peer })) => {
                 // A reject carries the responder's IRD and ORD to the ULP too (section 9.1).
                 let (ird, ord) = peer.map_or((0, 0), |p| (p.ird, p.ord));
+                // Private data iw_cm cannot carry stays out of the refusal.
+                let data = Some(hs.peer_private_data())
+                    .filter(|d| d.len() <= MAX_EVENT_PRIVATE_DATA)
+                    .unwrap_or(&[]);
                 let _ = id.deliver(reply(
                     addrs,
                     Err(ECONNREFUSED),
-                    hs.peer_private_data(),
+                    data,
                     clamp_u8(ird),
                     clamp_u8(ord),
                 ));
@@ -321,7 +355,6 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         socket.bind(&local)?;
     }
     socket.connect(&remote, false)?;
-    socket.set_receive_timeout(msecs_to_jiffies(MPA_TIMEOUT_MS));
     let ird = param.ird.min(u32::from(cm.settings.max_ird()));
     let ord = param.ord.min(u32::from(cm.settings.max_ord()));
     let mut hs = InitiatorHandshake::new(InitiatorConfig {
@@ -352,6 +385,7 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
                 Some((id, socket, hs, qp, ird, ord, crc_required)),
                 "Connecting::state"
             ),
+            timeout_ms: cm.settings.mpa_timeout_ms(),
             work <- new_work!("rsiw::Connecting::work"),
         }),
         GFP_KERNEL,
@@ -369,6 +403,12 @@ pub(crate) struct Listener {
     socket: TcpSocket,
     cm: Arc<Cm>,
     closed: AtomicBool,
+    /// Connections in their MPA exchange, at most [`MAX_HANDSHAKES`].
+    handshakes: AtomicU32,
+    /// Held while a connection request is delivered to `id`, and by [`Self::close`]: once the
+    /// listener is closed (iw_cm may then free `id`), nothing is delivered to it any more.
+    #[pin]
+    delivering: Mutex<()>,
     #[pin]
     work: Work<Listener>,
 }
@@ -379,6 +419,7 @@ impl_has_work! {
 
 impl Listener {
     fn close(&self) {
+        let _delivering = self.delivering.lock();
         self.closed.store(true, Ordering::Relaxed);
         self.socket.remove_callbacks();
         let _ = self.socket.shutdown(Shutdown::Both);
@@ -406,6 +447,11 @@ impl WorkItem for Listener {
             let Ok(socket) = this.socket.accept(true) else {
                 return;
             };
+            if this.handshakes.load(Ordering::Relaxed) >= MAX_HANDSHAKES {
+                // Each exchange holds a worker of the module's queue until its deadline.
+                let _ = socket.shutdown(Shutdown::Both);
+                continue;
+            }
             let Ok(socket) = Arc::new(socket, GFP_KERNEL) else {
                 continue;
             };
@@ -420,9 +466,42 @@ impl WorkItem for Listener {
                 }),
                 GFP_KERNEL,
             );
-            if let Ok(p) = pending {
-                let _ = this.cm.queue.enqueue(p);
+            let Ok(p) = pending else {
+                continue;
+            };
+            // Listed from the start, so that unlisten and device removal close it too; its
+            // work's run ends the handshake.
+            this.handshakes.fetch_add(1, Ordering::Relaxed);
+            let listed = this.cm.pending.lock().insert(p.clone(), GFP_KERNEL).is_ok();
+            if !listed || !matches!(this.cm.queue.enqueue(p.clone()), Some(Ok(()))) {
+                drop(Handshake {
+                    pending: p,
+                    delivered: false,
+                });
             }
+        }
+    }
+}
+
+/// Connections a listener may have in their MPA exchange at once: each blocks a worker of the
+/// module's queue (256 of them) until its deadline, so that slow peers cannot take them all.
+const MAX_HANDSHAKES: u32 = 64;
+
+/// The MPA exchange of a pending connection, counted against its listener's
+/// [`MAX_HANDSHAKES`]. Ending it without having delivered the request to the ULP takes the
+/// connection off the device's list and closes it.
+struct Handshake {
+    pending: Arc<Pending>,
+    delivered: bool,
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        let listener = &self.pending.listener;
+        listener.handshakes.fetch_sub(1, Ordering::Relaxed);
+        if !self.delivered {
+            drop(listener.cm.take_pending(self.pending.key));
+            let _ = self.pending.socket.shutdown(Shutdown::Both);
         }
     }
 }
@@ -447,14 +526,24 @@ pub(crate) fn listen(cm: &Arc<Cm>, id: IwCmId, backlog: u32, ifindex: i32) -> Re
             socket,
             cm: cm.clone(),
             closed: AtomicBool::new(false),
+            handshakes: AtomicU32::new(0),
+            delivering <- new_mutex!((), "Listener::delivering"),
             work <- new_work!("rsiw::Listener::work"),
         }),
         GFP_KERNEL,
     )?;
     cm.listeners.lock().insert(listener.clone(), GFP_KERNEL)?;
-    listener
-        .socket
-        .install_callbacks(Arc::new(ListenerCallbacks(listener.clone()), GFP_KERNEL)?)?;
+    let installed = Arc::new(ListenerCallbacks(listener.clone()), GFP_KERNEL)
+        .map_err(Error::from)
+        .and_then(|callbacks| listener.socket.install_callbacks(callbacks));
+    if let Err(e) = installed {
+        // iw_cm never destroys a listener it failed to create: the port goes now.
+        let key = listener.id.key();
+        if let Some(l) = cm.listeners.lock().take_where(|l| l.id.key() == key) {
+            l.close();
+        }
+        return Err(e);
+    }
     // Connections that came in before the callbacks were there.
     let _ = cm.queue.enqueue(listener);
     Ok(())
@@ -508,12 +597,14 @@ impl WorkItem for Pending {
     type Pointer = Arc<Pending>;
 
     fn run(this: Arc<Pending>) {
+        let mut handshake = Handshake {
+            pending: this.clone(),
+            delivered: false,
+        };
         let cm = this.listener.cm.clone();
-        this.socket
-            .set_receive_timeout(msecs_to_jiffies(MPA_TIMEOUT_MS));
         let mut hs = ResponderHandshake::new(responder_config(&cm), KernelCrc32c);
         let mut event = None;
-        let result = exchange(&this.socket, &mut |bytes| {
+        let result = exchange(&this.socket, cm.settings.mpa_timeout_ms(), &mut |bytes| {
             let (used, ev) = hs.on_bytes(bytes);
             let done = ev.is_some();
             event = ev;
@@ -546,23 +637,25 @@ impl WorkItem for Pending {
         let n = data.len().min(copy.len());
         copy[..n].copy_from_slice(&data[..n]);
         *this.hs.lock() = Some(hs);
-        if cm.pending.lock().insert(this.clone(), GFP_KERNEL).is_err() {
-            let _ = this.socket.shutdown(Shutdown::Both);
+        // Until the request is delivered, the listener cannot close under us; one closed (or
+        // a device removed) meanwhile took the connection off the list.
+        let _delivering = this.listener.delivering.lock();
+        let listed = cm.pending.lock().iter().any(|p| Arc::ptr_eq(p, &this));
+        if this.listener.closed.load(Ordering::Relaxed) || !listed {
             return;
         }
-        let delivered = this.listener.id.deliver(IwEvent::ConnectRequest {
-            provider_data: this.key,
-            local,
-            remote,
-            private_data: &copy[..n],
-            ird: clamp_u8(ird),
-            ord: clamp_u8(ord),
-        });
-        if delivered.is_err() {
-            if let Some(p) = cm.take_pending(this.key) {
-                let _ = p.socket.shutdown(Shutdown::Both);
-            }
-        }
+        handshake.delivered = this
+            .listener
+            .id
+            .deliver(IwEvent::ConnectRequest {
+                provider_data: this.key,
+                local,
+                remote,
+                private_data: &copy[..n],
+                ird: clamp_u8(ird),
+                ord: clamp_u8(ord),
+            })
+            .is_ok();
     }
 }
 
@@ -597,7 +690,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
         let mut hs = pending.hs.lock();
         let hs = hs.as_mut().ok_or(EINVAL)?;
         let mut event = None;
-        let result = exchange(&socket, &mut |bytes| {
+        let result = exchange(&socket, cm.settings.mpa_timeout_ms(), &mut |bytes| {
             let (used, ev) = hs.on_bytes(bytes);
             let done = ev.is_some();
             event = ev;

@@ -18,7 +18,7 @@
 //! A full ring drops the completion, counts it (`overflows`) and raises `IB_EVENT_CQ_ERR`, as
 //! there is no room to report it; the consumer sized the CQ.
 
-use core::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{fence, AtomicU32, Ordering};
 use kernel::{
     new_spinlock_bh,
     prelude::*,
@@ -61,10 +61,8 @@ pub(crate) struct Cq {
     notifier: CqNotifier,
     /// Completions lost to a full ring.
     overflows: AtomicU32,
-    /// Destroyed by the consumer.
-    destroyed: AtomicBool,
-    /// Keeps the device's CQ count.
-    _place: crate::device::CountedPlace,
+    /// Its place on the device: its count and table entry, given back when destroyed.
+    place: crate::device::CountedPlace,
 }
 
 impl CompletionQueue for Cq {
@@ -94,11 +92,11 @@ impl CompletionQueue for Cq {
     }
 
     fn destroy(&self) {
-        self.destroyed.store(true, Ordering::Relaxed);
         // A process's ring leaves with the CQ (its user context checks that it did); dropped
         // outside the lock, as removing a mapping may sleep.
         let entries = core::mem::replace(&mut self.ring.lock().entries, Entries::Released);
         drop(entries);
+        self.place.leave();
     }
 }
 
@@ -147,16 +145,10 @@ impl Cq {
                 ),
                 notifier,
                 overflows: AtomicU32::new(0),
-                destroyed: AtomicBool::new(false),
-                _place: place,
+                place,
             }),
             GFP_KERNEL,
         )
-    }
-
-    /// Whether the consumer destroyed it.
-    pub(crate) fn is_destroyed(&self) -> bool {
-        self.destroyed.load(Ordering::Relaxed)
     }
 
     /// Adds the completion `c` of a work request of QP `qpn` (`qp` to the RDMA core).

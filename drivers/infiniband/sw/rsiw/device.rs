@@ -6,7 +6,7 @@
 //! iWARP connection management addresses by IP, the GID only has to be unique), the node and
 //! system image GUIDs are the MAC's EUI-64. The port follows the netdev's link and MTU.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     alloc::flags::GFP_ATOMIC,
     net::device::NetDevice,
@@ -23,7 +23,7 @@ use kernel::{
         },
         device_settings::SettingOutput,
         iw_provider::{IwCmId, IwConnParam},
-        memory_region::{DmaMemory, NewMr, UserPages},
+        memory_region::{DmaMemory, MemoryRegion, NewMr, UserPages},
         objects::{
             CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QueuePair,
         },
@@ -151,8 +151,8 @@ impl RsiwDevice {
         };
         take_one(&self.qps, limits::MAX_QP)?;
         // From here our place is given back when `place` (or the QP holding it) drops.
-        let place = CountedPlace(self.qps.clone());
         let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        let place = CountedPlace::new(&self.qps, &self.tables, Listed::Qp(qpn));
         let queues = match user {
             Some(user) => Some(Self::user_queues(attr, user, qpn)?),
             None => {
@@ -175,9 +175,12 @@ impl RsiwDevice {
             srq,
             events,
         )?;
-        let mut table = self.tables.qps.lock();
-        table.remove_where(|q| q.is_destroyed());
-        table.insert(qp.clone(), GFP_ATOMIC)?;
+        let listed = self.tables.qps.lock().insert(qp.clone(), GFP_ATOMIC);
+        if let Err(e) = listed {
+            // The QP and its work item hold each other until the QP is destroyed.
+            qp.destroy();
+            return Err(e);
+        }
         Ok((qp, qpn))
     }
 
@@ -244,12 +247,66 @@ impl RsiwDevice {
     }
 }
 
-/// A place taken in one of the device's object counts, given back on drop.
-pub(crate) struct CountedPlace(Arc<AtomicU32>);
+/// Which entry of the device's [`Tables`] an object has.
+#[derive(Clone, Copy)]
+enum Listed {
+    Cq(CqId),
+    Qp(u32),
+    Srq(SrqId),
+}
+
+/// An object's place on its device: one of the limited number of its kind, and its entry in
+/// the device's tables. The consumer destroying the object gives both back at once
+/// ([`Self::leave`]): a destroyed object neither counts against the limit nor stays listed
+/// while its last references go (an entry holds one, which would keep it alive until then).
+/// Dropping a place that never left gives its count back.
+pub(crate) struct CountedPlace {
+    count: Arc<AtomicU32>,
+    tables: Arc<Tables>,
+    listed: Listed,
+    left: AtomicBool,
+}
+
+impl CountedPlace {
+    fn new(count: &Arc<AtomicU32>, tables: &Arc<Tables>, listed: Listed) -> Self {
+        Self {
+            count: count.clone(),
+            tables: tables.clone(),
+            listed,
+            left: AtomicBool::new(false),
+        }
+    }
+
+    /// The consumer destroyed the object: gives its count back and takes it out of the table.
+    /// Call it from the object's `destroy`, outside the object's locks (it takes the table's).
+    pub(crate) fn leave(&self) {
+        if self.left.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        // Each entry is dropped once the table's lock is released (at the end of its `let`).
+        match self.listed {
+            Listed::Cq(id) => {
+                let entry = self.tables.cqs.lock().take_where(|(i, _)| *i == id);
+                drop(entry);
+            }
+            Listed::Qp(qpn) => {
+                let entry = self.tables.qps.lock().take_where(|q| q.qpn == qpn);
+                drop(entry);
+            }
+            Listed::Srq(id) => {
+                let entry = self.tables.srqs.lock().take_where(|(i, _)| *i == id);
+                drop(entry);
+            }
+        }
+    }
+}
 
 impl Drop for CountedPlace {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if !*self.left.get_mut() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -297,7 +354,7 @@ pub(crate) fn create(
             qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             srqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
             next_qpn: AtomicU32::new(1),
-            mrs: MrTable::new()?,
+            mrs: MrTable::new(limits::MAX_MR)?,
             cm: Cm::new(queue.clone())?,
             queue: queue.clone(),
             tables: Arc::pin_init(
@@ -438,7 +495,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
         take_one(&self.cqs, limits::MAX_CQ)?;
         // From here our place is given back when the CQ (or this error path) drops it.
-        let place = CountedPlace(self.cqs.clone());
+        let place = CountedPlace::new(&self.cqs, &self.tables, Listed::Cq(id));
         let cq = match user {
             None => Cq::new(entries, notifier, place)?,
             Some(user) => {
@@ -454,9 +511,10 @@ impl kernel::rdma::device::Driver for RsiwDevice {
                 cq
             }
         };
-        let mut table = self.tables.cqs.lock();
-        table.remove_where(|(_, c)| c.is_destroyed());
-        table.insert((id, cq.clone()), GFP_KERNEL)?;
+        self.tables
+            .cqs
+            .lock()
+            .insert((id, cq.clone()), GFP_KERNEL)?;
         Ok((cq, entries))
     }
 
@@ -468,9 +526,15 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         pages: UserPages,
         udata: &mut UserData<'_>,
     ) -> Result<NewMr> {
+        // Entered invalid: only once the process has its STag does the region become valid, and
+        // a failure before then takes it out of the table and unpins its pages here.
         let (mr, key) = self.mrs.add_user(pd, access, pages)?;
         // `struct siw_uresp_reg_mr`: the STag, then padding.
-        write_response(udata, &abi::reg_mr_response(key))?;
+        if let Err(e) = write_response(udata, &abi::reg_mr_response(key)) {
+            mr.deregister();
+            return Err(e);
+        }
+        mr.validate();
         Ok(NewMr { mr, key })
     }
 
@@ -571,7 +635,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         }
         take_one(&self.srqs, MAX_SRQ)?;
         // From here our place is given back when the SRQ (or this error path) drops it.
-        let place = CountedPlace(self.srqs.clone());
+        let place = CountedPlace::new(&self.srqs, &self.tables, Listed::Srq(id));
         attr.max_sge = attr.max_sge.max(1);
         let srq = match user {
             None => Srq::new(attr.max_wr, attr.max_sge, attr.limit, events, place)?,
@@ -586,9 +650,10 @@ impl kernel::rdma::device::Driver for RsiwDevice {
                 srq
             }
         };
-        let mut table = self.tables.srqs.lock();
-        table.remove_where(|(_, s)| s.is_destroyed());
-        table.insert((id, srq.clone()), GFP_KERNEL)?;
+        self.tables
+            .srqs
+            .lock()
+            .insert((id, srq.clone()), GFP_KERNEL)?;
         Ok(srq)
     }
 }

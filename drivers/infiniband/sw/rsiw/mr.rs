@@ -8,17 +8,27 @@
 //! (an SGE's lkey) or remote (a tagged DDP segment's STag), looks the region up, compares the
 //! whole STag, and then checks state, protection domain, rights and bounds.
 //!
+//! A remote access is checked when its request or segment arrives, and performed later: payload
+//! trickles in, a Read Response waits for the peer's window, meanwhile the consumer may
+//! invalidate, re-map or deregister the region. Each region therefore carries an epoch, a
+//! number that changes with every registration, invalidation and deregistration, drawn from a
+//! counter of the whole table so that no two registrations of any region share one. The engine
+//! hands the driver a [`Grant`] holding the epoch it checked against, and [`MrTable::tagged`]
+//! checks the grant again, epoch included, under the region's lock, the lock the memory is
+//! then accessed under.
+//!
 //! Three kinds of region exist: the DMA MR of kernel consumers (all of memory; local access
 //! only, as the 6.12 core never asks for more), fast-registration MRs (a page list from
 //! `map_mr_sg`, made valid by a REG_MR work request and invalid by LOCAL_INV or a received
 //! Send with Invalidate), and user MRs (a process's pages, pinned by `reg_user_mr` until the
 //! region is deregistered).
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     alloc::flags::GFP_ATOMIC,
     new_spinlock_bh,
     prelude::*,
+    random::random_u32,
     rdma::{
         memory_region::{
             DmaMemory, DmaRange, MemoryRegion, PageList, UserPages, ACCESS_LOCAL_WRITE,
@@ -29,7 +39,8 @@ use kernel::{
     sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
 };
 
-use crate::proto::placement::{self, AccessFlags, StagState};
+use crate::proto::placement::{self, AccessFlags, Grant, StagState};
+use crate::proto::terminate::TermError;
 
 /// What memory a region stands for.
 enum Backing {
@@ -62,6 +73,8 @@ struct MrState {
     valid: bool,
     /// `IB_ACCESS_*` rights.
     access: u32,
+    /// The registration, see the module documentation.
+    epoch: u64,
     backing: Backing,
 }
 
@@ -82,9 +95,22 @@ impl Mr {
         self.pd == pd
     }
 
+    /// Makes a user MR valid once its registration succeeded; a deregistered one stays invalid.
+    pub(crate) fn validate(&self) {
+        let mut s = self.state.lock();
+        if matches!(s.backing, Backing::User(_)) {
+            s.valid = true;
+            s.epoch = self.table.next_epoch();
+        }
+    }
+
     /// What the placement checks need to know about the region.
     fn describe(&self, pd_number: u32) -> placement::MemoryRegion {
-        let s = self.state.lock();
+        Self::describe_locked(&self.state.lock(), pd_number)
+    }
+
+    /// [`Self::describe`] of the state `s` the caller has locked.
+    fn describe_locked(s: &MrState, pd_number: u32) -> placement::MemoryRegion {
         let (base, len, zero_based) = match &s.backing {
             Backing::Dma(_) => (0, u64::MAX, false),
             other => {
@@ -105,7 +131,16 @@ impl Mr {
             base,
             len,
             zero_based,
+            epoch: s.epoch,
         }
+    }
+
+    /// Checks `grant` against the region as it is (`s`, locked by the caller) for a QP of `pd`;
+    /// returns the offset from the region's start.
+    fn recheck(&self, s: &MrState, pd: PdId, grant: &Grant) -> Result<u64, TermError> {
+        // The placement checks compare PD numbers: the QP's is 0, a region of another PD has 1.
+        let number = u32::from(!self.in_pd(pd));
+        grant.recheck(Some(&Self::describe_locked(s, number)), 0)
     }
 }
 
@@ -148,7 +183,12 @@ impl MemoryRegion for Mr {
     fn deregister(&self) {
         let (index, backing) = {
             let mut s = self.state.lock();
+            if matches!(s.backing, Backing::Gone) {
+                // Once only: its index may name another region by now.
+                return;
+            }
             s.valid = false;
+            s.epoch = self.table.next_epoch();
             (
                 s.stag >> 8,
                 core::mem::replace(&mut s.backing, Backing::Gone),
@@ -188,21 +228,31 @@ pub(crate) struct MrTable {
     /// each other on this device (`IB_ATOMIC_HCA`).
     #[pin]
     atomics: SpinLockBh<()>,
-    /// The key the next region gets: keys rotate, so that the STag of a deregistered region
-    /// does not name the next one entered at its index.
-    next_key: AtomicU32,
+    /// The epoch the next registration, invalidation or deregistration of any region takes.
+    epochs: AtomicU64,
+    /// Regions in the table, at most `max`.
+    count: AtomicU32,
+    max: u32,
 }
 
 impl MrTable {
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    /// A table of at most `max` regions.
+    pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 slots <- new_spinlock_bh!(KVec::new(), "MrTable::slots"),
                 atomics <- new_spinlock_bh!((), "MrTable::atomics"),
-                next_key: AtomicU32::new(0),
+                epochs: AtomicU64::new(1),
+                count: AtomicU32::new(0),
+                max,
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// A fresh epoch (64 bits do not wrap).
+    fn next_epoch(&self) -> u64 {
+        self.epochs.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Creates a region of `pd` and enters it, under the next key.
@@ -213,13 +263,22 @@ impl MrTable {
                 pd,
                 table: self.clone(),
                 state <- new_spinlock_bh!(
-                    MrState { stag: 0, valid: false, access, backing },
+                    MrState {
+                        stag: 0,
+                        valid: false,
+                        access,
+                        epoch: self.next_epoch(),
+                        backing
+                    },
                     "Mr::state"
                 ),
             }),
             GFP_KERNEL,
         )?;
         let mut slots = self.slots.lock();
+        if self.count.load(Ordering::Relaxed) >= self.max {
+            return Err(ENOMEM);
+        }
         let free = slots
             .iter()
             .skip(1)
@@ -238,11 +297,15 @@ impl MrTable {
         if index >= 1 << 24 {
             return Err(ENOMEM);
         }
-        let key = self.next_key.fetch_add(1, Ordering::Relaxed) & 0xff;
+        // A random key: a peer cannot derive a region's STag from another's (RFC 5040 section
+        // 8), and the STag of a region deregistered from this index rarely names the new one
+        // (which its grants could not reach anyway: they hold another epoch).
+        let key = random_u32() & 0xff;
         let stag = (index as u32) << 8 | key;
         mr.state.lock().stag = stag;
         if let Some(slot) = slots.get_mut(index) {
             *slot = Some(mr.clone());
+            self.count.fetch_add(1, Ordering::Relaxed);
         }
         Ok((mr, stag))
     }
@@ -272,16 +335,14 @@ impl MrTable {
         self.add(pd, 0, Backing::Pages(PageList::new(max_pages)?))
     }
 
-    /// A user MR of `pd` over `pages`, valid at once.
+    /// A user MR of `pd` over `pages`, invalid until [`Mr::validate`].
     pub(crate) fn add_user(
         self: &Arc<Self>,
         pd: PdId,
         access: u32,
         pages: UserPages,
     ) -> Result<(Arc<Mr>, u32)> {
-        let (mr, stag) = self.add(pd, access, Backing::User(pages))?;
-        mr.state.lock().valid = true;
-        Ok((mr, stag))
+        self.add(pd, access, Backing::User(pages))
     }
 
     /// Runs `f` with the device's atomic operations serialised.
@@ -293,7 +354,9 @@ impl MrTable {
     fn remove(&self, index: u32) {
         let mut slots = self.slots.lock();
         if let Some(slot) = slots.get_mut(index as usize) {
-            *slot = None;
+            if slot.take().is_some() {
+                self.count.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -318,28 +381,46 @@ impl MrTable {
         Some(mr.describe(number))
     }
 
-    /// Copies between memory and a buffer for a tagged access the placement checks allowed,
-    /// `offset` bytes after the region's base. `cache` holds the region this kind of access used
-    /// last, as for [`Self::local`]; it serves while it still has the STag (one deregistered
-    /// since has no memory, one registered anew has another key).
+    /// Performs the tagged access `grant` for a QP of `pd`: checks it again under the region's
+    /// lock ([`Grant::recheck`]) and, if it passes, runs `f` over its memory in pieces under the
+    /// same lock. `cache` holds the region this kind of access used last, as for
+    /// [`Self::local`]; a grant that fails there is checked against the region the table holds
+    /// for the STag, which reports the error.
     pub(crate) fn tagged(
         &self,
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
-        stag: u32,
-        offset: u64,
-        len: u64,
-        f: impl FnMut(DmaRange) -> Result,
-    ) -> Result {
-        self.with_cached(
-            bh,
-            cache,
-            stag,
-            |_, s| s.stag == stag,
-            |_, _| true,
-            |s| Self::access_tagged(s, offset, len, f),
-        )
-        .unwrap_or(Err(EINVAL))
+        pd: PdId,
+        grant: &Grant,
+        mut f: impl FnMut(DmaRange) -> Result,
+    ) -> core::result::Result<(), TermError> {
+        let usage = grant.access.usage;
+        // Memory that fails after the checks passed is the RNIC's own failure.
+        let local_failure = if usage.checked_by_rdmap() {
+            TermError::RdmapLocalCatastrophic
+        } else {
+            TermError::DdpLocalCatastrophic
+        };
+        let len = grant.access.len;
+        if len == 0 {
+            return Ok(());
+        }
+        if let Some(mr) = cache.as_ref() {
+            let s = mr.state.lock_in_bh(bh);
+            if let Ok(offset) = mr.recheck(&s, pd, grant) {
+                return Self::access_tagged(&s, offset, len, &mut f).map_err(|_| local_failure);
+            }
+        }
+        let Some(mr) = self.get(grant.access.stag) else {
+            return grant.recheck(None, 0).map(|_| ());
+        };
+        // One lock for the checks and the access: the region cannot change in between.
+        let s = mr.state.lock_in_bh(bh);
+        let offset = mr.recheck(&s, pd, grant)?;
+        let done = Self::access_tagged(&s, offset, len, &mut f).map_err(|_| local_failure);
+        drop(s);
+        *cache = Some(mr);
+        done
     }
 
     /// Runs `access` under the lock of a region, the one in `cache` if `current` still accepts
@@ -460,11 +541,13 @@ impl MrTable {
         s.stag = stag;
         s.access = access;
         s.valid = true;
+        s.epoch = self.next_epoch();
         Ok(())
     }
 
-    /// LOCAL_INV or a received Send with Invalidate: makes the region invalid. `remote`
-    /// requires the region to be a fast-registration one of `pd` (RFC 5040 section 6.10.4).
+    /// LOCAL_INV or a received Send with Invalidate: makes the region invalid, ending every
+    /// grant of its registration. It must be a fast-registration region of `pd` (RFC 5040
+    /// section 6.10.4).
     pub(crate) fn invalidate(&self, pd: PdId, stag: u32) -> core::result::Result<(), LocalError> {
         let mr = self.get(stag).ok_or(LocalError::Protection)?;
         if !mr.in_pd(pd) {
@@ -475,6 +558,7 @@ impl MrTable {
             return Err(LocalError::Protection);
         }
         s.valid = false;
+        s.epoch = self.next_epoch();
         Ok(())
     }
 }

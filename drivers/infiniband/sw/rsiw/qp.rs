@@ -49,7 +49,7 @@ use crate::{
     mr::{LocalAccess, LocalError, Mr, MrTable},
     proto::{
         pieces::Pieces,
-        placement,
+        placement::{self, Grant},
         qp_engine::{
             AtomicOp, Completion, EngineConfig, Outstanding, PayloadSource, Pending, QpContext,
             QpEngine, RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage,
@@ -221,7 +221,7 @@ pub(crate) struct Qp {
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
-    _place: CountedPlace,
+    place: CountedPlace,
 }
 
 /// The work item of a QP. It is its own object so that code holding only `&Qp` (the verbs,
@@ -339,7 +339,7 @@ impl Qp {
                 tx <- new_mutex!(tx, "Qp::tx"),
                 kicker: own_kicker,
                 queue,
-                _place: place,
+                place,
             }),
             GFP_KERNEL,
         )?;
@@ -408,7 +408,13 @@ impl Qp {
             socket: est.socket,
             cm_id: Some(est.cm_id),
         });
-        socket.install_callbacks(self.clone())?;
+        if socket.install_callbacks(self.clone()).is_err() {
+            // ESTABLISHED was delivered: the connection ends as any other does, the QP in
+            // error and iw_cm told with CLOSE.
+            self.flags.fetch_or(flag::ABORT, Ordering::Relaxed);
+            self.end(false);
+            return Ok(());
+        }
         socket.poke_data_ready();
         self.kick();
         Ok(())
@@ -690,6 +696,8 @@ impl Qp {
         drop(work);
         // The work item lets go of the QP (a run in progress keeps its own reference).
         *self.kicker.qp.lock() = None;
+        // The transmit buffers go now, not with the QP's last reference.
+        self.tx.lock().buffers.release();
     }
 
     /// Reports the completion `c` to the send or receive CQ.
@@ -850,14 +858,12 @@ impl MemAccess<'_> {
             })
     }
 
-    /// Runs `f` over a tagged range the placement checks allowed (`offset` from the region's
-    /// start); `cache` is the region this kind of access used last.
+    /// Runs `f` over the memory `grant` names once it passed its re-check ([`MrTable::tagged`]);
+    /// `cache` is the region this kind of access used last.
     fn tagged(
         self,
         cache: &mut Option<Arc<Mr>>,
-        stag: u32,
-        offset: u64,
-        len: usize,
+        grant: &Grant,
         mut f: impl FnMut(DmaRange, usize) -> Result,
     ) -> core::result::Result<(), TermError> {
         let mut at = 0;
@@ -868,8 +874,7 @@ impl MemAccess<'_> {
         };
         self.qp
             .mrs
-            .tagged(self.bh, cache, stag, offset, len as u64, &mut piece)
-            .map_err(|_| TermError::DdpBaseBounds)
+            .tagged(self.bh, cache, self.qp.pd, grant, &mut piece)
     }
 }
 
@@ -993,40 +998,38 @@ impl QpContext for Ctx<'_> {
 
     fn tagged_read(
         &mut self,
-        stag: u32,
-        offset: u64,
+        grant: &Grant,
         out: &mut [u8],
     ) -> core::result::Result<(), TermError> {
-        let len = out.len();
+        if grant.access.len != out.len() as u64 {
+            return Err(TermError::RdmapLocalCatastrophic);
+        }
         let mem = self.mem();
         let cache = &mut self.queues.mr_cache.tagged_read.0;
-        mem.tagged(cache, stag, offset, len, |r, at| {
+        mem.tagged(cache, grant, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
 
-    fn tagged_write(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: &[u8],
-    ) -> core::result::Result<(), TermError> {
+    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> core::result::Result<(), TermError> {
         let data = [data];
-        self.tagged_write_pieces(stag, offset, Pieces::one(&data))
+        self.tagged_write_pieces(grant, Pieces::one(&data))
     }
 
     fn tagged_write_pieces(
         &mut self,
-        stag: u32,
-        offset: u64,
+        grant: &Grant,
         data: Pieces<'_>,
     ) -> core::result::Result<(), TermError> {
+        if grant.access.len != data.len() as u64 {
+            return Err(TermError::DdpLocalCatastrophic);
+        }
         // The region is looked up, locked and checked once for the whole run; each of its
         // pages then takes the pieces that land in it.
         let mem = self.mem();
         let cache = &mut self.queues.mr_cache.tagged_write.0;
         let mut rest = data;
-        mem.tagged(cache, stag, offset, data.len(), |r, _| {
+        mem.tagged(cache, grant, |r, _| {
             let (here, after) = rest.split_at(r.len());
             rest = after;
             here.try_for_each_at(|at, piece| r.write(at, piece))
@@ -1035,19 +1038,26 @@ impl QpContext for Ctx<'_> {
 
     fn tagged_atomic(
         &mut self,
-        stag: u32,
-        offset: u64,
+        grant: &Grant,
         op: AtomicOp,
     ) -> core::result::Result<u64, TermError> {
-        // Atomic with respect to every other atomic of the device (IB_ATOMIC_HCA).
-        let qp = self.qp;
-        qp.mrs.with_atomics_serialised(|| {
-            let mut word = [0u8; 8];
-            self.tagged_read(stag, offset, &mut word)?;
-            let old = u64::from_ne_bytes(word);
-            self.tagged_write(stag, offset, &op.apply(old).to_ne_bytes())?;
-            Ok(old)
-        })
+        // Atomic with respect to every other atomic of the device (IB_ATOMIC_HCA), and one
+        // access: the word is read and written under one check of the region. An aligned
+        // 8-byte word lies in one page, so in one range.
+        let mem = self.mem();
+        let cache = &mut self.queues.mr_cache.tagged_write.0;
+        let mut old = None;
+        self.qp.mrs.with_atomics_serialised(|| {
+            mem.tagged(cache, grant, |r, _| {
+                let mut word = [0u8; 8];
+                r.read(0, &mut word)?;
+                let value = u64::from_ne_bytes(word);
+                r.write(0, &op.apply(value).to_ne_bytes())?;
+                old = Some(value);
+                Ok(())
+            })
+        })?;
+        old.ok_or(TermError::RdmapLocalCatastrophic)
     }
 
     fn invalidate_remote(&mut self, stag: u32) -> core::result::Result<(), TermError> {
@@ -1095,10 +1105,8 @@ impl QpContext for Ctx<'_> {
                 PayloadSource::Gather { sges, offset, len } => {
                     this.gather_pieces(sges, offset, len, &mut pieces)
                 }
-                PayloadSource::Tagged { stag, offset, len } => {
-                    let tagged =
-                        this.mem()
-                            .tagged(&mut cache, stag, offset, len as usize, &mut pieces);
+                PayloadSource::Tagged(grant) => {
+                    let tagged = this.mem().tagged(&mut cache, &grant, &mut pieces);
                     Ok(tagged.is_ok())
                 }
             }
@@ -1197,6 +1205,8 @@ impl QueuePair for Qp {
             }
             (State::Error, ib_state::RESET) => {
                 inner.queues.state = State::Idle(ib_state::RESET);
+                // What ended the last connection does not carry over to the next.
+                self.flags.fetch_and(flag::DEAD, Ordering::Relaxed);
                 Ok(())
             }
             _ => Err(EINVAL),
@@ -1228,6 +1238,7 @@ impl QueuePair for Qp {
 
     fn destroy(&self) {
         self.shut();
+        self.place.leave();
     }
 
     fn post_recv(&self, wr: &RecvWr<'_>) -> Result {

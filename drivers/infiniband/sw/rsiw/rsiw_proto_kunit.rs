@@ -22,7 +22,7 @@ use proto::{
     fpdu::{encode_fpdu, FpduError, FpduReceiver, RxEvent},
     mpa::{encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKinds},
     ord_ird::{Requester, Responder},
-    placement::{AccessFlags, MemoryRegion, StagState},
+    placement::{AccessFlags, Grant, MemoryRegion, StagState},
     rx_engine::{self, RxContext, RxEngine},
     segmenter::fpdu_size,
     terminate::TermError,
@@ -222,10 +222,13 @@ impl RxContext for Memory {
             base: 0,
             len: self.region.len() as u64,
             zero_based: true,
+            epoch: 0,
         })
     }
 
-    fn place_tagged(&mut self, _stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
+    fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        let region = self.lookup_stag(grant.access.stag);
+        let offset = grant.recheck(region.as_ref(), 1)?;
         let start = usize::try_from(offset).map_err(|_| TermError::DdpBaseBounds)?;
         self.region
             .get_mut(start..start + data.len())

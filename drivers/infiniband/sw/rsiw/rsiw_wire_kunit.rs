@@ -43,7 +43,7 @@ use kernel::{
         cm::{CmEvent, CmId, ConnParam, ReceivedParam},
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
-        kernel_qp::{QpCaps, SendWr, Sge, WcOpcode},
+        kernel_qp::{QpCaps, Remote, SendWr, Sge, WcOpcode},
     },
     sync::Arc,
     time::msecs_to_jiffies,
@@ -70,7 +70,7 @@ use proto::{
     },
     mpa_negotiation::{CrcPolicy, InitiatorConfig, InitiatorDecision, ResponderConfig},
     ord_ird::{Requester, Responder, MAX_DEPTH},
-    placement::MemoryRegion,
+    placement::{Grant, MemoryRegion},
     rdmap::{
         encode_headers, tagged_header, untagged_header, Opcode, OpcodeHeader, ReadRequestHeader,
         Segment,
@@ -145,6 +145,54 @@ fn garbage_instead_of_mpa_request_is_dropped(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// An MPA Request trickled a byte a second: the exchange's deadline (`mpa_timeout_ms`, 10 s by
+/// default) closes the connection long before the last byte (the frame has over 30), however
+/// regularly bytes come, and the ULP never hears of it.
+fn trickled_mpa_request_is_closed_by_the_deadline(test: &mut Test) -> Result {
+    let l = listener(7814)?;
+    let sock = connect(7814)?;
+    let mut hs = InitiatorHandshake::new(InitiatorConfig {
+        crc: CrcPolicy::Disabled,
+        enhanced: true,
+        ird: 4,
+        ord: 4,
+        max_ird: 16,
+        peer_to_peer: false,
+        rtr: RtrKinds::NONE,
+        large_fpdus: false,
+    });
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = hs
+        .request(b"a slow peer's private data", &mut frame)
+        .map_err(|_| EINVAL)?;
+    let mut closed = false;
+    let mut sent = 0;
+    for byte in frame.get(..len).ok_or(EINVAL)?.chunks(1) {
+        let mut buf = [0u8; 16];
+        match sock.recv(&mut buf, MsgFlags::DONTWAIT) {
+            Err(e) if e == EAGAIN => {}
+            _ => {
+                closed = true;
+                break;
+            }
+        }
+        if sock.send(byte, MsgFlags::NOSIGNAL).is_err() {
+            closed = true;
+            break;
+        }
+        sent += 1;
+        sleep_ms(1000);
+    }
+    kunit_expect!(test, closed, "a request trickled over {} s was kept", len);
+    kunit_expect!(test, sent < len);
+    kunit_expect!(
+        test,
+        !l.has_events(),
+        "the ULP heard of the trickled request"
+    );
+    Ok(())
+}
+
 fn markers_are_rejected(test: &mut Test) -> Result {
     let l = listener(7802)?;
     let sock = connect(7802)?;
@@ -212,11 +260,24 @@ fn connect_request(
     l: &CmId,
     private_data: &[u8],
 ) -> Result<(CmId, ReceivedParam, Arc<ProtectionDomain>)> {
+    connect_request_in(test, l, private_data, None)
+}
+
+/// [`connect_request`] with the QP in `pd`, if given.
+fn connect_request_in(
+    test: &mut Test,
+    l: &CmId,
+    private_data: &[u8],
+    pd: Option<Arc<ProtectionDomain>>,
+) -> Result<(CmId, ReceivedParam, Arc<ProtectionDomain>)> {
     let CmEvent::ConnectRequest(mut server, param) = l.next_event(msecs_to_jiffies(5000))? else {
         return Err(EPROTO);
     };
     kunit_expect!(test, param.private_data.starts_with(private_data));
-    let pd = server.device()?.alloc_pd()?;
+    let pd = match pd {
+        Some(pd) => pd,
+        None => server.device()?.alloc_pd()?,
+    };
     server.create_qp(
         &pd,
         QpCaps {
@@ -250,22 +311,24 @@ fn client_server_accept(
         rtr: RtrKinds::NONE,
         large_fpdus: false,
     };
-    client_server_accept_on(test, l, sock, config, ulp)
+    client_server_accept_on(test, l, sock, config, ulp, None)
 }
 
 /// [`client_server_accept`] on the listener `l` of the connected `sock`, requesting `config`.
+/// The QP goes into `pd` if given, else into a new PD.
 fn client_server_accept_on(
     test: &mut Test,
     l: CmId,
     sock: TcpSocket,
     config: InitiatorConfig,
     ulp: Option<(u8, u8)>,
+    pd: Option<Arc<ProtectionDomain>>,
 ) -> Result<ClientServer> {
     let mut hs = InitiatorHandshake::new(config);
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs.request(b"crafted", &mut frame).map_err(|_| EINVAL)?;
     sock.send(&frame[..len], MsgFlags::NONE)?;
-    let (server, param, pd) = connect_request(test, &l, b"crafted")?;
+    let (server, param, pd) = connect_request_in(test, &l, b"crafted", pd)?;
     let (responder_resources, initiator_depth) =
         ulp.unwrap_or((param.responder_resources, param.initiator_depth));
     server.accept(&ConnParam {
@@ -336,7 +399,7 @@ impl RxContext for Listen {
     fn lookup_stag(&mut self, _stag: u32) -> Option<MemoryRegion> {
         None
     }
-    fn place_tagged(&mut self, _stag: u32, _offset: u64, _data: &[u8]) -> Result<(), TermError> {
+    fn place_tagged(&mut self, _grant: &Grant, _data: &[u8]) -> Result<(), TermError> {
         Err(TermError::DdpInvalidStag)
     }
     fn recv_buffer(&mut self) -> Option<u64> {
@@ -523,6 +586,340 @@ fn atomic_out_of_bounds_terminates(test: &mut Test) -> Result {
 fn atomic_to_unknown_stag_terminates(test: &mut Test) -> Result {
     let term = atomic_terminate(test, 7810, ATOMIC_RIGHTS, |h| h.remote_stag = 0x00ab_cd00)?;
     kunit_expect_eq!(test, term, Some(TermError::RdmapInvalidStag));
+    Ok(())
+}
+
+// ---- Tagged access checked when it happens ----
+
+/// Registers `target` on `qp` for remote writes, through the fast-registration MR `mr`.
+fn register_for_writes(
+    test: &mut Test,
+    qp: &kernel::rdma::kernel_qp::KernelQp,
+    mr: &Arc<FastRegMr>,
+    target: &Arc<DmaBuffer>,
+) -> Result {
+    qp.post_send(
+        &SendWr::RegMr {
+            mr,
+            buffer: target,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        },
+        1,
+    )?;
+    let wc = qp.wait(msecs_to_jiffies(5000))?;
+    kunit_expect!(test, wc.status.is_success() && wc.opcode == WcOpcode::RegMr);
+    Ok(())
+}
+
+/// Bytes of the Write payload (`WRITTEN`) in `buf`.
+fn written(buf: &DmaBuffer) -> Result<usize> {
+    let mut bytes = [0u8; WRITE_LEN];
+    buf.read(0, &mut bytes)?;
+    Ok(bytes.iter().filter(|&&b| b == WRITTEN).count())
+}
+
+const WRITE_LEN: usize = 256;
+const WRITTEN: u8 = 0xa5;
+
+/// An RDMA Write into a region of rsiw's side, in one FPDU of which we send the header and half
+/// the payload; then `meanwhile` runs on the QP, the region (which it may take, to deregister
+/// it) and its buffer, and returns a region and buffer no byte of the rest may reach either
+/// (or `None`); then the rest of the FPDU. Returns the TERMINATE rsiw answers with; checks
+/// that no byte arrived after `meanwhile`.
+fn write_across(
+    test: &mut Test,
+    port: u16,
+    meanwhile: impl FnOnce(
+        &mut Test,
+        &CmId,
+        &mut Option<Arc<FastRegMr>>,
+        &Arc<DmaBuffer>,
+    ) -> Result<Option<(Arc<FastRegMr>, Arc<DmaBuffer>)>>,
+) -> Result<Option<TermError>> {
+    let (_l, server, sock, pd) = established(test, port)?;
+    let target = DmaBuffer::new(&pd, WRITE_LEN)?;
+    let mr = FastRegMr::new(&pd, 2)?;
+    register_for_writes(test, server.qp()?, &mr, &target)?;
+    let wire = fpdus(
+        WorkRequest::Write {
+            stag: mr.rkey(),
+            tagged_offset: mr.iova(),
+            len: WRITE_LEN as u32,
+        },
+        &[WRITTEN; WRITE_LEN],
+    )?;
+    // The FPDU ends with the payload's second half and the 4-byte CRC field.
+    let split = wire.len().checked_sub(WRITE_LEN / 2 + 4).ok_or(EINVAL)?;
+    sock.send(wire.get(..split).ok_or(EINVAL)?, MsgFlags::NONE)?;
+    // rsiw places what arrived; wait until it has.
+    for _ in 0..100 {
+        if written(&target)? == WRITE_LEN / 2 {
+            break;
+        }
+        sleep_ms(10);
+    }
+    let before = written(&target)?;
+    kunit_expect_eq!(test, before, WRITE_LEN / 2);
+    let mut mr = Some(mr);
+    let other = meanwhile(test, &server, &mut mr, &target)?;
+    sock.send(wire.get(split..).ok_or(EINVAL)?, MsgFlags::NONE)?;
+    let term = terminate_after(test, &server, &sock)?;
+    kunit_expect_eq!(test, written(&target)?, before);
+    if let Some((_other_mr, other_buf)) = other {
+        kunit_expect_eq!(test, written(&other_buf)?, 0);
+    }
+    Ok(term)
+}
+
+fn write_after_local_invalidate_terminates(test: &mut Test) -> Result {
+    let term = write_across(test, 7811, |test, server, mr, _| {
+        let mr = mr.as_ref().ok_or(EINVAL)?;
+        let qp = server.qp()?;
+        qp.post_send(&SendWr::LocalInv { mr }, 2)?;
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        kunit_expect!(test, wc.status.is_success());
+        Ok(None)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+fn write_after_invalidate_and_register_again_terminates(test: &mut Test) -> Result {
+    // The region is valid again under the very same STag, over the same buffer: the rest of the
+    // segment belongs to the registration it was checked against, which is gone.
+    let term = write_across(test, 7812, |test, server, mr, target| {
+        let mr = mr.as_ref().ok_or(EINVAL)?;
+        let qp = server.qp()?;
+        qp.post_send(&SendWr::LocalInv { mr }, 2)?;
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        kunit_expect!(test, wc.status.is_success());
+        register_for_writes(test, qp, mr, target)?;
+        Ok(None)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+fn write_after_send_with_invalidate_on_another_qp_terminates(test: &mut Test) -> Result {
+    // A second connection, its QP in the PD of the first one's, carries a Send with Invalidate
+    // of the region the first one's Write is trickling into.
+    let term = write_across(test, 7815, |test, _server, mr, target| {
+        let rkey = mr.as_ref().ok_or(EINVAL)?.rkey();
+        let l = listener(7816)?;
+        let sock = connect(7816)?;
+        let config = InitiatorConfig {
+            crc: CrcPolicy::Disabled,
+            enhanced: true,
+            ird: 4,
+            ord: 4,
+            max_ird: 16,
+            peer_to_peer: false,
+            rtr: RtrKinds::NONE,
+            large_fpdus: false,
+        };
+        let other =
+            client_server_accept_on(test, l, sock, config, None, Some(target.pd().clone()))?;
+        let buffer = DmaBuffer::new(target.pd(), 16)?;
+        let qp = other.server.qp()?;
+        qp.post_recv(
+            Sge {
+                buffer: &buffer,
+                offset: 0,
+                len: 16,
+            },
+            3,
+        )?;
+        let wire = fpdus(
+            WorkRequest::Send {
+                len: 0,
+                solicited: false,
+                invalidate: Some(rkey),
+            },
+            &[],
+        )?;
+        other.sock.send(&wire, MsgFlags::NONE)?;
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        kunit_expect!(test, wc.status.is_success());
+        kunit_expect_eq!(test, wc.invalidated_rkey, Some(rkey));
+        Ok(None)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+fn write_after_deregister_reaches_no_region_at_its_index(test: &mut Test) -> Result {
+    // The region is deregistered and another one registered for remote writes: it takes the
+    // index the old STag names (the lowest free one), under another key.
+    let term = write_across(test, 7813, |test, server, mr, target| {
+        let mr = mr.take().ok_or(EINVAL)?;
+        let qp = server.qp()?;
+        qp.post_send(&SendWr::LocalInv { mr: &mr }, 2)?;
+        let wc = qp.wait(msecs_to_jiffies(5000))?;
+        kunit_expect!(test, wc.status.is_success());
+        let old_index = mr.rkey() >> 8;
+        drop(mr);
+        let buf = DmaBuffer::new(target.pd(), WRITE_LEN)?;
+        let other = FastRegMr::new(target.pd(), 2)?;
+        kunit_expect_eq!(test, other.rkey() >> 8, old_index);
+        register_for_writes(test, qp, &other, &buf)?;
+        Ok(Some((other, buf)))
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+// ---- Read Responses that do not answer the Read ----
+
+/// Bytes of the Read the malformed responses answer.
+const READ_LEN: u32 = 64;
+
+/// One Read Response segment for the sink `sink_stag`, at tagged offset `to`, `len` bytes, with
+/// the DDP Last flag `last` (without CRC).
+fn response_segment(sink_stag: u32, to: u64, len: u32, last: bool) -> Result<KVec<u8>> {
+    let payload = [0x3cu8; READ_LEN as usize];
+    let mut wire = fpdus(
+        WorkRequest::ReadResponse {
+            sink_stag,
+            sink_tagged_offset: to,
+            len,
+        },
+        payload.get(..len as usize).ok_or(EINVAL)?,
+    )?;
+    if !last {
+        // Byte 2, after the MPA length, is DDP's control field: L is its 0x40 bit. One FPDU,
+        // no CRC to fix.
+        let ctrl = wire.get_mut(LENGTH_FIELD_LEN).ok_or(EINVAL)?;
+        *ctrl &= !0x40;
+    }
+    Ok(wire)
+}
+
+/// rsiw posts an RDMA Read of [`READ_LEN`] bytes; we answer its Read Request with the
+/// segments `answer` makes from the sink's STag and tagged offset. Returns the TERMINATE rsiw
+/// answers with; checks that the Read completes in error, never successfully.
+fn read_answered_by(
+    test: &mut Test,
+    port: u16,
+    answer: impl FnOnce(u32, u64) -> Result<KVec<u8>>,
+) -> Result<Option<TermError>> {
+    let (_l, server, sock, pd) = established(test, port)?;
+    let sink = DmaBuffer::new(&pd, READ_LEN as usize)?;
+    let qp = server.qp()?;
+    qp.post_send(
+        &SendWr::Read {
+            local: Sge {
+                buffer: &sink,
+                offset: 0,
+                len: READ_LEN as usize,
+            },
+            remote: Remote {
+                addr: 0x1000,
+                rkey: 0x4200,
+            },
+        },
+        9,
+    )?;
+    let mut inbox = Inbox::new(&[])?;
+    let request = match segment(inbox.next_fpdu(&sock)?)?.header {
+        OpcodeHeader::ReadRequest(h) => h,
+        _ => return Err(EPROTO),
+    };
+    kunit_expect_eq!(test, request.read_size, READ_LEN);
+    let wire = answer(request.sink_stag, request.sink_tagged_offset)?;
+    sock.send(&wire, MsgFlags::NONE)?;
+    let term = terminate_after(test, &server, &sock)?;
+    let wc = qp.wait(msecs_to_jiffies(5000))?;
+    kunit_expect_eq!(test, wc.tag, 9);
+    kunit_expect!(
+        test,
+        !wc.status.is_success(),
+        "a malformed response completed the Read"
+    );
+    Ok(term)
+}
+
+fn read_answered_by_one_empty_last_segment_fails(test: &mut Test) -> Result {
+    let term = read_answered_by(test, 7817, |stag, to| response_segment(stag, to, 0, true))?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpBaseBounds));
+    Ok(())
+}
+
+fn read_answered_out_of_order_fails(test: &mut Test) -> Result {
+    let half = READ_LEN / 2;
+    let term = read_answered_by(test, 7818, |stag, to| {
+        let mut wire = response_segment(stag, to + u64::from(half), half, false)?;
+        wire.extend_from_slice(&response_segment(stag, to, half, true)?, GFP_KERNEL)?;
+        Ok(wire)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpBaseBounds));
+    Ok(())
+}
+
+fn read_answered_by_overlapping_segments_fails(test: &mut Test) -> Result {
+    // Three quarters, then three quarters from the middle: as many bytes as the Read, some
+    // placed twice, some never.
+    let part = READ_LEN / 4 * 3;
+    let term = read_answered_by(test, 7819, |stag, to| {
+        let mut wire = response_segment(stag, to, part, false)?;
+        let again = response_segment(stag, to + u64::from(READ_LEN / 4), part, true)?;
+        wire.extend_from_slice(&again, GFP_KERNEL)?;
+        Ok(wire)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpBaseBounds));
+    Ok(())
+}
+
+fn read_answered_short_fails(test: &mut Test) -> Result {
+    let term = read_answered_by(test, 7820, |stag, to| {
+        response_segment(stag, to, READ_LEN / 2, true)
+    })?;
+    kunit_expect_eq!(test, term, Some(TermError::DdpBaseBounds));
+    Ok(())
+}
+
+/// A Read Request of ours to a region of rsiw's side with remote read access, `adjust`ed;
+/// returns the TERMINATE rsiw answers with, on the request's arrival.
+fn read_request_terminate(
+    test: &mut Test,
+    port: u16,
+    adjust: impl FnOnce(&mut ReadRequestHeader),
+) -> Result<Option<TermError>> {
+    let (_l, server, sock, pd) = established(test, port)?;
+    let source = DmaBuffer::new(&pd, 64)?;
+    let mr = FastRegMr::new(&pd, 2)?;
+    let qp = server.qp()?;
+    qp.post_send(
+        &SendWr::RegMr {
+            mr: &mr,
+            buffer: &source,
+            access: Access::REMOTE_READ,
+        },
+        1,
+    )?;
+    let wc = qp.wait(msecs_to_jiffies(5000))?;
+    kunit_expect!(test, wc.status.is_success() && wc.opcode == WcOpcode::RegMr);
+    let mut header = ReadRequestHeader {
+        sink_stag: 0x4200,
+        sink_tagged_offset: 0x1000,
+        read_size: 64,
+        source_stag: mr.rkey(),
+        source_tagged_offset: mr.iova(),
+    };
+    adjust(&mut header);
+    let wire = fpdus(WorkRequest::ReadRequest(header), &[])?;
+    sock.send(&wire, MsgFlags::NONE)?;
+    terminate_after(test, &server, &sock)
+}
+
+fn read_request_with_wrapping_sink_terminates(test: &mut Test) -> Result {
+    let term = read_request_terminate(test, 7821, |h| h.sink_tagged_offset = u64::MAX - 8)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapToWrap));
+    Ok(())
+}
+
+fn read_request_with_wrapping_source_terminates(test: &mut Test) -> Result {
+    let term = read_request_terminate(test, 7822, |h| h.source_tagged_offset = u64::MAX - 8)?;
+    kunit_expect_eq!(test, term, Some(TermError::RdmapToWrap));
     Ok(())
 }
 
@@ -1245,7 +1642,7 @@ fn send_fpdu_lengths(test: &mut Test, port: u16, offer: bool) -> Result<KVec<usi
         rtr: RtrKinds::NONE,
         large_fpdus: offer,
     };
-    let c = client_server_accept_on(test, l, sock, config, None)?;
+    let c = client_server_accept_on(test, l, sock, config, None, None)?;
     // rsiw's reply offers large FPDUs (its `large_fpdus` setting is on by default).
     kunit_expect_eq!(test, c.reply.large_fpdus, offer);
     let buffer = DmaBuffer::new(&c.pd, LARGE_SEND)?;
@@ -1389,6 +1786,7 @@ kernel::kunit_suite!(
     rsiw_wire,
     [
         garbage_instead_of_mpa_request_is_dropped,
+        trickled_mpa_request_is_closed_by_the_deadline,
         markers_are_rejected,
         send_without_receive_terminates,
         write_to_unknown_stag_terminates,
@@ -1398,6 +1796,16 @@ kernel::kunit_suite!(
         atomic_without_atomic_access_terminates,
         atomic_out_of_bounds_terminates,
         atomic_to_unknown_stag_terminates,
+        write_after_local_invalidate_terminates,
+        write_after_invalidate_and_register_again_terminates,
+        write_after_send_with_invalidate_on_another_qp_terminates,
+        write_after_deregister_reaches_no_region_at_its_index,
+        read_answered_by_one_empty_last_segment_fails,
+        read_answered_out_of_order_fails,
+        read_answered_by_overlapping_segments_fails,
+        read_answered_short_fails,
+        read_request_with_wrapping_sink_terminates,
+        read_request_with_wrapping_source_terminates,
         responder_takes_send_rtr,
         responder_takes_write_rtr,
         responder_takes_read_rtr,

@@ -20,8 +20,11 @@
 //!   packet, up to MPA's 64 KiB) in the MPA exchange, and to send them when the peer offers
 //!   too; `0` to keep every FPDU within one segment. Only software peers offer it (the C siw
 //!   in its `try_gso` build); RFC 5044 peers ignore the offer and get one segment per FPDU.
+//! - `mpa_timeout_ms`: how long a connection's whole MPA exchange (and, in the peer-to-peer
+//!   model, its RTR) may take, 100 to 600000 ms, 10000 by default: a peer that trickles its
+//!   request or reply a byte at a time is closed then.
 
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
 use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
 
 use crate::proto::{
@@ -39,6 +42,7 @@ pub(crate) const NAMES: &[&CStr] = &[
     c_str!("peer_to_peer"),
     c_str!("rtr_kinds"),
     c_str!("large_fpdus"),
+    c_str!("mpa_timeout_ms"),
 ];
 
 /// The settings of one device.
@@ -51,7 +55,11 @@ pub(crate) struct Settings {
     /// Bit 0 Send, bit 1 Write, bit 2 Read.
     rtr: AtomicU8,
     large_fpdus: AtomicBool,
+    mpa_timeout_ms: AtomicU32,
 }
+
+/// The bounds of `mpa_timeout_ms`.
+const MPA_TIMEOUT_MS: core::ops::RangeInclusive<u32> = 100..=600_000;
 
 /// The RTR kinds by name, in the order of their bits in `Settings::rtr`.
 const RTR_NAMES: [(&str, RtrKind); 3] = [
@@ -84,7 +92,13 @@ impl Settings {
             peer_to_peer: AtomicBool::new(false),
             rtr: AtomicU8::new(0b111),
             large_fpdus: AtomicBool::new(true),
+            mpa_timeout_ms: AtomicU32::new(10_000),
         }
+    }
+
+    /// How long an MPA exchange may take, in milliseconds.
+    pub(crate) fn mpa_timeout_ms(&self) -> u32 {
+        self.mpa_timeout_ms.load(Ordering::Relaxed)
     }
 
     /// Whether to initiate in the peer-to-peer model.
@@ -148,6 +162,7 @@ impl Settings {
                 Ok(())
             }
             6 => write!(out, "{}", u8::from(self.large_fpdus())),
+            7 => write!(out, "{}", self.mpa_timeout_ms()),
             _ => return Err(EINVAL),
         };
         r.map_err(|_| EINVAL)
@@ -200,6 +215,13 @@ impl Settings {
                 "0" | "1" => self.large_fpdus.store(value == "1", Ordering::Relaxed),
                 _ => return Err(EINVAL),
             },
+            7 => {
+                let ms: u32 = value.trim().parse().map_err(|_| EINVAL)?;
+                if !MPA_TIMEOUT_MS.contains(&ms) {
+                    return Err(EINVAL);
+                }
+                self.mpa_timeout_ms.store(ms, Ordering::Relaxed);
+            }
             _ => return Err(EINVAL),
         }
         Ok(())

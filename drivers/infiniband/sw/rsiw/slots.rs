@@ -31,15 +31,6 @@ impl<T> Slots<T> {
             .and_then(Option::take)
     }
 
-    /// Drops every value `f` accepts.
-    pub(crate) fn remove_where(&mut self, f: impl Fn(&T) -> bool) {
-        for slot in self.0.iter_mut() {
-            if slot.as_ref().is_some_and(&f) {
-                *slot = None;
-            }
-        }
-    }
-
     /// The values.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.0.iter().filter_map(Option::as_ref)

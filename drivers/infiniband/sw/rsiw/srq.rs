@@ -64,7 +64,7 @@ pub(crate) struct Srq {
     max_sge: u32,
     events: SrqEvents,
     destroyed: AtomicBool,
-    _place: CountedPlace,
+    place: CountedPlace,
 }
 
 impl Srq {
@@ -123,7 +123,7 @@ impl Srq {
                 max_sge,
                 events,
                 destroyed: AtomicBool::new(false),
-                _place: place,
+                place,
             }),
             GFP_KERNEL,
         )
@@ -211,5 +211,6 @@ impl SharedReceiveQueue for Srq {
         // mapping may sleep.
         let pool = core::mem::replace(&mut self.inner.lock().pool, Pool::Released);
         drop(pool);
+        self.place.leave();
     }
 }

@@ -124,6 +124,14 @@ impl TxBuffers {
         })
     }
 
+    /// Gives the memory back once the QP is destroyed: later rounds get no room.
+    pub(crate) fn release(&mut self) {
+        self.splice = None;
+        self.own = KVec::new();
+        self.list.clear();
+        self.marked = 0;
+    }
+
     /// Starts a round: the buffer the engine writes FPDUs into, the references it may take
     /// payload into (none when the QP's own buffer is used, which TCP copies) and its wire
     /// budget. [`Self::finish`] sends what the engine produced.

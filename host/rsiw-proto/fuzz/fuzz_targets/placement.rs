@@ -35,6 +35,7 @@ fn region(b: &[u8]) -> MemoryRegion {
         base: be64(&b[6..]),
         len: be64(&b[14..]),
         zero_based: b[22] & 1 != 0,
+        epoch: 0,
     }
 }
 

@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::mpa::RtrKind;
-use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::terminate::TermError;
 
@@ -46,6 +46,8 @@ struct Mr {
     access: u32,
     base: u64,
     valid: bool,
+    /// Changes on every registration and invalidation (`MemoryRegion::epoch`).
+    epoch: u64,
     data: Vec<u8>,
 }
 
@@ -132,6 +134,7 @@ impl Node {
                 access,
                 base: 0x1000 * i as u64,
                 valid: true,
+                epoch: 0,
                 data: vec![0; REGION_LEN],
             })
             .collect();
@@ -179,13 +182,9 @@ impl Node {
                 assert_eq!(left, 0);
                 Some(bytes)
             }
-            PayloadSource::Tagged { stag, offset, len } => {
-                // The engine checked the range when the Read Request came.
-                let mr = self.mrs.get((stag >> 8) as usize).expect("a region");
-                let start = usize::try_from(offset).expect("an offset in the region");
-                let bytes = mr.data.get(start..start + len as usize);
-                Some(bytes.expect("a range in the region").to_vec())
-            }
+            // Re-checked as every access is: the region may have been invalidated since the
+            // Read Request came.
+            PayloadSource::Tagged(grant) => self.granted(&grant).ok().map(|b| b.to_vec()),
         }
     }
 
@@ -206,11 +205,15 @@ impl Node {
         mr.data.get_mut(start..end).ok_or(WcStatus::LocProtErr)
     }
 
-    fn tagged(&mut self, stag: u32, offset: u64, len: usize) -> Result<&mut [u8], TermError> {
-        let mr = self.mrs.get_mut((stag >> 8) as usize);
-        let mr = mr.expect("placement checked the STag");
-        let start = usize::try_from(offset).expect("checked offset");
-        // The engine checked the range against the region.
+    /// The bytes `grant` names, re-checked against the region as it is now, as a driver must
+    /// check every access; a grant that passes lies inside the region.
+    fn granted(&mut self, grant: &Grant) -> Result<&mut [u8], TermError> {
+        let region = self.lookup_stag(grant.access.stag);
+        let start = grant.recheck(region.as_ref(), PD)?;
+        let mr = self.mrs.get_mut((grant.access.stag >> 8) as usize);
+        let mr = mr.expect("a grant that passes names a region");
+        let start = usize::try_from(start).expect("an offset inside the region");
+        let len = usize::try_from(grant.access.len).expect("a length inside the region");
         Ok(&mut mr.data[start..start + len])
     }
 }
@@ -267,28 +270,27 @@ impl QpContext for Node {
             base: mr.base,
             len: mr.data.len() as u64,
             zero_based: mr.base == 0,
+            epoch: mr.epoch,
         })
     }
 
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError> {
-        let len = out.len();
-        out.copy_from_slice(self.tagged(stag, offset, len)?);
+    fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError> {
+        out.copy_from_slice(self.granted(grant)?);
         Ok(())
     }
 
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        self.tagged(stag, offset, data.len())?.copy_from_slice(data);
+    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        self.granted(grant)?.copy_from_slice(data);
         // Only Read Responses write into the sinks' region (it grants no
         // remote write).
-        let base = self.mrs.get((stag >> 8) as usize).map_or(0, |mr| mr.base);
         if let Some(read) = self.reads.iter_mut().find(|r| !r.completed) {
-            read.place(stag, base + offset, data.len());
+            read.place(grant.access.stag, grant.access.tagged_offset, data.len());
         }
         Ok(())
     }
 
-    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError> {
-        let word = self.tagged(stag, offset, 8)?;
+    fn tagged_atomic(&mut self, grant: &Grant, op: AtomicOp) -> Result<u64, TermError> {
+        let word = self.granted(grant)?;
         let old = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
         word.copy_from_slice(&op.apply(old).to_ne_bytes());
         Ok(old)
@@ -298,6 +300,7 @@ impl QpContext for Node {
         match self.mrs.get_mut((stag >> 8) as usize) {
             Some(mr) if mr.stag == stag && mr.valid => {
                 mr.valid = false;
+                mr.epoch = mr.epoch.wrapping_add(1);
                 Ok(())
             }
             _ => Err(TermError::RdmapProtectionCannotInvalidate),
@@ -323,6 +326,7 @@ impl QpContext for Node {
         mr.stag = stag;
         mr.access = access;
         mr.valid = true;
+        mr.epoch = mr.epoch.wrapping_add(1);
         Ok(())
     }
 
@@ -708,6 +712,7 @@ fn by_reference(
                 access: 0x1,
                 base: 0x5000,
                 valid: true,
+                epoch: 0,
                 data: (0..LARGE_LEN).map(|i| (i * 7 + i / 251) as u8).collect(),
             });
         }

@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::ord_ird::{RequestKind, Requester, Responder};
 use rsiw_proto::proto::pieces::Pieces;
-use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::rx_engine::{RxContext, RxEngine, RxEvent, RxTermination};
 use rsiw_proto::proto::terminate::TermError;
 
@@ -40,6 +40,7 @@ impl Mem {
             base,
             len: 64,
             zero_based,
+            epoch: 0,
         };
         let regions = vec![
             (region(0, AccessFlags::REMOTE_WRITE, 0, true), vec![0; 64]),
@@ -90,10 +91,15 @@ impl RxContext for Mem {
         self.regions.get((stag >> 8) as usize).map(|(r, _)| *r)
     }
 
-    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        let (region, bytes) = &mut self.regions[(stag >> 8) as usize];
-        assert_eq!(region.stag, stag);
-        let at = usize::try_from(offset).unwrap();
+    fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        assert_eq!(grant.access.len, data.len() as u64);
+        let region = self.lookup_stag(grant.access.stag);
+        // A grant the engine made passes the re-check while nothing changed.
+        let at = grant
+            .recheck(region.as_ref(), PD)
+            .expect("an unchanged region");
+        let (_, bytes) = &mut self.regions[(grant.access.stag >> 8) as usize];
+        let at = usize::try_from(at).unwrap();
         bytes[at..at + data.len()].copy_from_slice(data);
         Ok(())
     }

@@ -12,7 +12,7 @@ use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::immediate::ImmediateData;
 use rsiw_proto::proto::ord_ird::{Requester, Responder};
 use rsiw_proto::proto::pieces::Pieces;
-use rsiw_proto::proto::placement::{AccessFlags, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::rdmap::ReadRequestHeader;
 use rsiw_proto::proto::rx_engine::{RxContext, RxEngine, RxEvent, RxTermination};
 use rsiw_proto::proto::terminate::{TermError, TerminateControl};
@@ -95,9 +95,30 @@ impl Mem {
             base: 0,
             len,
             zero_based: true,
+            epoch: 0,
         };
         self.regions
             .insert(stag >> 8, (region, vec![0; len as usize]));
+    }
+
+    /// The bytes `grant` names, re-checked against the region as it is now,
+    /// as a driver must check every access.
+    pub fn granted(&mut self, grant: &Grant) -> Result<&mut [u8], TermError> {
+        let region = self.lookup_stag(grant.access.stag);
+        let at = grant.recheck(region.as_ref(), PD)? as usize;
+        let (_, bytes) = self
+            .regions
+            .get_mut(&(grant.access.stag >> 8))
+            .ok_or(TermError::DdpInvalidStag)?;
+        Ok(&mut bytes[at..at + grant.access.len as usize])
+    }
+
+    /// The offset from its region's start of what `grant` names (which passes its re-check).
+    pub fn offset_of(&mut self, grant: &Grant) -> u64 {
+        let region = self.lookup_stag(grant.access.stag);
+        grant
+            .recheck(region.as_ref(), PD)
+            .expect("a grant of an unchanged region")
     }
 
     pub fn bytes(&self, stag: u32) -> &[u8] {
@@ -122,23 +143,18 @@ impl RxContext for Mem {
         self.regions.get(&(stag >> 8)).map(|(r, _)| *r)
     }
 
-    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        let (_, bytes) = self.regions.get_mut(&(stag >> 8)).expect("checked STag");
-        let at = offset as usize;
-        bytes[at..at + data.len()].copy_from_slice(data);
+    fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        assert_eq!(grant.access.len, data.len() as u64);
+        let bytes = self.granted(grant)?;
+        bytes.copy_from_slice(data);
         Ok(())
     }
 
-    fn place_tagged_pieces(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: Pieces<'_>,
-    ) -> Result<(), TermError> {
+    fn place_tagged_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
         self.runs += 1;
-        let (_, bytes) = self.regions.get_mut(&(stag >> 8)).expect("checked STag");
-        let at = offset as usize;
-        assert!(data.copy_to(&mut bytes[at..at + data.len()]));
+        assert_eq!(grant.access.len, data.len() as u64);
+        let bytes = self.granted(grant)?;
+        assert!(data.copy_to(bytes));
         Ok(())
     }
 
@@ -196,21 +212,21 @@ impl RxContext for Mem {
             RxEvent::ReadRequest {
                 slot,
                 header,
-                source_offset,
+                source,
             } => Ev::ReadRequest {
                 slot,
                 header,
-                source_offset,
+                source_offset: self.offset_of(&source),
             },
             RxEvent::ReadResponse { slot } => Ev::ReadResponse { slot },
             RxEvent::AtomicRequest {
                 slot,
                 header,
-                target_offset,
+                target,
             } => Ev::AtomicRequest {
                 slot,
                 header,
-                target_offset,
+                target_offset: self.offset_of(&target),
             },
             RxEvent::AtomicResponse { slot, header } => Ev::AtomicResponse { slot, header },
             RxEvent::Terminate(m) => Ev::Terminate {

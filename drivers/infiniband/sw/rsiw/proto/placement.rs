@@ -111,6 +111,11 @@ pub struct MemoryRegion {
     /// Whether tagged offsets count from the region's start (zero-based)
     /// rather than being virtual addresses.
     pub zero_based: bool,
+    /// The region's registration: it changes whenever the region is
+    /// registered, invalidated or deregistered, so that an access allowed
+    /// against one registration is refused against the next, even under the
+    /// same STag with the same bounds ([`Grant::recheck`]).
+    pub epoch: u64,
 }
 
 /// Why a tagged buffer is accessed, which fixes the right it needs and the
@@ -276,6 +281,73 @@ pub fn check_tagged(
         atomic::check_alignment(address).map_err(|e| e.term())?;
     }
     Ok(offset)
+}
+
+/// A tagged access the checks allowed, as the engine hands it to the driver
+/// to perform: the access (its bytes may be fewer than those checked, see
+/// [`Self::narrow`]) and the registration of the region it was allowed
+/// against.
+///
+/// Payload that arrives in pieces, a Read Response that streams out while the
+/// peer's window opens and closes, and a queued atomic are performed later
+/// than their header was checked, and the consumer may invalidate, re-map or
+/// deregister the region in between. The driver therefore re-checks every
+/// access with [`Self::recheck`] under the region's lock, the lock that also
+/// covers the memory access itself: what is checked is what is accessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The access: use (and so the right), STag, tagged offset and length.
+    pub access: TaggedAccess,
+    /// [`MemoryRegion::epoch`] of the region when the access was allowed.
+    pub epoch: u64,
+}
+
+impl Grant {
+    /// The grant of bytes `at..at + len` of this one (`None` if they are
+    /// not all inside it).
+    pub fn narrow(&self, at: u64, len: u64) -> Option<Self> {
+        let end = at.checked_add(len)?;
+        if end > self.access.len {
+            return None;
+        }
+        Some(Self {
+            access: TaggedAccess {
+                tagged_offset: self.access.tagged_offset.checked_add(at)?,
+                len,
+                ..self.access
+            },
+            epoch: self.epoch,
+        })
+    }
+
+    /// Checks the access again against `region` as it is now (`None` if its
+    /// STag's index names no region): every check of [`check_tagged`], and
+    /// the same registration as when it was allowed. Returns the byte offset
+    /// from the region's start; a region registered anew since reports the
+    /// access's "invalid STag" error.
+    pub fn recheck(&self, region: Option<&MemoryRegion>, qp_pd: u32) -> Result<u64, TermError> {
+        let usage = self.access.usage;
+        if self.access.len == 0 {
+            return Ok(0);
+        }
+        match region {
+            Some(r) if r.epoch == self.epoch => check_tagged(Some(r), qp_pd, &self.access),
+            _ => Err(usage.invalid_stag()),
+        }
+    }
+}
+
+/// [`check_tagged`], and on success the [`Grant`] to perform the access with.
+pub fn grant_tagged(
+    region: Option<&MemoryRegion>,
+    qp_pd: u32,
+    access: &TaggedAccess,
+) -> Result<Grant, TermError> {
+    check_tagged(region, qp_pd, access)?;
+    Ok(Grant {
+        access: *access,
+        epoch: region.map_or(0, |r| r.epoch),
+    })
 }
 
 /// The placement-relevant fields of one untagged segment.

@@ -169,7 +169,7 @@ use super::mpa::RtrKind;
 use super::mpa_handshake::{ReceivedRtr, RTR_STAG};
 use super::ord_ird::{IssueError, RequestKind, Requester, Responder, MAX_DEPTH};
 use super::pieces::Pieces;
-use super::placement::{check_tagged, MemoryRegion, TaggedAccess, TaggedUse};
+use super::placement::{check_tagged, Grant, MemoryRegion, TaggedAccess, TaggedUse};
 use super::rdmap::ReadRequestHeader;
 use super::rx_engine::{RxContext, RxEngine, RxEvent};
 use super::terminate::{Layer, TermError, TerminateMessage};
@@ -659,9 +659,12 @@ impl AtomicOp {
 /// What the engine needs from the driver: its queues, its completion queue
 /// and its memory.
 ///
-/// Tagged offsets passed to the `tagged_*` methods are byte offsets from the
-/// start of the region (as [`super::placement::check_tagged`] returns them),
-/// already checked against the region [`Self::lookup_stag`] returned.
+/// The `tagged_*` methods perform a [`Grant`]: an access the engine checked
+/// against the region [`Self::lookup_stag`] returned when the request or
+/// segment arrived. The region may have been invalidated, re-registered or
+/// deregistered since, so the driver checks the grant again
+/// ([`Grant::recheck`]) under the lock it accesses the memory under, and
+/// accesses nothing if that fails.
 pub trait QpContext {
     /// The work request at the head of the send queue, left there.
     fn peek_send(&mut self) -> Option<SendRequest>;
@@ -708,26 +711,24 @@ pub trait QpContext {
     /// The memory region the index part of `stag` names, if any; the engine
     /// checks key, state, PD, rights and bounds.
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion>;
-    /// Reads from the region `stag` names, `offset` bytes from its start.
-    fn tagged_read(&mut self, stag: u32, offset: u64, out: &mut [u8]) -> Result<(), TermError>;
-    /// Writes into the region `stag` names, `offset` bytes from its start.
-    fn tagged_write(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
+    /// Reads the `out.len()` bytes `grant` names (a Read Response's source).
+    fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError>;
+    /// Writes `data` where `grant` names (an RDMA Write or a Read Response
+    /// being placed).
+    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError>;
     /// [`Self::tagged_write`] of payload received in several pieces, in one
     /// call that can look the region up once. By default, piece by piece.
-    fn tagged_write_pieces(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: Pieces<'_>,
-    ) -> Result<(), TermError> {
+    fn tagged_write_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
         data.try_for_each_at(|at, piece| {
-            self.tagged_write(stag, offset.saturating_add(at as u64), piece)
+            let piece_grant = grant
+                .narrow(at as u64, piece.len() as u64)
+                .ok_or(TermError::DdpLocalCatastrophic)?;
+            self.tagged_write(&piece_grant, piece)
         })
     }
     /// Executes `op` atomically with respect to all other atomics of the
-    /// device on the word at `offset` of the region `stag` names; returns
-    /// the original value.
-    fn tagged_atomic(&mut self, stag: u32, offset: u64, op: AtomicOp) -> Result<u64, TermError>;
+    /// device on the word `grant` names; returns the original value.
+    fn tagged_atomic(&mut self, grant: &Grant, op: AtomicOp) -> Result<u64, TermError>;
     /// Send with Invalidate received: invalidate `stag` (it must belong to
     /// the QP's PD, be valid and allow remote invalidation).
     fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError>;
@@ -763,16 +764,9 @@ pub enum PayloadSource<'a> {
         /// How many.
         len: u32,
     },
-    /// Bytes `offset..offset + len` of the region `stag` names (a Read
-    /// Response's source, checked when the request arrived).
-    Tagged {
-        /// The source STag.
-        stag: u32,
-        /// Byte offset from the start of the region.
-        offset: u64,
-        /// How many.
-        len: u32,
-    },
+    /// The bytes of a Read Response's source `grant` names (checked when
+    /// the request arrived; the driver checks it again).
+    Tagged(Grant),
 }
 
 /// What one [`QpEngine::transmit_by_reference`] call produced.
@@ -922,8 +916,8 @@ pub enum Pending {
     Read {
         /// The request.
         header: ReadRequestHeader,
-        /// Offset of the source in its region (checked).
-        source_offset: u64,
+        /// The source (checked).
+        source: Grant,
     },
     /// An executed Atomic Request, to answer with this response.
     Atomic(AtomicResponseHeader),
@@ -1033,7 +1027,7 @@ enum Job {
     /// A Read or Atomic Request; it completes on its response.
     Request,
     /// A Read Response to the request in IRD `slot`.
-    ReadResponse { slot: usize, stag: u32, offset: u64 },
+    ReadResponse { slot: usize, source: Grant },
     /// An Atomic Response to the request in IRD `slot`.
     AtomicResponse { slot: usize },
 }
@@ -1306,17 +1300,12 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
         self.ctx.lookup_stag(stag)
     }
 
-    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError> {
-        self.ctx.tagged_write(stag, offset, data)
+    fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        self.ctx.tagged_write(grant, data)
     }
 
-    fn place_tagged_pieces(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: Pieces<'_>,
-    ) -> Result<(), TermError> {
-        self.ctx.tagged_write_pieces(stag, offset, data)
+    fn place_tagged_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
+        self.ctx.tagged_write_pieces(grant, data)
     }
 
     fn recv_buffer(&mut self) -> Option<u64> {
@@ -1405,7 +1394,7 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
             RxEvent::ReadRequest {
                 slot,
                 header,
-                source_offset,
+                source,
             } => {
                 let entry = self
                     .st
@@ -1413,25 +1402,20 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                     .pending_mut()
                     .get_mut(slot)
                     .ok_or(TermError::RdmapCatastrophicStream)?;
-                *entry = Pending::Read {
-                    header,
-                    source_offset,
-                };
+                *entry = Pending::Read { header, source };
                 Ok(())
             }
             RxEvent::AtomicRequest {
                 slot,
                 header,
-                target_offset,
+                target,
             } => {
                 let op = AtomicOp::from_request(&header)?;
                 // Without an entry to answer from, do not execute it.
                 if self.st.slots.pending().get(slot).is_none() {
                     return Err(TermError::RdmapCatastrophicStream);
                 }
-                let original = self
-                    .ctx
-                    .tagged_atomic(header.remote_stag, target_offset, op)?;
+                let original = self.ctx.tagged_atomic(&target, op)?;
                 let entry = self
                     .st
                     .slots
@@ -2417,20 +2401,13 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// Starts the response to the request in IRD `slot`.
     fn start_response(&mut self, slot: usize) -> Started {
         let (request, job) = match self.st.slots.pending().get(slot).copied() {
-            Some(Pending::Read {
-                header,
-                source_offset,
-            }) => (
+            Some(Pending::Read { header, source }) => (
                 WorkRequest::ReadResponse {
                     sink_stag: header.sink_stag,
                     sink_tagged_offset: header.sink_tagged_offset,
                     len: header.read_size,
                 },
-                Job::ReadResponse {
-                    slot,
-                    stag: header.source_stag,
-                    offset: source_offset,
-                },
+                Job::ReadResponse { slot, source },
             ),
             Some(Pending::Atomic(header)) => (
                 WorkRequest::AtomicResponse(header),
@@ -2679,11 +2656,9 @@ fn reference_source(job: &Job, payload_offset: u32, len: u32) -> Option<PayloadS
                 len,
             })
         }
-        Job::ReadResponse { stag, offset, .. } => Some(PayloadSource::Tagged {
-            stag: *stag,
-            offset: offset.checked_add(u64::from(payload_offset))?,
-            len,
-        }),
+        Job::ReadResponse { source, .. } => Some(PayloadSource::Tagged(
+            source.narrow(u64::from(payload_offset), u64::from(len))?,
+        )),
         _ => None,
     }
 }
@@ -2746,10 +2721,10 @@ fn produce<C: Crc32c + Copy, X: QpContext>(
                         sg_read(ctx, wr.sges.as_slice(), fpdu.payload_offset, payload)
                             .map_err(|status| (status, LOCAL_FAILURE))
                     }
-                    Job::ReadResponse { stag, offset, .. } => offset
-                        .checked_add(u64::from(fpdu.payload_offset))
+                    Job::ReadResponse { source, .. } => source
+                        .narrow(u64::from(fpdu.payload_offset), payload.len() as u64)
                         .ok_or(TermError::RdmapLocalCatastrophic)
-                        .and_then(|at| ctx.tagged_read(*stag, at, payload))
+                        .and_then(|here| ctx.tagged_read(&here, payload))
                         .map_err(|e| (WcStatus::LocQpOpErr, e)),
                     _ => Err((WcStatus::LocQpOpErr, LOCAL_FAILURE)),
                 };

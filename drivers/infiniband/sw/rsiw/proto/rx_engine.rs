@@ -57,7 +57,7 @@ use super::immediate::ImmediateData;
 use super::ord_ird::{RequestKind, Requester, Responder};
 use super::pieces::Pieces;
 use super::placement::{
-    check_tagged, MemoryRegion, TaggedAccess, TaggedUse, UntaggedPlacement, UntaggedQueues,
+    grant_tagged, Grant, MemoryRegion, TaggedAccess, TaggedUse, UntaggedPlacement, UntaggedQueues,
     UntaggedSegment,
 };
 use super::rdmap::{DataSegment, Opcode, OpcodeHeader, ReadRequestHeader, Segment};
@@ -73,22 +73,22 @@ pub trait RxContext {
     /// checks the key, state, protection domain, rights and bounds itself.
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion>;
 
-    /// Copies `data` into the region `stag` names, `offset` bytes from its
-    /// start. The range has been checked against the region returned by
-    /// [`Self::lookup_stag`] for the same STag.
-    fn place_tagged(&mut self, stag: u32, offset: u64, data: &[u8]) -> Result<(), TermError>;
+    /// Copies `data` into the tagged buffer `grant` names (its length is
+    /// `data.len()`). The grant was checked against the region returned by
+    /// [`Self::lookup_stag`] when the segment's header arrived; the driver
+    /// checks it again ([`Grant::recheck`]) under the lock it copies under,
+    /// and places nothing if that fails.
+    fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError>;
 
     /// [`Self::place_tagged`] for payload that arrived in several pieces
     /// ([`RxEngine::feed_pieces`]): one call for the whole run, which a
     /// driver can check and place at once. By default, piece by piece.
-    fn place_tagged_pieces(
-        &mut self,
-        stag: u32,
-        offset: u64,
-        data: Pieces<'_>,
-    ) -> Result<(), TermError> {
+    fn place_tagged_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
         data.try_for_each_at(|at, piece| {
-            self.place_tagged(stag, offset.saturating_add(at as u64), piece)
+            let piece_grant = grant
+                .narrow(at as u64, piece.len() as u64)
+                .ok_or(TermError::DdpLocalCatastrophic)?;
+            self.place_tagged(&piece_grant, piece)
         })
     }
 
@@ -181,9 +181,8 @@ pub enum RxEvent<'a> {
         slot: usize,
         /// The request.
         header: ReadRequestHeader,
-        /// Offset of the source from the start of its region, checked for
-        /// `read_size` bytes of remote read access.
-        source_offset: u64,
+        /// The source, checked for `read_size` bytes of remote read access.
+        source: Grant,
     },
     /// The last segment of a Read Response was placed: the request in ORD
     /// slot `slot` is done.
@@ -198,9 +197,9 @@ pub enum RxEvent<'a> {
         slot: usize,
         /// The request.
         header: AtomicRequestHeader,
-        /// Offset of the target word from the start of its region, checked
-        /// for remote atomic access and 64-bit alignment.
-        target_offset: u64,
+        /// The target word, checked for remote atomic access and 64-bit
+        /// alignment.
+        target: Grant,
     },
     /// An Atomic Response (RFC 7306 section 5.2.2) answered the request in
     /// ORD slot `slot`.
@@ -272,8 +271,8 @@ impl RxTermination {
 enum Place {
     /// Nowhere: no payload, or dropped until a held-back error is reported.
     Drop,
-    /// Into the region `stag` names, from `offset`.
-    Tagged { stag: u32, offset: u64 },
+    /// Into the tagged buffer the segment's whole payload was granted.
+    Tagged(Grant),
     /// Into the bound receive buffer, from `offset`.
     Untagged { offset: u32 },
 }
@@ -296,7 +295,7 @@ enum Done {
     ReadRequest {
         slot: usize,
         header: ReadRequestHeader,
-        source_offset: u64,
+        source: Grant,
     },
     ReadResponse,
     /// The last segment of an RDMA Write.
@@ -304,7 +303,7 @@ enum Done {
     AtomicRequest {
         slot: usize,
         header: AtomicRequestHeader,
-        target_offset: u64,
+        target: Grant,
     },
     AtomicResponse(AtomicResponseHeader),
     Terminate,
@@ -692,7 +691,7 @@ impl State {
                 } else {
                     ctx.lookup_stag(access.stag)
                 };
-                let source_offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                let source = grant_tagged(region.as_ref(), self.pd, &access)?;
                 // The response's segments would run past 2^64 in the sink:
                 // refused on arrival, before it takes an IRD entry, not while
                 // answering it. The sink is the requester's buffer, but its
@@ -712,18 +711,18 @@ impl State {
                 Done::ReadRequest {
                     slot,
                     header,
-                    source_offset,
+                    source,
                 }
             }
             OpcodeHeader::AtomicRequest(header) => {
                 let access = TaggedAccess::atomic_target(&header);
                 let region = ctx.lookup_stag(access.stag);
-                let target_offset = check_tagged(region.as_ref(), self.pd, &access)?;
+                let target = grant_tagged(region.as_ref(), self.pd, &access)?;
                 let slot = ctx.responder().accept(RequestKind::Atomic)?;
                 Done::AtomicRequest {
                     slot,
                     header,
-                    target_offset,
+                    target,
                 }
             }
             OpcodeHeader::AtomicResponse(header) => {
@@ -768,14 +767,11 @@ impl State {
         } else {
             ctx.lookup_stag(h.stag)
         };
-        let offset = check_tagged(region.as_ref(), self.pd, &access)?;
+        let grant = grant_tagged(region.as_ref(), self.pd, &access)?;
         let place = if payload_len == 0 {
             Place::Drop
         } else {
-            Place::Tagged {
-                stag: h.stag,
-                offset,
-            }
+            Place::Tagged(grant)
         };
         let done = match (opcode, h.control.last) {
             (Opcode::ReadResponse, true) => Done::ReadResponse,
@@ -834,12 +830,12 @@ impl State {
         };
         match cur.place {
             Place::Drop => Ok(()),
-            Place::Tagged { stag, offset: base } => {
-                let at = u64::try_from(offset)
+            Place::Tagged(grant) => {
+                let here = u64::try_from(offset)
                     .ok()
-                    .and_then(|o| base.checked_add(o))
+                    .and_then(|at| grant.narrow(at, data.len() as u64))
                     .ok_or(TermError::DdpLocalCatastrophic)?;
-                ctx.place_tagged_pieces(stag, at, data)
+                ctx.place_tagged_pieces(&here, data)
             }
             Place::Untagged { offset: base } => {
                 let at = u32::try_from(offset)
@@ -888,11 +884,11 @@ impl State {
             Done::ReadRequest {
                 slot,
                 header,
-                source_offset,
+                source,
             } => RxEvent::ReadRequest {
                 slot,
                 header,
-                source_offset,
+                source,
             },
             Done::ReadResponse => RxEvent::ReadResponse {
                 slot: ctx.requester().complete(RequestKind::Read)?,
@@ -900,11 +896,11 @@ impl State {
             Done::AtomicRequest {
                 slot,
                 header,
-                target_offset,
+                target,
             } => RxEvent::AtomicRequest {
                 slot,
                 header,
-                target_offset,
+                target,
             },
             Done::AtomicResponse(header) => RxEvent::AtomicResponse {
                 slot: ctx.requester().complete(RequestKind::Atomic)?,
