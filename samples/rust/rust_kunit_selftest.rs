@@ -84,11 +84,14 @@ fn error_result_propagates(test: &mut Test) -> Result {
 }
 
 /// Passes, except in the `RSIW_DELIBERATE_FAIL=1` build, where it fails on purpose to show
-/// the whole pipeline goes red.
+/// the whole pipeline goes red; that build also leaks an allocation, which the end-of-run
+/// kmemleak scan must report.
 fn fails_only_when_built_to_fail(test: &mut Test) -> Result {
     let sum = 1 + 1;
     let expected = if cfg!(deliberate_fail) { 3 } else { 2 };
     kunit_expect_eq!(test, sum, expected);
+    #[cfg(deliberate_fail)]
+    core::mem::forget(KBox::new([0x6bu8; 96], GFP_KERNEL)?);
     Ok(())
 }
 
