@@ -20,7 +20,9 @@
 # one empty last segment, segments out of order, overlapping or short get DDP "base or
 # bounds" and the Read an error completion; a Read Request whose sink or source range wraps
 # 2^64 is refused on arrival (RDMAP "TO wrap"). An MPA Request trickled a byte a second is
-# closed by the exchange's deadline.
+# closed by the exchange's deadline. A QP whose transmission waits on a peer's zero window fails
+# on that peer's malformed FPDU without waiting: its Writes flush, the ULP hears DISCONNECTED,
+# and destroying the QP returns.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"

@@ -151,16 +151,7 @@ fn garbage_instead_of_mpa_request_is_dropped(test: &mut Test) -> Result {
 fn trickled_mpa_request_is_closed_by_the_deadline(test: &mut Test) -> Result {
     let l = listener(7814)?;
     let sock = connect(7814)?;
-    let mut hs = InitiatorHandshake::new(InitiatorConfig {
-        crc: CrcPolicy::Disabled,
-        enhanced: true,
-        ird: 4,
-        ord: 4,
-        max_ird: 16,
-        peer_to_peer: false,
-        rtr: RtrKinds::NONE,
-        large_fpdus: false,
-    });
+    let mut hs = InitiatorHandshake::new(client_server_config(4, 4));
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs
         .request(b"a slow peer's private data", &mut frame)
@@ -301,7 +292,12 @@ fn client_server_accept(
 ) -> Result<ClientServer> {
     let l = listener(port)?;
     let sock = connect(port)?;
-    let config = InitiatorConfig {
+    client_server_accept_on(test, l, sock, client_server_config(ird, ord), ulp, None)
+}
+
+/// What our initiator requests in the client-server model: IRD `ird`, ORD `ord`, no CRC.
+fn client_server_config(ird: u16, ord: u16) -> InitiatorConfig {
+    InitiatorConfig {
         crc: CrcPolicy::Disabled,
         enhanced: true,
         ird,
@@ -310,8 +306,7 @@ fn client_server_accept(
         peer_to_peer: false,
         rtr: RtrKinds::NONE,
         large_fpdus: false,
-    };
-    client_server_accept_on(test, l, sock, config, ulp, None)
+    }
 }
 
 /// [`client_server_accept`] on the listener `l` of the connected `sock`, requesting `config`.
@@ -611,6 +606,18 @@ fn register_for_writes(
     Ok(())
 }
 
+/// Invalidates `mr` with a LOCAL_INV work request on `qp`.
+fn local_invalidate(
+    test: &mut Test,
+    qp: &kernel::rdma::kernel_qp::KernelQp,
+    mr: &Arc<FastRegMr>,
+) -> Result {
+    qp.post_send(&SendWr::LocalInv { mr }, 2)?;
+    let wc = qp.wait(msecs_to_jiffies(5000))?;
+    kunit_expect!(test, wc.status.is_success());
+    Ok(())
+}
+
 /// Bytes of the Write payload (`WRITTEN`) in `buf`.
 fn written(buf: &DmaBuffer) -> Result<usize> {
     let mut bytes = [0u8; WRITE_LEN];
@@ -673,11 +680,7 @@ fn write_across(
 
 fn write_after_local_invalidate_terminates(test: &mut Test) -> Result {
     let term = write_across(test, 7811, |test, server, mr, _| {
-        let mr = mr.as_ref().ok_or(EINVAL)?;
-        let qp = server.qp()?;
-        qp.post_send(&SendWr::LocalInv { mr }, 2)?;
-        let wc = qp.wait(msecs_to_jiffies(5000))?;
-        kunit_expect!(test, wc.status.is_success());
+        local_invalidate(test, server.qp()?, mr.as_ref().ok_or(EINVAL)?)?;
         Ok(None)
     })?;
     kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
@@ -690,9 +693,7 @@ fn write_after_invalidate_and_register_again_terminates(test: &mut Test) -> Resu
     let term = write_across(test, 7812, |test, server, mr, target| {
         let mr = mr.as_ref().ok_or(EINVAL)?;
         let qp = server.qp()?;
-        qp.post_send(&SendWr::LocalInv { mr }, 2)?;
-        let wc = qp.wait(msecs_to_jiffies(5000))?;
-        kunit_expect!(test, wc.status.is_success());
+        local_invalidate(test, qp, mr)?;
         register_for_writes(test, qp, mr, target)?;
         Ok(None)
     })?;
@@ -707,16 +708,7 @@ fn write_after_send_with_invalidate_on_another_qp_terminates(test: &mut Test) ->
         let rkey = mr.as_ref().ok_or(EINVAL)?.rkey();
         let l = listener(7816)?;
         let sock = connect(7816)?;
-        let config = InitiatorConfig {
-            crc: CrcPolicy::Disabled,
-            enhanced: true,
-            ird: 4,
-            ord: 4,
-            max_ird: 16,
-            peer_to_peer: false,
-            rtr: RtrKinds::NONE,
-            large_fpdus: false,
-        };
+        let config = client_server_config(4, 4);
         let other =
             client_server_accept_on(test, l, sock, config, None, Some(target.pd().clone()))?;
         let buffer = DmaBuffer::new(target.pd(), 16)?;
@@ -753,9 +745,7 @@ fn write_after_deregister_reaches_no_region_at_its_index(test: &mut Test) -> Res
     let term = write_across(test, 7813, |test, server, mr, target| {
         let mr = mr.take().ok_or(EINVAL)?;
         let qp = server.qp()?;
-        qp.post_send(&SendWr::LocalInv { mr: &mr }, 2)?;
-        let wc = qp.wait(msecs_to_jiffies(5000))?;
-        kunit_expect!(test, wc.status.is_success());
+        local_invalidate(test, qp, &mr)?;
         let old_index = mr.rkey() >> 8;
         drop(mr);
         let buf = DmaBuffer::new(target.pd(), WRITE_LEN)?;
@@ -765,6 +755,77 @@ fn write_after_deregister_reaches_no_region_at_its_index(test: &mut Test) -> Res
         Ok(Some((other, buf)))
     })?;
     kunit_expect_eq!(test, term, Some(TermError::DdpInvalidStag));
+    Ok(())
+}
+
+// ---- A peer that stops reading ----
+
+/// Bytes of each RDMA Write that fills the peer's window; four go out.
+const STALLED_WRITE_LEN: usize = 1 << 20;
+
+fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test) -> Result {
+    // rsiw writes more than TCP's buffers hold to a peer that reads nothing, so that its
+    // transmission waits on a zero window; then the peer sends a malformed FPDU. The QP must
+    // fail without waiting for the window: its work requests flush, the ULP hears the
+    // connection end, and destroying the QP returns.
+    let (_l, mut server, sock, pd) = established(test, 7823)?;
+    let source = DmaBuffer::new(&pd, STALLED_WRITE_LEN)?;
+    let qp = server.qp()?;
+    for tag in 11..15 {
+        qp.post_send(
+            &SendWr::Write {
+                local: Sge {
+                    buffer: &source,
+                    offset: 0,
+                    len: STALLED_WRITE_LEN,
+                },
+                remote: Remote {
+                    addr: 0,
+                    rkey: 0x4200,
+                },
+            },
+            tag,
+        )?;
+    }
+    // Let them fill the window.
+    sleep_ms(2000);
+    let mut done = KVec::new();
+    while let Some(wc) = qp.poll() {
+        done.push(wc, GFP_KERNEL)?;
+    }
+    kunit_expect!(
+        test,
+        done.len() < 4,
+        "4 MiB went out to a peer reading nothing"
+    );
+    let mut wire = fpdus(
+        WorkRequest::Send {
+            len: 8,
+            solicited: false,
+            invalidate: None,
+        },
+        &[2u8; 8],
+    )?;
+    // A DDP version of 3 (byte 2: DDP control, its low bits the version).
+    let ctrl = wire.get_mut(LENGTH_FIELD_LEN).ok_or(EINVAL)?;
+    *ctrl |= 0x03;
+    sock.send(&wire, MsgFlags::NONE)?;
+    let e = server.next_event(msecs_to_jiffies(5000))?;
+    kunit_expect_eq!(test, e.name(), "DISCONNECTED");
+    let qp = server.qp()?;
+    while done.len() < 4 {
+        done.push(qp.wait(msecs_to_jiffies(5000))?, GFP_KERNEL)?;
+    }
+    let last = done.last().ok_or(EINVAL)?;
+    kunit_expect_eq!(test, last.tag, 14);
+    kunit_expect!(
+        test,
+        !last.status.is_success(),
+        "the stalled Write completed"
+    );
+    // Returns (the scenario's time limit catches it if not).
+    server.destroy_qp();
+    drop(sock);
     Ok(())
 }
 
@@ -1806,6 +1867,7 @@ kernel::kunit_suite!(
         read_answered_short_fails,
         read_request_with_wrapping_sink_terminates,
         read_request_with_wrapping_source_terminates,
+        zero_window_then_malformed_fpdu_flushes_and_closes,
         responder_takes_send_rtr,
         responder_takes_write_rtr,
         responder_takes_read_rtr,
