@@ -40,6 +40,8 @@ gcc -O2 -Wall -Werror -o "$out/tools/bad-sqe" "$RSIW_TOP/kunit/tools/bad-sqe.c" 
 bins+=("$out/tools/bad-sqe")
 gcc -O2 -Wall -Werror -o "$out/tools/stale-lkey" "$RSIW_TOP/kunit/tools/stale-lkey.c" -libverbs -lrdmacm
 bins+=("$out/tools/stale-lkey")
+gcc -O2 -Wall -Werror -o "$out/tools/reg-mr-abuse" "$RSIW_TOP/kunit/tools/reg-mr-abuse.c" -libverbs
+bins+=("$out/tools/reg-mr-abuse")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -53,6 +55,7 @@ install -m 0755 "$out/tools/srq-limit" "$root/usr/bin/srq-limit"
 install -m 0755 "$out/tools/read-sges" "$root/usr/bin/read-sges"
 install -m 0755 "$out/tools/bad-sqe" "$root/usr/bin/bad-sqe"
 install -m 0755 "$out/tools/stale-lkey" "$root/usr/bin/stale-lkey"
+install -m 0755 "$out/tools/reg-mr-abuse" "$root/usr/bin/reg-mr-abuse"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"

@@ -3,8 +3,9 @@
 # (mapped send, receive, shared receive and completion rings, the doorbell, user memory
 # regions), with the stock tools, checked byte for byte where the tool can: rping -V (Send/Recv, RDMA Read and
 # Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), a Read into 3 SGEs
-# (read-sges), a Send through a deregistered key (stale-lkey), and malformed
-# queue entries written by the process itself (bad-sqe). First rsiw with itself (rsiw0 on
+# (read-sges), a Send through a deregistered key (stale-lkey), malformed
+# queue entries written by the process itself (bad-sqe), and memory registrations that fail
+# (reg-mr-abuse). First rsiw with itself (rsiw0 on
 # dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
 . /tests/lib.sh
@@ -96,6 +97,11 @@ rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
 # Malformed entries written straight into the shared rings complete with errors.
 bad-sqe rsiw0 >/tmp/bad-sqe.log 2>&1 || { cat /tmp/bad-sqe.log; fail "bad-sqe on rsiw0"; }
 sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
+# A registration whose response cannot be written leaves no region; 8 GiB over the
+# locked-memory limit is refused before anything is sized for it.
+reg-mr-abuse rsiw0 >/tmp/reg-mr-abuse.log 2>&1 || {
+  cat /tmp/reg-mr-abuse.log; fail "reg-mr-abuse on rsiw0"; }
+sed 's/^/reg-mr-abuse: /' /tmp/reg-mr-abuse.log
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
 srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
 sges_pair "rsiw-rsiw" $ADDR1 $ADDR0

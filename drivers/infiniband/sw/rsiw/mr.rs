@@ -25,7 +25,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    alloc::flags::GFP_ATOMIC,
+    alloc::flags::{__GFP_NOWARN, GFP_ATOMIC},
     new_spinlock_bh,
     prelude::*,
     random::random_u32,
@@ -284,13 +284,16 @@ impl MrTable {
             .skip(1)
             .position(|s| s.is_none())
             .map(|i| i + 1);
+        // The table doubles as it grows: past half a million regions that is more than one
+        // kmalloc gives, which must fail quietly (ENOMEM), not WARN.
+        let grow = GFP_ATOMIC | __GFP_NOWARN;
         let index = match free {
             Some(i) => i,
             None => {
                 if slots.is_empty() {
-                    slots.push(None, GFP_ATOMIC)?;
+                    slots.push(None, grow)?;
                 }
-                slots.push(None, GFP_ATOMIC)?;
+                slots.push(None, grow)?;
                 slots.len() - 1
             }
         };
