@@ -16,7 +16,7 @@ append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
 # The test kernel (test and demo) on 4-level paging: QEMU's `-cpu max` offers LA57, and with
 # 5-level paging 6.12's KASAN finds where its shadow starts from the LA57 feature bit, which
 # identify_cpu() clears for a moment at boot; an interrupt then had its irq_desc lock reported
-# as a wild access (seen once in six boots).
+# as a wild access (seen once in eight boots).
 case $mode in test | demo) append="$append no5lvl" ;; esac
 # Benchmarks and profiles: under TCG the clocksource watchdog sometimes finds the TSC skewed
 # against the HPET and switches clocks mid-run, which breaks perftest's cycle-based timing (it
