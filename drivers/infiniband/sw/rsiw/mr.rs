@@ -386,75 +386,66 @@ impl MrTable {
 
     /// Performs the tagged access `grant` for a QP of `pd`: checks it again under the region's
     /// lock ([`Grant::recheck`]) and, if it passes, runs `f` over its memory in pieces under the
-    /// same lock. `cache` holds the region this kind of access used last, as for
-    /// [`Self::local`]; a grant that fails there is checked against the region the table holds
-    /// for the STag, which reports the error.
+    /// same lock. `cache` holds the region this kind of access used last ([`Self::checked`]).
     pub(crate) fn tagged(
         &self,
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         pd: PdId,
         grant: &Grant,
-        mut f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange) -> Result,
     ) -> core::result::Result<(), TermError> {
-        let usage = grant.access.usage;
+        // Nothing to access passes; otherwise this is what an STag naming nothing gets.
+        let no_region = match grant.recheck(None, 0) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
         // Memory that fails after the checks passed is the RNIC's own failure.
-        let local_failure = if usage.checked_by_rdmap() {
+        let local_failure = if grant.access.usage.checked_by_rdmap() {
             TermError::RdmapLocalCatastrophic
         } else {
             TermError::DdpLocalCatastrophic
         };
-        let len = grant.access.len;
-        if len == 0 {
-            return Ok(());
-        }
-        if let Some(mr) = cache.as_ref() {
-            let s = mr.state.lock_in_bh(bh);
-            if let Ok(offset) = mr.recheck(&s, pd, grant) {
-                return Self::access_tagged(&s, offset, len, &mut f).map_err(|_| local_failure);
-            }
-        }
-        let Some(mr) = self.get(grant.access.stag) else {
-            return grant.recheck(None, 0).map(|_| ());
-        };
-        // One lock for the checks and the access: the region cannot change in between.
-        let s = mr.state.lock_in_bh(bh);
-        let offset = mr.recheck(&s, pd, grant)?;
-        let done = Self::access_tagged(&s, offset, len, &mut f).map_err(|_| local_failure);
-        drop(s);
-        *cache = Some(mr);
-        done
+        self.checked(
+            bh,
+            cache,
+            grant.access.stag,
+            no_region,
+            |mr, s| mr.recheck(s, pd, grant),
+            |s, offset| {
+                Self::access_tagged(s, offset, grant.access.len, f).map_err(|_| local_failure)
+            },
+        )?
     }
 
-    /// Runs `access` under the lock of a region, the one in `cache` if `current` still accepts
-    /// it, else the one the table holds for `stag` if `found` accepts it, which then goes into
-    /// `cache`. `None` if neither serves. The caller runs with bottom halves disabled (`bh`,
-    /// the QP's lock): the region's lock need not disable them again.
-    fn with_cached<R>(
+    /// Runs `access` under the lock of a region `check` accepts, with what `check` returned: the
+    /// region in `cache` if it passes, else the one the table holds for `stag`, which then goes
+    /// into `cache`. The error is what `check` says of the table's region, or `no_region` if
+    /// the table has none. Checks and access take one lock: the region cannot change in
+    /// between. The caller runs with bottom halves disabled (`bh`, the QP's lock): the region's
+    /// lock need not disable them again.
+    fn checked<C, E, R>(
         &self,
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         stag: u32,
-        current: impl Fn(&Mr, &MrState) -> bool,
-        found: impl Fn(&Mr, &MrState) -> bool,
-        access: impl FnOnce(&MrState) -> R,
-    ) -> Option<R> {
+        no_region: E,
+        check: impl Fn(&Mr, &MrState) -> core::result::Result<C, E>,
+        access: impl FnOnce(&MrState, C) -> R,
+    ) -> core::result::Result<R, E> {
         if let Some(mr) = cache.as_ref() {
             let s = mr.state.lock_in_bh(bh);
-            if current(mr, &s) {
-                return Some(access(&s));
+            if let Ok(checked) = check(mr, &s) {
+                return Ok(access(&s, checked));
             }
         }
-        let mr = self.get(stag)?;
-        // One lock for the checks and the access: the region cannot change in between.
+        let mr = self.get(stag).ok_or(no_region)?;
         let s = mr.state.lock_in_bh(bh);
-        if !found(&mr, &s) {
-            return None;
-        }
-        let done = access(&s);
+        let checked = check(&mr, &s)?;
+        let done = access(&s, checked);
         drop(s);
         *cache = Some(mr);
-        Some(done)
+        Ok(done)
     }
 
     /// The access of [`Self::tagged`] to region `s`.
@@ -472,7 +463,8 @@ impl MrTable {
     /// Runs `f` over the memory of a local SGE after checking the key, PD, state, bounds and,
     /// for `write`, local write access. `cache` holds the region the caller used last: if the
     /// key still names it, the table is not looked up (its lock and a reference count are
-    /// shared by every CPU that places data); otherwise the region found is cached.
+    /// shared by every CPU that places data); otherwise the region found is cached
+    /// ([`Self::checked`]).
     pub(crate) fn local(
         &self,
         bh: BhDisabled<'_>,
@@ -489,11 +481,16 @@ impl MrTable {
         } = access;
         // The region's own lock decides: a region deregistered since is invalid for good, and
         // one registered anew under another key has another key.
-        let usable = |mr: &Mr, s: &MrState| mr.in_pd(pd) && s.stag == lkey && s.valid;
-        self.with_cached(bh, cache, lkey, usable, usable, |s| {
+        let usable = |mr: &Mr, s: &MrState| {
+            if mr.in_pd(pd) && s.stag == lkey && s.valid {
+                Ok(())
+            } else {
+                Err(LocalError::Protection)
+            }
+        };
+        self.checked(bh, cache, lkey, LocalError::Protection, usable, |s, ()| {
             Self::access_local(s, addr, len, write, f)
-        })
-        .unwrap_or(Err(LocalError::Protection))
+        })?
     }
 
     /// The access of [`Self::local`] to a valid region `s` its key names.

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Peers that are slow on purpose: one that trickles its MPA Request, one that stops reading.
+
+use super::*;
+
+/// An MPA Request trickled a byte a second: the exchange's deadline (`mpa_timeout_ms`, 10 s by
+/// default) closes the connection long before the last byte (the frame has over 30), however
+/// regularly bytes come, and the ULP never hears of it.
+pub(super) fn trickled_mpa_request_is_closed_by_the_deadline(test: &mut Test) -> Result {
+    let l = listener(7814)?;
+    let sock = connect(7814)?;
+    let mut hs = InitiatorHandshake::new(client_server_config(4, 4));
+    let mut frame = [0u8; MAX_FRAME_LEN];
+    let len = hs
+        .request(b"a slow peer's private data", &mut frame)
+        .map_err(|_| EINVAL)?;
+    let mut closed = false;
+    let mut sent = 0;
+    for byte in frame.get(..len).ok_or(EINVAL)?.chunks(1) {
+        let mut buf = [0u8; 16];
+        match sock.recv(&mut buf, MsgFlags::DONTWAIT) {
+            Err(e) if e == EAGAIN => {}
+            _ => {
+                closed = true;
+                break;
+            }
+        }
+        if sock.send(byte, MsgFlags::NOSIGNAL).is_err() {
+            closed = true;
+            break;
+        }
+        sent += 1;
+        sleep_ms(1000);
+    }
+    kunit_expect!(test, closed, "a request trickled over {} s was kept", len);
+    kunit_expect!(test, sent < len);
+    kunit_expect!(
+        test,
+        !l.has_events(),
+        "the ULP heard of the trickled request"
+    );
+    Ok(())
+}
+
+/// Bytes of each RDMA Write that fills the peer's window; four go out.
+const STALLED_WRITE_LEN: usize = 1 << 20;
+
+pub(super) fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test) -> Result {
+    // rsiw writes more than TCP's buffers hold to a peer that reads nothing, so that its
+    // transmission waits on a zero window; then the peer sends a malformed FPDU. The QP must
+    // fail without waiting for the window: its work requests flush, the ULP hears the
+    // connection end, and destroying the QP returns.
+    let (_l, mut server, sock, pd) = established(test, 7823)?;
+    let source = DmaBuffer::new(&pd, STALLED_WRITE_LEN)?;
+    let qp = server.qp()?;
+    for tag in 11..15 {
+        qp.post_send(
+            &SendWr::Write {
+                local: Sge {
+                    buffer: &source,
+                    offset: 0,
+                    len: STALLED_WRITE_LEN,
+                },
+                remote: Remote {
+                    addr: 0,
+                    rkey: 0x4200,
+                },
+            },
+            tag,
+        )?;
+    }
+    // Let them fill the window.
+    sleep_ms(2000);
+    let mut done = KVec::new();
+    while let Some(wc) = qp.poll() {
+        done.push(wc, GFP_KERNEL)?;
+    }
+    kunit_expect!(
+        test,
+        done.len() < 4,
+        "4 MiB went out to a peer reading nothing"
+    );
+    let mut wire = fpdus(
+        WorkRequest::Send {
+            len: 8,
+            solicited: false,
+            invalidate: None,
+        },
+        &[2u8; 8],
+    )?;
+    // A DDP version of 3 (byte 2: DDP control, its low bits the version).
+    let ctrl = wire.get_mut(LENGTH_FIELD_LEN).ok_or(EINVAL)?;
+    *ctrl |= 0x03;
+    sock.send(&wire, MsgFlags::NONE)?;
+    let e = server.next_event(msecs_to_jiffies(5000))?;
+    kunit_expect_eq!(test, e.name(), "DISCONNECTED");
+    let qp = server.qp()?;
+    while done.len() < 4 {
+        done.push(qp.wait(msecs_to_jiffies(5000))?, GFP_KERNEL)?;
+    }
+    let last = done.last().ok_or(EINVAL)?;
+    kunit_expect_eq!(test, last.tag, 14);
+    kunit_expect!(
+        test,
+        !last.status.is_success(),
+        "the stalled Write completed"
+    );
+    // Returns (the scenario's time limit catches it if not).
+    server.destroy_qp();
+    drop(sock);
+    Ok(())
+}
