@@ -42,6 +42,8 @@ gcc -O2 -Wall -Werror -o "$out/tools/stale-lkey" "$RSIW_TOP/kunit/tools/stale-lk
 bins+=("$out/tools/stale-lkey")
 gcc -O2 -Wall -Werror -o "$out/tools/reg-mr-abuse" "$RSIW_TOP/kunit/tools/reg-mr-abuse.c" -libverbs
 bins+=("$out/tools/reg-mr-abuse")
+gcc -O2 -Wall -Werror -o "$out/tools/verbs-churn" "$RSIW_TOP/kunit/tools/verbs-churn.c" -libverbs -lrdmacm -lpthread
+bins+=("$out/tools/verbs-churn")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -56,6 +58,7 @@ install -m 0755 "$out/tools/read-sges" "$root/usr/bin/read-sges"
 install -m 0755 "$out/tools/bad-sqe" "$root/usr/bin/bad-sqe"
 install -m 0755 "$out/tools/stale-lkey" "$root/usr/bin/stale-lkey"
 install -m 0755 "$out/tools/reg-mr-abuse" "$root/usr/bin/reg-mr-abuse"
+install -m 0755 "$out/tools/verbs-churn" "$root/usr/bin/verbs-churn"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"
