@@ -29,6 +29,12 @@ int rust_helper_sk_state_read(const struct sock *sk)
 	return READ_ONCE(sk->sk_state);
 }
 
+/* Whether a stream socket has room for more to send, as its write_space wakers judge it. */
+bool rust_helper_sk_stream_is_writeable(const struct sock *sk)
+{
+	return sk_stream_is_writeable(sk);
+}
+
 /*
  * What a socket's default sk_state_change does: wake everyone sleeping on it. Used for
  * sockets whose callbacks were cloned from a listener but carry no handler.

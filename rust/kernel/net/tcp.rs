@@ -59,6 +59,11 @@ impl MsgFlags {
     pub const NOSIGNAL: Self = Self(bindings::MSG_NOSIGNAL);
     /// `MSG_PEEK`: a receive leaves the bytes queued.
     pub const PEEK: Self = Self(bindings::MSG_PEEK);
+
+    /// Both sets of flags (`|` in constants).
+    pub const fn or(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
 }
 
 impl core::ops::BitOr for MsgFlags {
@@ -393,6 +398,13 @@ impl TcpSocket {
         })
     }
 
+    /// Whether the socket has room for more to send: a send with [`MsgFlags::DONTWAIT`] that
+    /// found none is followed by [`TcpCallbacks::write_space`] once this becomes true.
+    pub fn is_writeable(&self) -> bool {
+        // SAFETY: `sk` is valid while `self` is.
+        unsafe { bindings::sk_stream_is_writeable(self.sk()) }
+    }
+
     /// Receives into `buf`; returns the number of bytes, 0 when the peer has closed.
     pub fn recv(&self, buf: &mut [u8], flags: MsgFlags) -> Result<usize> {
         let mut kvec = bindings::kvec {
@@ -635,7 +647,9 @@ impl Drop for TcpSocket {
 pub trait TcpCallbacks: Send + Sync {
     /// Data arrived (or, on a listener, a connection is ready to accept). `rx` reads it.
     fn data_ready(&self, _rx: &mut RxQueue<'_>) {}
-    /// Send buffer space became available.
+    /// The socket has room to send again (`sk_stream_is_writeable`), after a send found it
+    /// full. Only called when it has room: TCP also calls `sk_write_space` on acknowledgements
+    /// that free too little.
     fn write_space(&self) {}
     /// The TCP state changed (connected, peer closed, reset...).
     fn state_change(&self, _state: TcpState) {}
@@ -751,7 +765,10 @@ unsafe extern "C" fn data_ready_trampoline(sk: *mut bindings::sock) {
 /// Called by the socket layer only, with a valid socket.
 unsafe extern "C" fn write_space_trampoline(sk: *mut bindings::sock) {
     let run = |i: &Installed| {
-        i.handler.write_space();
+        // SAFETY: `sk` is valid.
+        if unsafe { bindings::sk_stream_is_writeable(sk) } {
+            i.handler.write_space();
+        }
         // SAFETY: `sk` is valid and the read lock is held (we run inside `with_installed`).
         unsafe {
             chain(

@@ -9,10 +9,12 @@
 //!   ([`UserQueues`]), filled by the provider library, with `post_send` as the doorbell;
 //! - received bytes reach the engine in the socket's `sk_data_ready` (softirq), under the QP's
 //!   bottom-half lock, and are placed straight into the consumer's memory;
-//! - FPDUs leave from a work item (process context, may block in `sendmsg`): it asks the
-//!   engine for a buffer of FPDUs, drops the lock and writes them to the socket. The same work
-//!   item runs the connection's end (flush, close, iw_cm events), so that never runs in
-//!   softirq context;
+//! - FPDUs leave from a work item (process context), or right from a process's doorbell: it
+//!   asks the engine for a buffer of FPDUs, drops the lock and writes them to the socket
+//!   without waiting for room ([`crate::tx`]). What TCP cannot take yet waits in the QP until
+//!   the socket's `write_space` queues the work again, so a peer that stops reading holds
+//!   up nothing but its own QP. The same work item runs the connection's end (flush, close,
+//!   iw_cm events), so that never runs in softirq context;
 //! - completions go to the send or receive [`Cq`].
 //!
 //! # States
@@ -25,7 +27,7 @@
 //! if the peer started it, then CLOSE). In ERROR, new work requests complete at once as
 //! flushed, which is what `ib_drain_qp` relies on.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     net::tcp::{RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
     new_mutex, new_spinlock_bh,
@@ -61,7 +63,7 @@ use crate::{
     },
     ring::Ring,
     srq::Srq,
-    tx::{Refs, Transmitter, TxBuffers, TxTarget},
+    tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
     user_queues::{UserQueues, INLINE_LKEY},
 };
 
@@ -212,6 +214,8 @@ pub(crate) struct Qp {
     /// Raises its asynchronous events.
     events: QpEvents,
     flags: AtomicU32,
+    /// A transmission found the socket full and waits for its `write_space`.
+    tx_blocked: AtomicBool,
     #[pin]
     inner: SpinLockBh<Inner>,
     #[pin]
@@ -293,6 +297,7 @@ impl Qp {
         let tx = Transmitter {
             target: None,
             buffers: TxBuffers::new(TX_BUFFER)?,
+            fin_after_unsent: false,
         };
         let kicker = Arc::pin_init(
             pin_init!(Kicker {
@@ -327,6 +332,7 @@ impl Qp {
                 srq,
                 events,
                 flags: AtomicU32::new(0),
+                tx_blocked: AtomicBool::new(false),
                 inner <- new_spinlock_bh!(
                     Inner {
                         engine: None,
@@ -445,16 +451,21 @@ impl Qp {
         Some(f(engine, &mut ctx, sq_head))
     }
 
-    /// Builds FPDUs and writes them to the socket until the engine has nothing more (see
-    /// [`crate::tx`]). The lock also keeps transmissions in the order the engine built them.
-    /// Returns whether the QP was connected and in RTS.
+    /// Builds FPDUs and writes them to the socket until the engine has nothing more or the
+    /// socket no room (see [`crate::tx`]). The lock also keeps transmissions in the order the
+    /// engine built them. Returns whether the QP was connected and in RTS.
     fn transmit(&self) -> bool {
         let mut guard = self.tx.lock();
-        let Transmitter { target, buffers } = &mut *guard;
+        let Transmitter {
+            target,
+            buffers,
+            fin_after_unsent,
+        } = &mut *guard;
         let Some(target) = target.as_ref() else {
             return false;
         };
-        let mut rts = false;
+        // Until the engine says otherwise: a transmission that waits for room is connected.
+        let mut rts = true;
         let socket = &*target.socket;
         // TCP's segment size grows after the handshake (and changes with the path): messages
         // started from here on follow it.
@@ -463,30 +474,54 @@ impl Qp {
             if self.flags.load(Ordering::Relaxed) & (flag::DEAD | flag::ABORT) != 0 {
                 return true;
             }
-            let (out, refs, budget) = buffers.begin();
-            let t = self
-                .with_engine(refs, |engine, ctx, sq_head| {
-                    rts = ctx.queues.state == State::Rts;
-                    if !rts && !engine.wants_transmit() {
-                        return Transmitted::default();
+            let sent = match buffers.flush(socket) {
+                Ok(true) => {
+                    if core::mem::take(fin_after_unsent) {
+                        // A graceful close waited for the rest; the peer's close ends it.
+                        let _ = socket.shutdown(Shutdown::Write);
                     }
-                    engine.set_fpdu_size(fpdu_size);
-                    let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
-                    if engine.is_terminated() {
-                        self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
-                    }
-                    t
-                })
-                .unwrap_or_default();
-            let more = buffers.finish(socket, t);
-            match more {
-                Ok(true) => {}
-                Ok(false) => return rts,
+                    let (out, refs, budget) = buffers.begin();
+                    let t = self
+                        .with_engine(refs, |engine, ctx, sq_head| {
+                            rts = ctx.queues.state == State::Rts;
+                            if !rts && !engine.wants_transmit() {
+                                return Transmitted::default();
+                            }
+                            engine.set_fpdu_size(fpdu_size);
+                            let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
+                            if engine.is_terminated() {
+                                self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
+                            }
+                            t
+                        })
+                        .unwrap_or_default();
+                    buffers.finish(socket, t)
+                }
+                Ok(false) => Ok(Sent::Blocked),
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(Sent::More) => {}
+                Ok(Sent::Idle) => return rts,
+                Ok(Sent::Blocked) => {
+                    self.wait_for_room(socket);
+                    return rts;
+                }
                 Err(_) => {
                     self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
                     return rts;
                 }
             }
+        }
+    }
+
+    /// The socket had no room for a transmission: its `write_space` queues the work once it
+    /// has. Room that came before the flag was up had no one to tell, so it is looked for
+    /// once more after.
+    fn wait_for_room(&self, socket: &TcpSocket) {
+        self.tx_blocked.store(true, Ordering::SeqCst);
+        if socket.is_writeable() && self.tx_blocked.swap(false, Ordering::SeqCst) {
+            self.kick();
         }
     }
 
@@ -560,9 +595,12 @@ impl Qp {
         if let Some(mut c) = connection {
             c.socket.remove_callbacks();
             let _ = c.socket.shutdown(Shutdown::Both);
-            // A transmission blocked in the socket returns now that it is shut: the buffers
-            // let go of the socket too.
-            self.tx.lock().target = None;
+            // What TCP had no room for goes with the connection.
+            let mut tx = self.tx.lock();
+            tx.target = None;
+            tx.buffers.discard_unsent();
+            tx.fin_after_unsent = false;
+            drop(tx);
             if let Some(id) = c.cm_id.take() {
                 if peer_started {
                     let _ = id.deliver(IwEvent::Disconnect(Ok(())));
@@ -1189,10 +1227,20 @@ impl QueuePair for Qp {
             (State::Rts, ib_state::SQD) => {
                 inner.queues.state = State::Closing;
                 drop(inner);
-                let socket = self.connection.lock().as_ref().map(|c| c.socket.clone());
-                if let Some(s) = socket {
-                    // FIN after what is queued; the peer's close ends the connection.
-                    let _ = s.shutdown(Shutdown::Write);
+                let mut tx = self.tx.lock();
+                let Transmitter {
+                    target,
+                    buffers,
+                    fin_after_unsent,
+                } = &mut *tx;
+                if let Some(target) = target.as_ref() {
+                    if buffers.has_unsent() {
+                        // FIN after the rest TCP had no room for: the transmission sends it.
+                        *fin_after_unsent = true;
+                    } else {
+                        // FIN after what is queued; the peer's close ends the connection.
+                        let _ = target.socket.shutdown(Shutdown::Write);
+                    }
                 }
                 Ok(())
             }
@@ -1327,6 +1375,12 @@ impl TcpCallbacks for Qp {
             self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
         }
         if wants_tx || failed {
+            self.kick();
+        }
+    }
+
+    fn write_space(&self) {
+        if self.tx_blocked.swap(false, Ordering::SeqCst) {
             self.kick();
         }
     }

@@ -64,6 +64,7 @@ mod tagged_access;
 use slow_peer::{
     trickled_mpa_request_is_closed_by_the_deadline,
     zero_window_then_malformed_fpdu_flushes_and_closes,
+    zero_window_then_reading_resumes_transmission,
 };
 use tagged_access::{
     read_answered_by_one_empty_last_segment_fails, read_answered_by_overlapping_segments_fails,
@@ -610,29 +611,47 @@ fn terminate_error(fpdu: &[u8]) -> Option<TermError> {
     }
 }
 
-/// What rsiw sent after the MPA frame we waited for, taken one FPDU at a time.
+/// What rsiw sent after the MPA frame we waited for, taken one FPDU at a time. Bytes taken
+/// make room for more, so any amount of data goes through a window of two FPDUs' room.
 struct Inbox {
     bytes: KVec<u8>,
+    /// The bytes received and not taken yet are `bytes[read..end]`.
     read: usize,
+    end: usize,
 }
 
 impl Inbox {
+    /// Room for the largest FPDU MPA allows and what follows it in the same receive.
+    const ROOM: usize = 2 * 65536 + LENGTH_FIELD_LEN + 8;
+
     /// Starts with `leftover`, what came in behind the MPA frame.
     fn new(leftover: &[u8]) -> Result<Self> {
-        let mut bytes = KVec::new();
-        bytes.extend_from_slice(leftover, GFP_KERNEL)?;
-        Ok(Self { bytes, read: 0 })
+        let mut bytes = KVec::from_elem(0u8, Self::ROOM, GFP_KERNEL)?;
+        bytes
+            .get_mut(..leftover.len())
+            .ok_or(EMSGSIZE)?
+            .copy_from_slice(leftover);
+        Ok(Self {
+            bytes,
+            read: 0,
+            end: leftover.len(),
+        })
     }
 
     /// Receives from `sock` until `len` bytes are there past what was taken.
     fn fill(&mut self, sock: &TcpSocket, len: usize) -> Result {
-        let mut buf = [0u8; 256];
-        while self.bytes.len() < self.read + len {
-            let n = recv_some(sock, &mut buf)?;
+        if self.read + len > Self::ROOM {
+            self.bytes.copy_within(self.read..self.end, 0);
+            self.end -= self.read;
+            self.read = 0;
+        }
+        while self.end < self.read + len {
+            let room = self.bytes.get_mut(self.end..).ok_or(EMSGSIZE)?;
+            let n = recv_some(sock, room)?;
             if n == 0 {
                 return Err(ECONNRESET);
             }
-            self.bytes.extend_from_slice(&buf[..n], GFP_KERNEL)?;
+            self.end += n;
         }
         Ok(())
     }
@@ -640,11 +659,13 @@ impl Inbox {
     /// The next FPDU, receiving from `sock` as needed.
     fn next_fpdu(&mut self, sock: &TcpSocket) -> Result<&[u8]> {
         self.fill(sock, LENGTH_FIELD_LEN)?;
-        let start = self.read;
-        let len = fpdu_len(ulpdu_len(&self.bytes[start..])?);
+        let len = fpdu_len(ulpdu_len(
+            self.bytes.get(self.read..self.end).ok_or(EINVAL)?,
+        )?);
         self.fill(sock, len)?;
-        self.read = start + len;
-        Ok(&self.bytes[start..start + len])
+        let start = self.read;
+        self.read += len;
+        self.bytes.get(start..start + len).ok_or(EINVAL)
     }
 }
 
@@ -1447,6 +1468,7 @@ kernel::kunit_suite!(
         read_request_with_wrapping_sink_terminates,
         read_request_with_wrapping_source_terminates,
         zero_window_then_malformed_fpdu_flushes_and_closes,
+        zero_window_then_reading_resumes_transmission,
         responder_takes_send_rtr,
         responder_takes_write_rtr,
         responder_takes_read_rtr,

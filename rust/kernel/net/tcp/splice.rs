@@ -284,6 +284,35 @@ impl SpliceList {
         unsafe { self.vecs.set_len(count) };
     }
 
+    /// Drops its first `n` bytes (those TCP took): the pieces they cover whole, with their
+    /// page references, and the start of the piece they end in.
+    fn advance(&mut self, n: usize) {
+        let mut left = n.min(self.len);
+        let mut whole = 0;
+        for vec in self.vecs.iter_mut() {
+            let len = vec.bv_len as usize;
+            if left >= len {
+                left -= len;
+                self.len -= len;
+                whole += 1;
+                // SAFETY: The list holds this reference (type invariant); the entry leaves the
+                // list below.
+                unsafe { bindings::put_page(vec.bv_page) };
+            } else {
+                // INVARIANT: The piece shrinks from the front, so it stays inside its page.
+                vec.bv_offset += left as u32;
+                vec.bv_len -= left as u32;
+                self.len -= left;
+                break;
+            }
+        }
+        let count = self.vecs.len();
+        self.vecs.as_mut_slice().copy_within(whole.., 0);
+        // SAFETY: Shrinking by the `whole` entries whose references were dropped above; the
+        // ones after them moved to the front.
+        unsafe { self.vecs.set_len(count - whole) };
+    }
+
     /// Total bytes in it.
     pub fn len(&self) -> usize {
         self.len
@@ -309,8 +338,11 @@ impl Drop for SpliceList {
 
 impl TcpSocket {
     /// Sends the pieces of `list` in order, the socket buffers taking the pages by reference
-    /// (`MSG_SPLICE_PAGES`), then empties the list. Blocks until all are queued or an error
-    /// (returned, with the bytes queued before it lost).
+    /// (`MSG_SPLICE_PAGES`), and takes what TCP queued off the list. Blocks until all of it
+    /// is queued, unless `flags` has [`MsgFlags::DONTWAIT`]: then it queues what the socket
+    /// has room for and returns `EAGAIN` with the rest still in the list
+    /// ([`super::TcpCallbacks::write_space`] tells when to go on). On any other error the list
+    /// is emptied: the stream is broken.
     pub fn send_list(&self, list: &mut SpliceList, flags: MsgFlags) -> Result {
         let total = list.len();
         let mut msg = super::message(flags.0 | bindings::MSG_SPLICE_PAGES);
@@ -339,7 +371,10 @@ impl TcpSocket {
                 Err(e) => break Err(e),
             }
         };
-        list.clear();
+        match result {
+            Err(e) if e == EAGAIN => list.advance(sent),
+            _ => list.clear(),
+        }
         result
     }
 }

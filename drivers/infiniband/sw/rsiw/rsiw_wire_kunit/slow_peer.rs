@@ -111,3 +111,86 @@ pub(super) fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test
     drop(sock);
     Ok(())
 }
+
+/// The byte of the written pattern at offset `i` of a source buffer.
+fn pattern_byte(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+pub(super) fn zero_window_then_reading_resumes_transmission(test: &mut Test) -> Result {
+    // rsiw writes more than TCP's buffers hold to a peer that stops reading: what TCP has no
+    // room for waits in the QP. Once the peer reads, the socket's room resumes it: every byte
+    // arrives once, in order, and every Write completes.
+    let (_l, mut server, sock, pd) = established(test, 7826)?;
+    let source = DmaBuffer::new(&pd, STALLED_WRITE_LEN)?;
+    let mut pattern = KVVec::with_capacity(STALLED_WRITE_LEN, GFP_KERNEL)?;
+    for i in 0..STALLED_WRITE_LEN {
+        pattern.push(pattern_byte(i), GFP_KERNEL)?;
+    }
+    source.write(0, &pattern)?;
+    let qp = server.qp()?;
+    const WRITES: u64 = 4;
+    let base: u64 = 0x7000_0000;
+    for k in 0..WRITES {
+        qp.post_send(
+            &SendWr::Write {
+                local: Sge {
+                    buffer: &source,
+                    offset: 0,
+                    len: STALLED_WRITE_LEN,
+                },
+                remote: Remote {
+                    addr: base + k * STALLED_WRITE_LEN as u64,
+                    rkey: 0x4200,
+                },
+            },
+            21 + k,
+        )?;
+    }
+    sleep_ms(2000);
+    let mut done = KVec::new();
+    while let Some(wc) = qp.poll() {
+        done.push(wc, GFP_KERNEL)?;
+    }
+    kunit_expect!(
+        test,
+        done.len() < WRITES as usize,
+        "4 MiB went out to a peer reading nothing"
+    );
+    let total = WRITES as usize * STALLED_WRITE_LEN;
+    let mut inbox = Inbox::new(&[])?;
+    let mut next = base;
+    while next < base + total as u64 {
+        let fpdu = inbox.next_fpdu(&sock)?;
+        let seg = segment(fpdu)?;
+        let to = match (seg.opcode, seg.ddp) {
+            (Opcode::RdmaWrite, DdpHeader::Tagged(h)) if h.stag == 0x4200 => h.tagged_offset,
+            _ => {
+                kunit_expect!(test, false, "not one of the Writes: {:?}", seg.opcode);
+                return Err(EPROTO);
+            }
+        };
+        let at = ((to - base) % STALLED_WRITE_LEN as u64) as usize;
+        let ok = to == next && pattern.get(at..at + seg.payload.len()) == Some(seg.payload);
+        if !ok {
+            kunit_expect!(
+                test,
+                false,
+                "Write bytes at {:#x} wrong (expected {:#x})",
+                to,
+                next
+            );
+            return Err(EPROTO);
+        }
+        next += seg.payload.len() as u64;
+    }
+    while done.len() < WRITES as usize {
+        done.push(qp.wait(msecs_to_jiffies(5000))?, GFP_KERNEL)?;
+    }
+    for (k, wc) in done.iter().enumerate() {
+        kunit_expect_eq!(test, wc.tag, 21 + k as u64);
+        kunit_expect!(test, wc.status.is_success(), "Write {} failed", k);
+    }
+    server.destroy_qp();
+    Ok(())
+}
