@@ -99,6 +99,23 @@ impl Cm {
         }
     }
 
+    /// Closes the oldest connection of `listener` still in its MPA exchange, to make room for
+    /// a new one. Returns whether there was one.
+    fn evict_oldest_handshake(&self, listener: &Arc<Listener>) -> bool {
+        let list = self.pending.lock();
+        let oldest = list
+            .iter()
+            .filter(|p| Arc::ptr_eq(&p.listener, listener) && p.exchanging.load(Ordering::Relaxed))
+            .min_by_key(|p| p.key);
+        let Some(p) = oldest else {
+            return false;
+        };
+        p.exchanging.store(false, Ordering::Relaxed);
+        // Its exchange's receive returns; its work ends the handshake.
+        let _ = p.socket.shutdown(Shutdown::Both);
+        true
+    }
+
     fn take_pending(&self, key: usize) -> Option<Arc<Pending>> {
         self.pending.lock().take_where(|p| p.key == key)
     }
@@ -447,8 +464,10 @@ impl WorkItem for Listener {
             let Ok(socket) = this.socket.accept(true) else {
                 return;
             };
-            if this.handshakes.load(Ordering::Relaxed) >= MAX_HANDSHAKES {
-                // Each exchange holds a worker of the module's queue until its deadline.
+            if this.handshakes.load(Ordering::Relaxed) >= MAX_HANDSHAKES
+                && !this.cm.evict_oldest_handshake(this)
+            {
+                // Every exchange of the listener is already on its way out.
                 let _ = socket.shutdown(Shutdown::Both);
                 continue;
             }
@@ -460,6 +479,7 @@ impl WorkItem for Listener {
                 pin_init!(Pending {
                     key,
                     listener: this.clone(),
+                    exchanging: AtomicBool::new(true),
                     socket,
                     hs <- new_mutex!(None, "Pending::hs"),
                     work <- new_work!("rsiw::Pending::work"),
@@ -485,6 +505,9 @@ impl WorkItem for Listener {
 
 /// Connections a listener may have in their MPA exchange at once: each blocks a worker of the
 /// module's queue (256 of them) until its deadline, so that slow peers cannot take them all.
+/// One more connection closes the oldest exchange: a peer that opens connections and stalls
+/// them keeps a legitimate one out only while it opens more than [`MAX_HANDSHAKES`] in the
+/// time that one's exchange takes.
 const MAX_HANDSHAKES: u32 = 64;
 
 /// The MPA exchange of a pending connection, counted against its listener's
@@ -497,6 +520,7 @@ struct Handshake {
 
 impl Drop for Handshake {
     fn drop(&mut self) {
+        self.pending.exchanging.store(false, Ordering::Relaxed);
         let listener = &self.pending.listener;
         listener.handshakes.fetch_sub(1, Ordering::Relaxed);
         if !self.delivered {
@@ -568,8 +592,11 @@ pub(crate) fn unlisten(cm: &Cm, key: usize) -> Result {
 /// An accepted TCP connection before the ULP's accept or reject.
 #[pin_data]
 pub(crate) struct Pending {
+    /// Keys grow with each accepted connection: the smallest is the oldest.
     key: usize,
     listener: Arc<Listener>,
+    /// In its MPA exchange, and not closed to make room for a newer one.
+    exchanging: AtomicBool,
     socket: Arc<TcpSocket>,
     #[pin]
     hs: Mutex<Option<ResponderHandshake<KernelCrc32c>>>,
@@ -610,6 +637,10 @@ impl WorkItem for Pending {
             event = ev;
             (used, done)
         });
+        if !this.exchanging.load(Ordering::Relaxed) {
+            // Closed to make room for a newer connection.
+            return;
+        }
         let request = match (result, event) {
             (Ok(()), Some(ResponderEvent::ConnectRequest(r))) => r,
             (Ok(()), Some(ResponderEvent::Failed(_))) => {

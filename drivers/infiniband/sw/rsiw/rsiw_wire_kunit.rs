@@ -62,6 +62,7 @@ mod slow_peer;
 #[path = "rsiw_wire_kunit/tagged_access.rs"]
 mod tagged_access;
 use slow_peer::{
+    slow_handshakes_keep_out_no_connect_and_stall_no_qp,
     trickled_mpa_request_is_closed_by_the_deadline,
     zero_window_then_malformed_fpdu_flushes_and_closes,
     zero_window_then_reading_resumes_transmission,
@@ -1448,6 +1449,7 @@ kernel::kunit_suite!(
     [
         garbage_instead_of_mpa_request_is_dropped,
         trickled_mpa_request_is_closed_by_the_deadline,
+        slow_handshakes_keep_out_no_connect_and_stall_no_qp,
         markers_are_rejected,
         send_without_receive_terminates,
         write_to_unknown_stag_terminates,

@@ -194,3 +194,74 @@ pub(super) fn zero_window_then_reading_resumes_transmission(test: &mut Test) -> 
     server.destroy_qp();
     Ok(())
 }
+
+/// Connections a slow peer opens to one listener: more than a listener keeps in their MPA
+/// exchange at once.
+const SLOW_CONNECTIONS: usize = 300;
+
+/// Whether the peer closes `sock` (or it fails) while `budget_ms` lasts; the time waited is
+/// taken from the budget.
+fn closed_within(sock: &TcpSocket, budget_ms: &mut u32) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match sock.recv(&mut buf, MsgFlags::DONTWAIT) {
+            Err(e) if e == EAGAIN => {}
+            Ok(n) if n > 0 => {}
+            _ => return true,
+        }
+        if *budget_ms == 0 {
+            return false;
+        }
+        sleep_ms(50);
+        *budget_ms = budget_ms.saturating_sub(50);
+    }
+}
+
+pub(super) fn slow_handshakes_keep_out_no_connect_and_stall_no_qp(test: &mut Test) -> Result {
+    // A peer opens 300 connections to a listener and sends one byte of an MPA Request on
+    // each, then nothing. A QP connected before keeps transmitting, a legitimate connect to
+    // the same listener completes, and every slow connection is closed by the MPA deadline.
+    let (_la, mut a, a_sock, a_pd) = established(test, 7827)?;
+    let l = CmId::new()?;
+    l.bind(&at(7828))?;
+    l.listen(512)?;
+    let mut slow = KVec::with_capacity(SLOW_CONNECTIONS, GFP_KERNEL)?;
+    for _ in 0..SLOW_CONNECTIONS {
+        let sock = connect(7828)?;
+        sock.send(b"M", MsgFlags::NOSIGNAL)?;
+        slow.push(sock, GFP_KERNEL)?;
+    }
+    let buffer = DmaBuffer::new(&a_pd, 64)?;
+    buffer.write(0, &[7u8; 64])?;
+    a.qp()?.post_send(
+        &SendWr::Send {
+            local: Sge {
+                buffer: &buffer,
+                offset: 0,
+                len: 64,
+            },
+            solicited: false,
+        },
+        1,
+    )?;
+    let mut inbox = Inbox::new(&[])?;
+    let seg = segment(inbox.next_fpdu(&a_sock)?)?;
+    kunit_expect!(
+        test,
+        seg.opcode == Opcode::Send && seg.payload == [7u8; 64],
+        "the connected QP's Send did not arrive whole"
+    );
+    let sock = connect(7828)?;
+    let legit = client_server_accept_on(test, l, sock, client_server_config(4, 4), None, None)?;
+    // The last exchanges started a few seconds ago: the deadline (10 s) ends them well within
+    // this budget, and the earlier ones were closed to make room.
+    let mut budget_ms = 15000;
+    let open = slow
+        .iter()
+        .filter(|s| !closed_within(s, &mut budget_ms))
+        .count();
+    kunit_expect_eq!(test, open, 0);
+    drop(legit);
+    a.destroy_qp();
+    Ok(())
+}
