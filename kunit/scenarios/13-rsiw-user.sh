@@ -5,8 +5,10 @@
 # Write, data verified), perftest over rdma_cm (-R), an SRQ's limit event (srq-limit), a Read into 3 SGEs
 # (read-sges), a Send through a deregistered key (stale-lkey), malformed
 # queue entries written by the process itself (bad-sqe), and memory registrations that fail
-# (reg-mr-abuse). First rsiw with itself (rsiw0 on
-# dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
+# (reg-mr-abuse); CQs, QPs and SRQs created and destroyed in loops (past the device's maximum
+# outside the test run), and a
+# send ring rewritten by a second thread during the doorbell (verbs-churn). First rsiw with
+# itself (rsiw0 on dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
 . /tests/lib.sh
 two_dummies
@@ -15,6 +17,9 @@ modprobe siw || fail "modprobe siw"
 
 count=20; [ "$RSIW_MODE" = test ] || count=1000
 iters=200; [ "$RSIW_MODE" = test ] || iters=5000
+# Objects of each kind verbs-churn creates and destroys; past the device's maximum (its
+# default) outside the test run, where that takes longer than the scenario's time limit.
+churn=2000; [ "$RSIW_MODE" = test ] || churn=
 
 # rping_pair NAME SERVER_ADDR CLIENT_ADDR: rping -V, COUNT rounds of 4 KiB, data verified.
 rping_pair() {
@@ -102,6 +107,26 @@ sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
 reg-mr-abuse rsiw0 >/tmp/reg-mr-abuse.log 2>&1 || {
   cat /tmp/reg-mr-abuse.log; fail "reg-mr-abuse on rsiw0"; }
 sed 's/^/reg-mr-abuse: /' /tmp/reg-mr-abuse.log
+# Creating and destroying CQs, QPs and SRQs (past the device's maximum of each outside the
+# test run): a destroyed object gives its place back. Then a kernel ULP still gets its CQs
+# and QP on the device.
+verbs-churn churn rsiw0 $churn >/tmp/churn.log 2>&1 || { cat /tmp/churn.log; fail "verbs-churn churn on rsiw0"; }
+sed 's/^/verbs-churn: /' /tmp/churn.log
+dmesg -c >/dev/null
+modprobe rust_rdma_ping addr=$ADDR0 || fail "loading rust_rdma_ping on rsiw0 after the churn"
+sleep 2
+timeout 30 modprobe -r rust_rdma_ping || fail "unloading rust_rdma_ping"
+dmesg | grep -q 'stopped, [1-9][0-9]* rounds' || { dmesg | grep rust_rdma_ping; fail "no ping rounds after the churn"; }
+# A second thread rewrites the send ring's entries while the doorbell takes them: that QP may
+# fail, nothing else does (the rping below runs on the same devices).
+wait_port_free 7190 || fail "port 7190 in use"
+timeout 120 verbs-churn sqe-race server $ADDR1 7190 >/tmp/sqe-race-server.log 2>&1 &
+server=$!
+wait_port 7190 $ADDR1 || { cat /tmp/sqe-race-server.log; fail "sqe-race server did not listen"; }
+timeout 120 verbs-churn sqe-race client $ADDR1 7190 $ADDR0 >/tmp/sqe-race-client.log 2>&1 || {
+  cat /tmp/sqe-race-client.log /tmp/sqe-race-server.log; fail "sqe-race client"; }
+wait $server || { cat /tmp/sqe-race-server.log; fail "sqe-race server"; }
+sed 's/^/sqe-race: /' /tmp/sqe-race-client.log /tmp/sqe-race-server.log
 rping_pair "rsiw-rsiw" $ADDR1 $ADDR0
 srq_pair "rsiw-rsiw" $ADDR1 $ADDR0
 sges_pair "rsiw-rsiw" $ADDR1 $ADDR0
