@@ -43,7 +43,7 @@ use kernel::{
         cm::{CmEvent, CmId, ConnParam, ReceivedParam},
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
-        kernel_qp::{QpCaps, Remote, SendWr, Sge, WcOpcode},
+        kernel_qp::{KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WorkCompletion},
     },
     sync::Arc,
     time::msecs_to_jiffies,

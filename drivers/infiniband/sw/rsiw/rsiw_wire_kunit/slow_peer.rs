@@ -43,8 +43,50 @@ pub(super) fn trickled_mpa_request_is_closed_by_the_deadline(test: &mut Test) ->
     Ok(())
 }
 
-/// Bytes of each RDMA Write that fills the peer's window; four go out.
+/// Bytes of each RDMA Write that fills the peer's window.
 const STALLED_WRITE_LEN: usize = 1 << 20;
+
+/// RDMA Writes that fill the peer's window.
+const WRITES: u64 = 4;
+
+/// Posts [`WRITES`] RDMA Writes of `source` to consecutive ranges from `base` (tags from
+/// `first_tag`) to a peer that reads nothing, and lets them fill its window: returns the
+/// completions there are after, which must not be all of them.
+fn fill_window(
+    test: &mut Test,
+    qp: &KernelQp,
+    source: &Arc<DmaBuffer>,
+    base: u64,
+    first_tag: u64,
+) -> Result<KVec<WorkCompletion>> {
+    for k in 0..WRITES {
+        qp.post_send(
+            &SendWr::Write {
+                local: Sge {
+                    buffer: source,
+                    offset: 0,
+                    len: STALLED_WRITE_LEN,
+                },
+                remote: Remote {
+                    addr: base + k * STALLED_WRITE_LEN as u64,
+                    rkey: 0x4200,
+                },
+            },
+            first_tag + k,
+        )?;
+    }
+    sleep_ms(2000);
+    let mut done = KVec::new();
+    while let Some(wc) = qp.poll() {
+        done.push(wc, GFP_KERNEL)?;
+    }
+    kunit_expect!(
+        test,
+        done.len() < WRITES as usize,
+        "4 MiB went out to a peer reading nothing"
+    );
+    Ok(done)
+}
 
 pub(super) fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test) -> Result {
     // rsiw writes more than TCP's buffers hold to a peer that reads nothing, so that its
@@ -54,33 +96,7 @@ pub(super) fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test
     let (_l, mut server, sock, pd) = established(test, 7823)?;
     let source = DmaBuffer::new(&pd, STALLED_WRITE_LEN)?;
     let qp = server.qp()?;
-    for tag in 11..15 {
-        qp.post_send(
-            &SendWr::Write {
-                local: Sge {
-                    buffer: &source,
-                    offset: 0,
-                    len: STALLED_WRITE_LEN,
-                },
-                remote: Remote {
-                    addr: 0,
-                    rkey: 0x4200,
-                },
-            },
-            tag,
-        )?;
-    }
-    // Let them fill the window.
-    sleep_ms(2000);
-    let mut done = KVec::new();
-    while let Some(wc) = qp.poll() {
-        done.push(wc, GFP_KERNEL)?;
-    }
-    kunit_expect!(
-        test,
-        done.len() < 4,
-        "4 MiB went out to a peer reading nothing"
-    );
+    let mut done = fill_window(test, qp, &source, 0, 11)?;
     let mut wire = fpdus(
         WorkRequest::Send {
             len: 8,
@@ -96,11 +112,11 @@ pub(super) fn zero_window_then_malformed_fpdu_flushes_and_closes(test: &mut Test
     let e = server.next_event(msecs_to_jiffies(5000))?;
     kunit_expect_eq!(test, e.name(), "DISCONNECTED");
     let qp = server.qp()?;
-    while done.len() < 4 {
+    while done.len() < WRITES as usize {
         done.push(qp.wait(msecs_to_jiffies(5000))?, GFP_KERNEL)?;
     }
     let last = done.last().ok_or(EINVAL)?;
-    kunit_expect_eq!(test, last.tag, 14);
+    kunit_expect_eq!(test, last.tag, 10 + WRITES);
     kunit_expect!(
         test,
         !last.status.is_success(),
@@ -129,34 +145,8 @@ pub(super) fn zero_window_then_reading_resumes_transmission(test: &mut Test) -> 
     }
     source.write(0, &pattern)?;
     let qp = server.qp()?;
-    const WRITES: u64 = 4;
     let base: u64 = 0x7000_0000;
-    for k in 0..WRITES {
-        qp.post_send(
-            &SendWr::Write {
-                local: Sge {
-                    buffer: &source,
-                    offset: 0,
-                    len: STALLED_WRITE_LEN,
-                },
-                remote: Remote {
-                    addr: base + k * STALLED_WRITE_LEN as u64,
-                    rkey: 0x4200,
-                },
-            },
-            21 + k,
-        )?;
-    }
-    sleep_ms(2000);
-    let mut done = KVec::new();
-    while let Some(wc) = qp.poll() {
-        done.push(wc, GFP_KERNEL)?;
-    }
-    kunit_expect!(
-        test,
-        done.len() < WRITES as usize,
-        "4 MiB went out to a peer reading nothing"
-    );
+    let mut done = fill_window(test, qp, &source, base, 21)?;
     let total = WRITES as usize * STALLED_WRITE_LEN;
     let mut inbox = Inbox::new(&[])?;
     let mut next = base;
