@@ -102,7 +102,7 @@ rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
 # Malformed entries written straight into the shared rings complete with errors.
 bad-sqe rsiw0 >/tmp/bad-sqe.log 2>&1 || { cat /tmp/bad-sqe.log; fail "bad-sqe on rsiw0"; }
 sed 's/^/bad-sqe: /' /tmp/bad-sqe.log
-# A registration whose response cannot be written leaves no region; 8 GiB over the
+# A registration whose response cannot be written leaves no region (nothing pinned); 8 GiB over the
 # locked-memory limit is refused before anything is sized for it.
 reg-mr-abuse rsiw0 >/tmp/reg-mr-abuse.log 2>&1 || {
   cat /tmp/reg-mr-abuse.log; fail "reg-mr-abuse on rsiw0"; }

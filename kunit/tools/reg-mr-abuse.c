@@ -5,11 +5,11 @@
  *
  *   reg-mr-abuse DEVICE
  *
- * 1. A registration whose response buffer has no room for the provider's part (the siw ABI's
- *    STag), sent as the raw uverbs command the stock provider would send with a short output
- *    length. It must fail, and leave no region behind: a region registered right after it
- *    takes the STag index of one deregistered right before it (the lowest free one), which a
- *    region left behind would hold.
+ * 1. A registration of 1 MiB whose response buffer has no room for the provider's part (the
+ *    siw ABI's STag), sent as the raw uverbs command the stock provider would send with a
+ *    short output length. It must fail, and leave no region behind: the process's pinned
+ *    memory (VmPin) is what it was before, which a region left behind would keep pinned (a
+ *    registration that succeeds, first, shows that VmPin counts the region).
  * 2. A child process without CAP_IPC_LOCK and with a 1 MiB locked-memory limit registers
  *    8 GiB (reserved, never touched): refused with ENOMEM, the device sizing nothing for it
  *    before the RDMA core checked the limit.
@@ -75,32 +75,53 @@ static int reg_mr_without_room(struct ibv_context *ctx, struct ibv_pd *pd, void 
 	return write(ctx->cmd_fd, &req, sizeof(req)) == sizeof(req) ? 0 : -errno;
 }
 
+/* The process's pinned memory in KiB (VmPin of /proc/self/status). */
+static long pinned_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	long kib = -1;
+
+	if (!f)
+		fail("/proc/self/status");
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	if (kib < 0)
+		fail("no VmPin in /proc/self/status");
+	return kib;
+}
+
 static int short_response(const char *name)
 {
+	const size_t len = 1 << 20;
 	struct ibv_context *ctx = open_named(name);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	void *buf = aligned_alloc(4096, 4096);
-	struct ibv_mr *before, *after;
-	uint32_t index;
+	void *buf = aligned_alloc(4096, len);
+	long before, registered, after;
+	struct ibv_mr *mr;
 	int ret;
 
 	if (!pd || !buf)
 		fail("PD or buffer");
-	memset(buf, 0, 4096);
-	before = ibv_reg_mr(pd, buf, 4096, ACCESS);
-	if (!before)
+	memset(buf, 0, len);
+	before = pinned_kib();
+	/* The witness works: a registration that succeeds shows as pinned until deregistered. */
+	mr = ibv_reg_mr(pd, buf, len, ACCESS);
+	if (!mr)
 		fail("ibv_reg_mr");
-	index = before->rkey >> 8;
-	if (ibv_dereg_mr(before))
+	registered = pinned_kib();
+	if (ibv_dereg_mr(mr))
 		fail("ibv_dereg_mr");
-	ret = reg_mr_without_room(ctx, pd, buf, 4096);
-	after = ibv_reg_mr(pd, buf, 4096, ACCESS);
-	if (!after)
-		fail("ibv_reg_mr after");
-	printf("short response: %s; STag index before %u, after %u\n",
-	       ret ? strerror(-ret) : "registered", index, after->rkey >> 8);
-	ret = ret != 0 && after->rkey >> 8 == index ? 0 : 1;
-	if (ibv_dereg_mr(after) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+	printf("a registration of %zu KiB: pinned %ld KiB before, %ld KiB with it, %ld KiB after\n",
+	       len >> 10, before, registered, pinned_kib());
+	ret = reg_mr_without_room(ctx, pd, buf, len);
+	after = pinned_kib();
+	printf("short response: %s; pinned %ld KiB before, %ld KiB after\n",
+	       ret ? strerror(-ret) : "registered", before, after);
+	ret = ret != 0 && after == before && registered == before + (long)(len >> 10) ? 0 : 1;
+	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
 		fail("cleanup");
 	free(buf);
 	return ret;

@@ -25,7 +25,6 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    alloc::flags::{__GFP_NOWARN, GFP_ATOMIC},
     new_spinlock_bh,
     prelude::*,
     random::random_u32,
@@ -37,6 +36,7 @@ use kernel::{
         objects::PdId,
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
+    xarray::XArray,
 };
 
 use crate::proto::placement::{self, AccessFlags, Grant, StagState};
@@ -219,11 +219,15 @@ pub(crate) enum LocalError {
     Access,
 }
 
+/// The largest STag index: STags are a 24-bit index and an 8-bit key.
+const MAX_INDEX: u32 = (1 << 24) - 1;
+
 /// The STag table of a device.
 #[pin_data]
 pub(crate) struct MrTable {
+    /// The regions by STag index (the STag's upper 24 bits).
     #[pin]
-    slots: SpinLockBh<KVec<Option<Arc<Mr>>>>,
+    mrs: XArray<Mr>,
     /// Held by every atomic operation executed for a peer: they are atomic with respect to
     /// each other on this device (`IB_ATOMIC_HCA`).
     #[pin]
@@ -240,7 +244,7 @@ impl MrTable {
     pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                slots <- new_spinlock_bh!(KVec::new(), "MrTable::slots"),
+                mrs <- XArray::new(),
                 atomics <- new_spinlock_bh!((), "MrTable::atomics"),
                 epochs: AtomicU64::new(1),
                 count: AtomicU32::new(0),
@@ -275,41 +279,26 @@ impl MrTable {
             }),
             GFP_KERNEL,
         )?;
-        let mut slots = self.slots.lock();
-        if self.count.load(Ordering::Relaxed) >= self.max {
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
+            self.count.fetch_sub(1, Ordering::Relaxed);
             return Err(ENOMEM);
         }
-        let free = slots
-            .iter()
-            .skip(1)
-            .position(|s| s.is_none())
-            .map(|i| i + 1);
-        // The table doubles as it grows: past half a million regions that is more than one
-        // kmalloc gives, which must fail quietly (ENOMEM), not WARN.
-        let grow = GFP_ATOMIC | __GFP_NOWARN;
-        let index = match free {
-            Some(i) => i,
-            None => {
-                if slots.is_empty() {
-                    slots.push(None, grow)?;
-                }
-                slots.push(None, grow)?;
-                slots.len() - 1
+        // The index search starts at a random place and the key is random, as with the C
+        // siw: a peer cannot derive a region's STag from another's (RFC 5040 section 8), and
+        // the STag of a region deregistered from an index rarely names a later one there (whose
+        // grants it could not reach anyway: they hold another epoch). The region is entered
+        // with STag 0 and named right after, so that no lookup in between finds it.
+        let start = random_u32() & MAX_INDEX;
+        let index = match self.mrs.alloc(mr.clone(), 1..=MAX_INDEX, start, GFP_KERNEL) {
+            Ok(index) => index,
+            Err(e) => {
+                self.count.fetch_sub(1, Ordering::Relaxed);
+                return Err(if e == EBUSY { ENOMEM } else { e });
             }
         };
-        if index >= 1 << 24 {
-            return Err(ENOMEM);
-        }
-        // A random key: a peer cannot derive a region's STag from another's (RFC 5040 section
-        // 8), and the STag of a region deregistered from this index rarely names the new one
-        // (which its grants could not reach anyway: they hold another epoch).
         let key = random_u32() & 0xff;
-        let stag = (index as u32) << 8 | key;
+        let stag = index << 8 | key;
         mr.state.lock().stag = stag;
-        if let Some(slot) = slots.get_mut(index) {
-            *slot = Some(mr.clone());
-            self.count.fetch_add(1, Ordering::Relaxed);
-        }
         Ok((mr, stag))
     }
 
@@ -355,16 +344,13 @@ impl MrTable {
     }
 
     fn remove(&self, index: u32) {
-        let mut slots = self.slots.lock();
-        if let Some(slot) = slots.get_mut(index as usize) {
-            if slot.take().is_some() {
-                self.count.fetch_sub(1, Ordering::Relaxed);
-            }
+        if self.mrs.remove(index).is_some() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     fn get(&self, stag: u32) -> Option<Arc<Mr>> {
-        self.slots.lock().get((stag >> 8) as usize)?.clone()
+        self.mrs.get(stag >> 8)
     }
 
     /// The region of `stag` as placement checks see it (`pd_number` stands for `pd`; a region

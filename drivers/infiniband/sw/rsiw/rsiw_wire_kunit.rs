@@ -71,7 +71,7 @@ use tagged_access::{
     read_answered_by_one_empty_last_segment_fails, read_answered_by_overlapping_segments_fails,
     read_answered_out_of_order_fails, read_answered_short_fails,
     read_request_with_wrapping_sink_terminates, read_request_with_wrapping_source_terminates,
-    write_after_deregister_reaches_no_region_at_its_index,
+    stag_indices_do_not_follow_each_other, write_after_deregister_reaches_no_region_at_its_index,
     write_after_invalidate_and_register_again_terminates, write_after_local_invalidate_terminates,
     write_after_send_with_invalidate_on_another_qp_terminates,
 };
@@ -1463,6 +1463,7 @@ kernel::kunit_suite!(
         write_after_invalidate_and_register_again_terminates,
         write_after_send_with_invalidate_on_another_qp_terminates,
         write_after_deregister_reaches_no_region_at_its_index,
+        stag_indices_do_not_follow_each_other,
         read_answered_by_one_empty_last_segment_fails,
         read_answered_out_of_order_fails,
         read_answered_by_overlapping_segments_fails,
