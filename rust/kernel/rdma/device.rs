@@ -343,8 +343,9 @@ pub trait Driver: Send + Sync {
         Err(EOPNOTSUPP)
     }
 
-    /// iWARP: connects the QP `param.qpn` to the peer of `id`; the answer comes as an
-    /// [`IwEvent::ConnectReply`](super::iw_provider::IwEvent::ConnectReply).
+    /// iWARP: connects the QP `param.qpn` to the peer of `id`; the answer comes as
+    /// [`IwCmId::connected`](super::iw_provider::IwCmId::connected) or an
+    /// [`IwEvent::ConnectFailed`](super::iw_provider::IwEvent::ConnectFailed).
     fn iw_connect(&self, _dev: &Device, _id: IwCmId, _param: &IwConnParam<'_>) -> Result {
         Err(EOPNOTSUPP)
     }

@@ -12,10 +12,11 @@
 //!
 //! iw_cm also holds the QP of a connection (`iw_add_ref`/`iw_rem_ref`, in
 //! [`super::objects`]): destroying a QP waits until iw_cm let go of it, which it does when the
-//! provider reports the connection closed. A provider must therefore deliver [`IwEvent::Close`]
-//! for every connection that reached [`IwEvent::Established`] or a successful
-//! [`IwEvent::ConnectReply`], and never before (iw_cm `BUG()`s on a close while it waits for
-//! the ULP to accept).
+//! provider reports the connection closed. So CLOSE must reach iw_cm once for every connection
+//! it heard was up (ESTABLISHED, or a successful CONNECT_REPLY), and never before (iw_cm
+//! `BUG()`s on a close while it waits for the ULP to accept). The types say so: only
+//! [`IwCmId::connected`] reports a connection up, and it turns the id into a [`ConnectedId`],
+//! the only way to deliver DISCONNECT and CLOSE; CLOSE goes when that is dropped.
 //!
 //! C header: [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h)
 
@@ -82,10 +83,11 @@ pub enum IwEvent<'a> {
         /// The peer's ORD.
         ord: u8,
     },
-    /// The answer to `iw_connect`: `Ok` if the peer accepted.
-    ConnectReply {
-        /// Accepted, or why not (`ECONNREFUSED` for a reject, others for failures).
-        status: Result,
+    /// The answer to `iw_connect` when it failed (a connect that succeeded is reported by
+    /// [`IwCmId::connected`]).
+    ConnectFailed {
+        /// Why: `ECONNREFUSED` for a reject, others for failures.
+        error: Error,
         /// Local address.
         local: SocketAddr,
         /// Peer address.
@@ -97,12 +99,63 @@ pub enum IwEvent<'a> {
         /// The negotiated ORD.
         ord: u8,
     },
-    /// An accepted connection is up.
+}
+
+/// How a connection came up, for [`IwCmId::connected`].
+pub enum Up<'a> {
+    /// An accepted connection is up (ESTABLISHED).
     Established,
-    /// The peer or the ULP started to close.
-    Disconnect(Result),
-    /// The connection is closed; iw_cm lets go of the QP.
-    Close,
+    /// The peer accepted our connect (a successful CONNECT_REPLY).
+    Accepted {
+        /// Local address.
+        local: SocketAddr,
+        /// Peer address.
+        remote: SocketAddr,
+        /// The peer's private data.
+        private_data: &'a [u8],
+        /// The negotiated IRD.
+        ird: u8,
+        /// The negotiated ORD.
+        ord: u8,
+    },
+}
+
+/// An `iw_cm_id` whose connection iw_cm knows is up: it can hear DISCONNECT, and hears CLOSE
+/// when this is dropped.
+///
+/// # Invariants
+///
+/// iw_cm was delivered ESTABLISHED or a successful CONNECT_REPLY on the id, and not CLOSE.
+pub struct ConnectedId(IwCmId);
+
+impl ConnectedId {
+    /// Tells iw_cm the peer or the ULP started to close (DISCONNECT).
+    pub fn disconnect(&self, status: Result) -> Result {
+        // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
+        let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
+        ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_DISCONNECT;
+        ev.status = match status {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        self.0.deliver_raw(&mut ev)
+    }
+
+    /// Tells iw_cm the connection is closed (CLOSE): it lets go of the QP. The same as
+    /// dropping it.
+    pub fn close(self) {}
+}
+
+impl Drop for ConnectedId {
+    fn drop(&mut self) {
+        // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
+        let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
+        ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CLOSE;
+        // INVARIANT: The one CLOSE of the connection; the id goes with it. (iw_cm queues
+        // events on work items it allocated for the id ahead; were they all in use, nothing
+        // more could be done here.)
+        let _ = self.0.deliver_raw(&mut ev);
+    }
 }
 
 fn write_addr(to: &mut bindings::__kernel_sockaddr_storage, addr: &SocketAddr) {
@@ -207,8 +260,8 @@ impl IwCmId {
                 write_addr(&mut ev.remote_addr, &remote);
                 set_data(&mut ev, private_data, ird, ord)?;
             }
-            IwEvent::ConnectReply {
-                status,
+            IwEvent::ConnectFailed {
+                error,
                 local,
                 remote,
                 private_data,
@@ -216,29 +269,57 @@ impl IwCmId {
                 ord,
             } => {
                 ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
-                ev.status = match status {
-                    Ok(()) => 0,
-                    Err(e) => e.to_errno(),
-                };
+                // A negative errno: never the 0 of a successful reply.
+                ev.status = error.to_errno();
                 write_addr(&mut ev.local_addr, &local);
                 write_addr(&mut ev.remote_addr, &remote);
                 set_data(&mut ev, private_data, ird, ord)?;
             }
-            IwEvent::Established => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_ESTABLISHED,
-            IwEvent::Disconnect(status) => {
-                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_DISCONNECT;
-                ev.status = match status {
-                    Ok(()) => 0,
-                    Err(e) => e.to_errno(),
-                };
-            }
-            IwEvent::Close => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CLOSE,
         }
+        self.deliver_raw(&mut ev)
+    }
+
+    /// Reports the connection up, as `up` says: from now on iw_cm waits for CLOSE, which the
+    /// returned [`ConnectedId`] delivers. If iw_cm cannot take the event, it has not seen the
+    /// connection up: the id comes back with the error.
+    pub fn connected(self, up: Up<'_>) -> core::result::Result<ConnectedId, (Self, Error)> {
+        // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
+        let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
+        match up {
+            Up::Established => ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_ESTABLISHED,
+            Up::Accepted {
+                local,
+                remote,
+                private_data,
+                ird,
+                ord,
+            } => {
+                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
+                write_addr(&mut ev.local_addr, &local);
+                write_addr(&mut ev.remote_addr, &remote);
+                ev.private_data = private_data.as_ptr() as *mut c_void;
+                ev.private_data_len = match u8::try_from(private_data.len()) {
+                    Ok(len) => len,
+                    Err(_) => return Err((self, EMSGSIZE)),
+                };
+                ev.ird = ird;
+                ev.ord = ord;
+            }
+        }
+        match self.deliver_raw(&mut ev) {
+            // INVARIANT: iw_cm took ESTABLISHED or a successful CONNECT_REPLY.
+            Ok(()) => Ok(ConnectedId(self)),
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// Hands `ev` to the id's event handler.
+    fn deliver_raw(&self, ev: &mut bindings::iw_cm_event) -> Result {
         // SAFETY: The id is live (the invariant) and iw_cm set its handler; the handler copies
         // the private data before it returns.
         let ret = unsafe {
             match (*self.id).event_handler {
-                Some(handler) => handler(self.id, &mut ev),
+                Some(handler) => handler(self.id, ev),
                 None => return Err(EINVAL),
             }
         };

@@ -35,7 +35,7 @@ use kernel::{
     new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
-    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent, MAX_EVENT_PRIVATE_DATA},
+    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent, Up, MAX_EVENT_PRIVATE_DATA},
     sync::{Arc, Mutex},
     time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
     workqueue::{impl_has_work, new_work, Work, WorkItem},
@@ -254,15 +254,15 @@ impl WorkItem for Connecting {
             let _ = socket.shutdown(Shutdown::Both);
             return;
         };
-        fn reply<'a>(
+        fn failed<'a>(
             (local, remote): (SocketAddr, SocketAddr),
-            status: Result,
+            error: Error,
             private_data: &'a [u8],
             ird: u8,
             ord: u8,
         ) -> IwEvent<'a> {
-            IwEvent::ConnectReply {
-                status,
+            IwEvent::ConnectFailed {
+                error,
                 local,
                 remote,
                 private_data,
@@ -291,14 +291,14 @@ impl WorkItem for Connecting {
                         None => Err(EINVAL),
                     });
                 if let Err(e) = sent {
-                    let _ = id.deliver(reply(addrs, Err(e), &[], 0, 0));
+                    let _ = id.deliver(failed(addrs, e, &[], 0, 0));
                     let _ = socket.shutdown(Shutdown::Both);
                     return;
                 }
                 let data = hs.peer_private_data();
                 if data.len() > MAX_EVENT_PRIVATE_DATA {
                     // More than iw_cm can hand the ULP: the connection fails, said so.
-                    let _ = id.deliver(reply(addrs, Err(EMSGSIZE), &[], 0, 0));
+                    let _ = id.deliver(failed(addrs, EMSGSIZE, &[], 0, 0));
                     let _ = socket.shutdown(Shutdown::Both);
                     return;
                 }
@@ -313,14 +313,20 @@ impl WorkItem for Connecting {
                         large_fpdus: decision.large_fpdus,
                     },
                     |_, id, status| {
-                        let failed = status.is_err();
                         let (ird, ord) = (clamp_u8(ulp_ird), clamp_u8(ulp_ord));
-                        id.deliver(reply(addrs, status, data, ird, ord))?;
-                        if failed {
-                            Err(ECONNRESET)
-                        } else {
-                            Ok(())
+                        if let Err(e) = status {
+                            let _ = id.deliver(failed(addrs, e, data, ird, ord));
+                            return Err(ECONNRESET);
                         }
+                        let (local, remote) = addrs;
+                        id.connected(Up::Accepted {
+                            local,
+                            remote,
+                            private_data: data,
+                            ird,
+                            ord,
+                        })
+                        .map_err(|(_, e)| e)
                     },
                 );
                 if attached.is_err() {
@@ -334,9 +340,9 @@ impl WorkItem for Connecting {
                 let data = Some(hs.peer_private_data())
                     .filter(|d| d.len() <= MAX_EVENT_PRIVATE_DATA)
                     .unwrap_or(&[]);
-                let _ = id.deliver(reply(
+                let _ = id.deliver(failed(
                     addrs,
-                    Err(ECONNREFUSED),
+                    ECONNREFUSED,
                     data,
                     clamp_u8(ird),
                     clamp_u8(ord),
@@ -346,16 +352,16 @@ impl WorkItem for Connecting {
             (Ok(()), Some(InitiatorEvent::Failed(error))) => {
                 // E.g. no RTR kind in common (RFC 6581 section 8: TERMINATE 2/0/7).
                 send_terminate(&socket, error, crc_required);
-                let _ = id.deliver(reply(addrs, Err(ECONNREFUSED), &[], 0, 0));
+                let _ = id.deliver(failed(addrs, ECONNREFUSED, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
             }
             (Err(e), _) => {
                 let e = if e == EAGAIN { ETIMEDOUT } else { e };
-                let _ = id.deliver(reply(addrs, Err(e), &[], 0, 0));
+                let _ = id.deliver(failed(addrs, e, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
             }
             _ => {
-                let _ = id.deliver(reply(addrs, Err(ECONNRESET), &[], 0, 0));
+                let _ = id.deliver(failed(addrs, ECONNRESET, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
             }
         }
@@ -771,7 +777,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
             if !first.is_empty() {
                 socket.send(first, MsgFlags::NOSIGNAL)?;
             }
-            id.deliver(IwEvent::Established)
+            id.connected(Up::Established).map_err(|(_, e)| e)
         },
     );
     if attached.is_err() {

@@ -35,7 +35,7 @@ use kernel::{
     prelude::*,
     rdma::{
         async_event::{QpEvent, QpEvents},
-        iw_provider::{IwCmId, IwEvent},
+        iw_provider::{ConnectedId, IwCmId},
         memory_region::DmaRange,
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
         work_request::{RecvWr, SendOp as IbSendOp, SendWr},
@@ -182,8 +182,8 @@ struct Inner {
 /// The connection of a QP, used from process context.
 struct Connection {
     socket: Arc<TcpSocket>,
-    /// iw_cm's id while iw_cm thinks the connection up; taken when CLOSE is delivered.
-    cm_id: Option<IwCmId>,
+    /// iw_cm's id while iw_cm thinks the connection up; CLOSE goes when it is dropped.
+    cm_id: Option<ConnectedId>,
 }
 
 /// Flags of [`Qp::flags`].
@@ -390,21 +390,27 @@ impl Qp {
     /// ULP must find the QP in RTS when it hears), then data flows. If the QP cannot take the
     /// connection, `announce` gets the error instead (to report a failed connect). If
     /// `announce` fails, iw_cm has not seen the connection up: the QP goes to ERROR without a
-    /// CLOSE.
+    /// CLOSE. Otherwise it returns the id iw_cm hears CLOSE on, which the QP keeps until the
+    /// connection ends.
     pub(crate) fn attach(
         self: &Arc<Self>,
         est: Established,
-        announce: impl FnOnce(&TcpSocket, &IwCmId, Result) -> Result,
+        announce: impl FnOnce(&TcpSocket, IwCmId, Result) -> Result<ConnectedId>,
     ) -> Result {
-        if let Err(e) = self.ready_engine(&est) {
-            let _ = announce(&est.socket, &est.cm_id, Err(e));
+        let ready = self.ready_engine(&est);
+        let cm_id = est.cm_id;
+        if let Err(e) = ready {
+            let _ = announce(&est.socket, cm_id, Err(e));
             return Err(e);
         }
         est.socket.set_nodelay();
-        if let Err(e) = announce(&est.socket, &est.cm_id, Ok(())) {
-            self.to_error();
-            return Err(e);
-        }
+        let cm_id = match announce(&est.socket, cm_id, Ok(())) {
+            Ok(connected) => connected,
+            Err(e) => {
+                self.to_error();
+                return Err(e);
+            }
+        };
         let socket = est.socket.clone();
         self.tx.lock().target = Some(TxTarget {
             socket: socket.clone(),
@@ -412,7 +418,7 @@ impl Qp {
         });
         *self.connection.lock() = Some(Connection {
             socket: est.socket,
-            cm_id: Some(est.cm_id),
+            cm_id: Some(cm_id),
         });
         if socket.install_callbacks(self.clone()).is_err() {
             // ESTABLISHED was delivered: the connection ends as any other does, the QP in
@@ -603,9 +609,9 @@ impl Qp {
             drop(tx);
             if let Some(id) = c.cm_id.take() {
                 if peer_started {
-                    let _ = id.deliver(IwEvent::Disconnect(Ok(())));
+                    let _ = id.disconnect(Ok(()));
                 }
-                let _ = id.deliver(IwEvent::Close);
+                id.close();
             }
         }
     }
