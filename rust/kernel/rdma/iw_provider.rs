@@ -158,6 +158,29 @@ impl Drop for ConnectedId {
     }
 }
 
+/// Makes `ev` a CONNECT_REPLY with `status` (0: accepted) between `local` and `remote`.
+fn connect_reply(
+    ev: &mut bindings::iw_cm_event,
+    status: c_int,
+    local: &SocketAddr,
+    remote: &SocketAddr,
+) {
+    ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
+    ev.status = status;
+    write_addr(&mut ev.local_addr, local);
+    write_addr(&mut ev.remote_addr, remote);
+}
+
+/// Gives `ev` the peer's private data (`EMSGSIZE` beyond [`MAX_EVENT_PRIVATE_DATA`]) and the
+/// depths. iw_cm copies the data before its handler returns.
+fn event_data(ev: &mut bindings::iw_cm_event, data: &[u8], ird: u8, ord: u8) -> Result {
+    ev.private_data = data.as_ptr() as *mut c_void;
+    ev.private_data_len = u8::try_from(data.len()).map_err(|_| EMSGSIZE)?;
+    ev.ird = ird;
+    ev.ord = ord;
+    Ok(())
+}
+
 fn write_addr(to: &mut bindings::__kernel_sockaddr_storage, addr: &SocketAddr) {
     let (raw, _) = RawSockAddr::new(addr);
     // SAFETY: Both are 128-byte plain-data socket address buffers.
@@ -238,13 +261,6 @@ impl IwCmId {
     pub fn deliver(&self, event: IwEvent<'_>) -> Result {
         // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.
         let mut ev: bindings::iw_cm_event = unsafe { core::mem::zeroed() };
-        let set_data = |ev: &mut bindings::iw_cm_event, data: &[u8], ird: u8, ord: u8| -> Result {
-            ev.private_data = data.as_ptr() as *mut c_void;
-            ev.private_data_len = u8::try_from(data.len()).map_err(|_| EMSGSIZE)?;
-            ev.ird = ird;
-            ev.ord = ord;
-            Ok(())
-        };
         match event {
             IwEvent::ConnectRequest {
                 provider_data,
@@ -258,7 +274,7 @@ impl IwCmId {
                 ev.provider_data = provider_data as *mut c_void;
                 write_addr(&mut ev.local_addr, &local);
                 write_addr(&mut ev.remote_addr, &remote);
-                set_data(&mut ev, private_data, ird, ord)?;
+                event_data(&mut ev, private_data, ird, ord)?;
             }
             IwEvent::ConnectFailed {
                 error,
@@ -268,12 +284,9 @@ impl IwCmId {
                 ird,
                 ord,
             } => {
-                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
                 // A negative errno: never the 0 of a successful reply.
-                ev.status = error.to_errno();
-                write_addr(&mut ev.local_addr, &local);
-                write_addr(&mut ev.remote_addr, &remote);
-                set_data(&mut ev, private_data, ird, ord)?;
+                connect_reply(&mut ev, error.to_errno(), &local, &remote);
+                event_data(&mut ev, private_data, ird, ord)?;
             }
         }
         self.deliver_raw(&mut ev)
@@ -294,16 +307,10 @@ impl IwCmId {
                 ird,
                 ord,
             } => {
-                ev.event = bindings::iw_cm_event_type_IW_CM_EVENT_CONNECT_REPLY;
-                write_addr(&mut ev.local_addr, &local);
-                write_addr(&mut ev.remote_addr, &remote);
-                ev.private_data = private_data.as_ptr() as *mut c_void;
-                ev.private_data_len = match u8::try_from(private_data.len()) {
-                    Ok(len) => len,
-                    Err(_) => return Err((self, EMSGSIZE)),
-                };
-                ev.ird = ird;
-                ev.ord = ord;
+                connect_reply(&mut ev, 0, &local, &remote);
+                if let Err(e) = event_data(&mut ev, private_data, ird, ord) {
+                    return Err((self, e));
+                }
             }
         }
         match self.deliver_raw(&mut ev) {
