@@ -48,6 +48,12 @@ perf_pair() {
   wait $server || { cat /tmp/perf-server.log; fail "$name: $tool server failed"; }
   line=$(awk '$1 ~ /^[0-9]+$/ && NF >= 4 {l=$0} END {print l}' /tmp/perf-client.log)
   [ -n "$line" ] || { cat /tmp/perf-client.log; fail "$name: $tool printed no result line"; }
+  # A bandwidth run whose average reads 0.00 Gb/s took tens of seconds for a few MB: a stall.
+  case $tool in *_bw)
+    echo "$line" | awk '{exit !($4 + 0 == 0)}' && {
+      cat /tmp/perf-client.log /tmp/perf-server.log; dmesg | tail -30
+      fail "$name: $tool $*: no bandwidth (a stalled transfer)"; } ;;
+  esac
   echo "$name: $tool $*: $line"
 }
 
