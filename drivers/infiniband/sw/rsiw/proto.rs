@@ -58,3 +58,4 @@ pub mod terminate;
 pub mod tx_engine;
 pub mod user_queue;
 pub mod wire;
+pub mod work_request;
