@@ -45,6 +45,8 @@
 
 #include "cm-tool.h"
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 #define MARGIN 1000			/* creates past the device's maximum */
 #define DEPTH 16
 #define WAIT_MS 30000			/* any wait for the peer or the device */
@@ -120,117 +122,138 @@ static const struct ibv_qp_init_attr churn_qp = {
 };
 static const struct ibv_srq_init_attr churn_srq = { .attr = { .max_wr = DEPTH, .max_sge = 1 } };
 
+/* What the objects churned are made with: one PD and two CQs for every QP and SRQ. */
+struct churn_env {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *scq, *rcq;
+};
+
+static void *create_cq(struct churn_env *e)
+{
+	return ibv_create_cq(e->ctx, DEPTH, NULL, NULL, 0);
+}
+
+static int destroy_cq(void *cq)
+{
+	return ibv_destroy_cq(cq);
+}
+
+static void *create_qp(struct churn_env *e)
+{
+	struct ibv_qp_init_attr qi = churn_qp;
+
+	qi.send_cq = e->scq;
+	qi.recv_cq = e->rcq;
+	return ibv_create_qp(e->pd, &qi);
+}
+
+static int destroy_qp(void *qp)
+{
+	return ibv_destroy_qp(qp);
+}
+
+static void *create_srq(struct churn_env *e)
+{
+	struct ibv_srq_init_attr si = churn_srq;
+
+	return ibv_create_srq(e->pd, &si);
+}
+
+static int destroy_srq(void *srq)
+{
+	return ibv_destroy_srq(srq);
+}
+
+/* A kind of object the churn creates and destroys, with the verbs' names for the messages. */
+struct churn_kind {
+	const char *name, *create_call, *destroy_call;
+	void *(*create)(struct churn_env *e);
+	int (*destroy)(void *obj);
+};
+
+static const struct churn_kind kinds[] = {
+	{ "cq", "ibv_create_cq", "ibv_destroy_cq", create_cq, destroy_cq },
+	{ "qp", "ibv_create_qp", "ibv_destroy_qp", create_qp, destroy_qp },
+	{ "srq", "ibv_create_srq", "ibv_destroy_srq", create_srq, destroy_srq },
+};
+
+/* Creates and destroys `n` objects of kind `k`, one at a time; prints how long it took. */
+static void churn_kind(const struct churn_kind *k, struct churn_env *e, unsigned long n)
+{
+	struct timespec t0;
+	unsigned long i;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++) {
+		void *obj = k->create(e);
+		int ret;
+
+		if (!obj)
+			fail(k->name, i, k->create_call);
+		ret = k->destroy(obj);
+		if (ret) {
+			errno = err_of(ret);
+			fail(k->name, i, k->destroy_call);
+		}
+	}
+	printf("%s: %lu created and destroyed in %.1f s\n", k->name, n, since(&t0));
+	fflush(stdout);
+}
+
 static int churn(const char *name, const char *count)
 {
-	struct ibv_context *ctx = open_named(name);
-	unsigned long n_cq, n_qp, n_srq, i;
+	struct churn_env e = { .ctx = open_named(name) };
+	void *last[ARRAY_SIZE(kinds)];
+	unsigned long n[ARRAY_SIZE(kinds)];
 	struct ibv_device_attr da;
-	struct ibv_qp_init_attr qi;
-	struct ibv_srq_init_attr si;
-	struct timespec t0;
+	size_t k;
 
-	check(ibv_query_device(ctx, &da), "ibv_query_device");
+	check(ibv_query_device(e.ctx, &da), "ibv_query_device");
 	if (count) {
 		char *end;
 
-		n_cq = strtoul(count, &end, 0);
-		if (*end || !n_cq)
+		n[0] = strtoul(count, &end, 0);
+		if (*end || !n[0])
 			usage();
-		n_qp = n_srq = n_cq;
+		n[1] = n[2] = n[0];
 	} else {
-		n_cq = (unsigned long)da.max_cq + MARGIN;
-		n_qp = (unsigned long)da.max_qp + MARGIN;
-		n_srq = (unsigned long)da.max_srq + MARGIN;
+		n[0] = (unsigned long)da.max_cq + MARGIN;
+		n[1] = (unsigned long)da.max_qp + MARGIN;
+		n[2] = (unsigned long)da.max_srq + MARGIN;
 	}
-	printf("counts: cq %lu, qp %lu, srq %lu (device max: cq %d, qp %d, srq %d)\n", n_cq, n_qp,
-	       n_srq, da.max_cq, da.max_qp, da.max_srq);
+	printf("counts: cq %lu, qp %lu, srq %lu (device max: cq %d, qp %d, srq %d)\n", n[0], n[1],
+	       n[2], da.max_cq, da.max_qp, da.max_srq);
 	fflush(stdout);
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (i = 0; i < n_cq; i++) {
-		struct ibv_cq *cq = ibv_create_cq(ctx, DEPTH, NULL, NULL, 0);
-		int ret;
-
-		if (!cq)
-			fail("cq", i, "ibv_create_cq");
-		ret = ibv_destroy_cq(cq);
-		if (ret) {
-			errno = err_of(ret);
-			fail("cq", i, "ibv_destroy_cq");
-		}
-	}
-	printf("cq: %lu created and destroyed in %.1f s\n", n_cq, since(&t0));
-	fflush(stdout);
-
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *scq = ibv_create_cq(ctx, DEPTH, NULL, NULL, 0);
-	struct ibv_cq *rcq = ibv_create_cq(ctx, DEPTH, NULL, NULL, 0);
-
-	if (!pd || !scq || !rcq)
+	churn_kind(&kinds[0], &e, n[0]);
+	e.pd = ibv_alloc_pd(e.ctx);
+	e.scq = create_cq(&e);
+	e.rcq = create_cq(&e);
+	if (!e.pd || !e.scq || !e.rcq)
 		die("the QP loop's PD and CQs");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (i = 0; i < n_qp; i++) {
-		struct ibv_qp *qp;
-		int ret;
-
-		qi = churn_qp;
-		qi.send_cq = scq;
-		qi.recv_cq = rcq;
-		qp = ibv_create_qp(pd, &qi);
-		if (!qp)
-			fail("qp", i, "ibv_create_qp");
-		ret = ibv_destroy_qp(qp);
-		if (ret) {
-			errno = err_of(ret);
-			fail("qp", i, "ibv_destroy_qp");
-		}
-	}
-	printf("qp: %lu created and destroyed in %.1f s\n", n_qp, since(&t0));
-	fflush(stdout);
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (i = 0; i < n_srq; i++) {
-		struct ibv_srq *srq;
-		int ret;
-
-		si = churn_srq;
-		srq = ibv_create_srq(pd, &si);
-		if (!srq)
-			fail("srq", i, "ibv_create_srq");
-		ret = ibv_destroy_srq(srq);
-		if (ret) {
-			errno = err_of(ret);
-			fail("srq", i, "ibv_destroy_srq");
-		}
-	}
-	printf("srq: %lu created and destroyed in %.1f s\n", n_srq, since(&t0));
-	fflush(stdout);
+	for (k = 1; k < ARRAY_SIZE(kinds); k++)
+		churn_kind(&kinds[k], &e, n[k]);
 
 	/* Whatever the loops gave back, one more of each must fit, all at once. */
-	struct ibv_cq *cq = ibv_create_cq(ctx, DEPTH, NULL, NULL, 0);
-	struct ibv_qp *qp;
-	struct ibv_srq *srq;
+	for (k = 0; k < ARRAY_SIZE(kinds); k++) {
+		last[k] = kinds[k].create(&e);
+		if (!last[k]) {
+			char what[64];
+			int err = errno;
 
-	if (!cq)
-		die("one more CQ after the loops");
-	qi = churn_qp;
-	qi.send_cq = scq;
-	qi.recv_cq = rcq;
-	qp = ibv_create_qp(pd, &qi);
-	if (!qp)
-		die("one more QP after the loops");
-	si = churn_srq;
-	srq = ibv_create_srq(pd, &si);
-	if (!srq)
-		die("one more SRQ after the loops");
-	check(ibv_destroy_srq(srq), "destroying the last SRQ");
-	check(ibv_destroy_qp(qp), "destroying the last QP");
-	check(ibv_destroy_cq(cq), "destroying the last CQ");
+			snprintf(what, sizeof(what), "one more %s after the loops", kinds[k].name);
+			errno = err;
+			die(what);
+		}
+	}
+	for (k = ARRAY_SIZE(kinds); k-- > 0;)
+		check(kinds[k].destroy(last[k]), kinds[k].destroy_call);
 	printf("after the loops: one more CQ, QP and SRQ created and destroyed\n");
-	check(ibv_destroy_cq(rcq), "ibv_destroy_cq");
-	check(ibv_destroy_cq(scq), "ibv_destroy_cq");
-	check(ibv_dealloc_pd(pd), "ibv_dealloc_pd");
-	check(ibv_close_device(ctx), "ibv_close_device");
+	check(ibv_destroy_cq(e.rcq), "ibv_destroy_cq");
+	check(ibv_destroy_cq(e.scq), "ibv_destroy_cq");
+	check(ibv_dealloc_pd(e.pd), "ibv_dealloc_pd");
+	check(ibv_close_device(e.ctx), "ibv_close_device");
 	return 0;
 }
 
