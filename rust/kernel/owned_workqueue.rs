@@ -23,13 +23,17 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 ///
 /// # Invariants
 ///
-/// `wq` is a workqueue from `alloc_workqueue`, not destroyed while `alive` is true or
-/// `enqueuing` is not zero; after [`OwnedQueue::shut_down`] it is destroyed and never used.
+/// `wq` is a workqueue from `alloc_workqueue`, not destroyed while `alive` is true,
+/// `enqueuing` is not zero or `armed` is not zero; after [`OwnedQueue::shut_down`] it is
+/// destroyed and never used.
 pub struct OwnedQueue {
     wq: *mut bindings::workqueue_struct,
     alive: AtomicBool,
     /// Enqueue calls between their check of `alive` and the end of their use of `wq`.
     enqueuing: AtomicUsize,
+    /// Delayed work items pending on `wq` (see [`crate::delayed_work`]), each counted from
+    /// before it is queued until it starts running or is cancelled.
+    armed: AtomicUsize,
 }
 
 // SAFETY: A workqueue is used from any thread; the fields are atomics or the queue itself.
@@ -58,6 +62,7 @@ impl OwnedQueue {
             wq,
             alive: AtomicBool::new(true),
             enqueuing: AtomicUsize::new(0),
+            armed: AtomicUsize::new(0),
         })
     }
 
@@ -79,14 +84,42 @@ impl OwnedQueue {
         out
     }
 
-    /// Refuses new work, runs what is queued to completion and destroys the queue. Call it
-    /// after whatever queues work has stopped; later calls do nothing.
+    /// Calls `arm` with the queue, unless the queue was shut down: then `None`. `arm` queues
+    /// delayed work and counts it in [`Self::armed_counter`] before it does.
+    pub(crate) fn enqueue_delayed<R>(
+        &self,
+        arm: impl FnOnce(*mut bindings::workqueue_struct) -> R,
+    ) -> Option<R> {
+        self.enqueuing.fetch_add(1, Ordering::SeqCst);
+        let out = if self.alive.load(Ordering::SeqCst) {
+            // `alive` was true after we counted ourselves in: `shut_down` waits for us.
+            Some(arm(self.wq))
+        } else {
+            None
+        };
+        self.enqueuing.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+
+    /// The count of delayed work items pending on the queue.
+    pub(crate) fn armed_counter(&self) -> &AtomicUsize {
+        &self.armed
+    }
+
+    /// Refuses new work, waits for delayed work to leave its timers, runs what is queued to
+    /// completion and destroys the queue. Call it after whatever queues work has stopped, and
+    /// after cancelling delayed work not to wait for it; later calls do nothing.
     pub fn shut_down(&self) {
         if !self.alive.swap(false, Ordering::SeqCst) {
             return;
         }
         while self.enqueuing.load(Ordering::SeqCst) != 0 {
             core::hint::spin_loop();
+        }
+        // A timer that fires queues its work on `wq`: wait until none is left.
+        while self.armed.load(Ordering::SeqCst) != 0 {
+            // SAFETY: Sleeping is allowed here: destroying a workqueue sleeps too.
+            unsafe { bindings::msleep(10) };
         }
         // SAFETY: No enqueue can reach the queue any more (`alive` is false and none is in
         // flight); it was allocated by `new` and is destroyed once, here.

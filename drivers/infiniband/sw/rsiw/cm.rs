@@ -10,35 +10,40 @@
 //!   MPA Request and reports it as CONNECT_REQUEST. `iw_accept` and `iw_reject` find the
 //!   pending connection by the number given as provider data and answer it.
 //!
+//! No exchange waits for the peer in a worker: the socket's `sk_data_ready` (and
+//! `sk_state_change`) queue the connection's work, which takes what has arrived without
+//! blocking and returns when the frame is not whole yet. Each exchange has a deadline, the
+//! device's `mpa_timeout_ms` from its start, kept by a delayed work that closes it: a peer that
+//! trickles its bytes or stalls costs a socket until then, never a worker.
+//!
 //! The MPA exchange runs the pure state machines of `proto/mpa_handshake.rs`, reading with
 //! `MSG_PEEK` and then consuming exactly what the machine used, so no byte of the stream after
 //! the MPA frame is ever taken from the socket here: the QP's receive path sees all of them.
-//! Every blocking receive has the MPA timeout.
 //!
 //! Peer-to-peer model (RFC 6581): with the device's `peer_to_peer` setting the initiator asks
 //! for it, offering the device's RTR kinds; once accepted it sends the RTR message as the first
 //! FPDU, before iw_cm (and the ULP) hear CONNECT_REPLY, so nothing can precede it. A responder
-//! accepts it with the same kinds: `iw_accept` sends the MPA Reply and waits, in the caller's
-//! context, for the RTR (answering a Read RTR with its zero-length Read Response) before it
-//! reports ESTABLISHED; a wrong or missing RTR fails `iw_accept`, which iw_cm handles (it
-//! cannot take a CLOSE before ESTABLISHED on the passive side). Failures of the setup that
-//! RFC 6581 section 8 names are reported to the peer with a TERMINATE (layer 2, type 0). The
-//! QP's engine starts knowing which RTR went by ([`RtrState`]), as the RTR takes a message
-//! number.
+//! accepts it with the same kinds: `iw_accept` sends the MPA Reply and returns; the RTR is
+//! awaited as the request was, with a deadline of its own (answering a Read RTR with its
+//! zero-length Read Response), and ESTABLISHED follows it. A wrong or missing RTR closes the
+//! connection; iw_cm, which cannot take a CLOSE before ESTABLISHED on the passive side, hears
+//! ESTABLISHED and then CLOSE, with the QP in error. Failures of the setup that RFC 6581
+//! section 8 names are reported to the peer with a TERMINATE (layer 2, type 0). The QP's
+//! engine starts knowing which RTR went by ([`RtrState`]), as the RTR takes a message number.
 
 use core::{
     net::SocketAddr,
     sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
 };
 use kernel::{
-    net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket},
+    delayed_work::{impl_has_delayed_work, new_delayed_work, DelayedWork},
+    net::tcp::{MsgFlags, RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
     new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::iw_provider::{IwCmId, IwConnParam, IwEvent, Up, MAX_EVENT_PRIVATE_DATA},
     sync::{Arc, Mutex},
-    time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
-    workqueue::{impl_has_work, new_work, Work, WorkItem},
+    workqueue::{impl_has_work, new_work, HasWork, Work, WorkItem},
 };
 
 use crate::{
@@ -47,8 +52,8 @@ use crate::{
         mpa::RtrKinds,
         mpa_handshake::{terminate_fpdu, HandshakeError},
         mpa_handshake::{
-            Accepted, InitiatorEvent, InitiatorHandshake, ResponderEvent, ResponderHandshake,
-            MAX_FRAME_LEN,
+            Accepted, InitiatorEvent, InitiatorHandshake, ReceivedRtr, ResponderEvent,
+            ResponderHandshake, MAX_FRAME_LEN,
         },
         mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig},
         ord_ird::MAX_DEPTH,
@@ -93,27 +98,32 @@ impl Cm {
         for l in listeners.iter() {
             l.close();
         }
-        let pending = self.pending.lock().take_all();
-        for p in pending.iter() {
-            let _ = p.socket.shutdown(Shutdown::Both);
+        while let Some(p) = self.pending.lock().take_where(|_| true) {
+            p.close();
         }
     }
 
     /// Closes the oldest connection of `listener` still in its MPA exchange, to make room for
     /// a new one. Returns whether there was one.
     fn evict_oldest_handshake(&self, listener: &Arc<Listener>) -> bool {
-        let list = self.pending.lock();
-        let oldest = list
+        let oldest = self
+            .pending
+            .lock()
             .iter()
             .filter(|p| Arc::ptr_eq(&p.listener, listener) && p.exchanging.load(Ordering::Relaxed))
-            .min_by_key(|p| p.key);
-        let Some(p) = oldest else {
-            return false;
-        };
-        p.exchanging.store(false, Ordering::Relaxed);
-        // Its exchange's receive returns; its work ends the handshake.
-        let _ = p.socket.shutdown(Shutdown::Both);
-        true
+            .min_by_key(|p| p.key)
+            .cloned();
+        match oldest {
+            Some(p) => {
+                p.close();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn find_pending(&self, key: usize) -> Option<Arc<Pending>> {
+        self.pending.lock().iter().find(|p| p.key == key).cloned()
     }
 
     fn take_pending(&self, key: usize) -> Option<Arc<Pending>> {
@@ -144,226 +154,300 @@ fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
     }
 }
 
-/// Receives one MPA frame's worth of bytes for `feed`, which returns how many it used and
-/// whether it is done: peeks, feeds, consumes what was used. The whole exchange takes at most
-/// `timeout_ms` (the device's `mpa_timeout_ms`), however the peer spreads its bytes:
-/// `ETIMEDOUT` then.
-fn exchange(
-    socket: &TcpSocket,
-    timeout_ms: u32,
-    feed: &mut dyn FnMut(&[u8]) -> (usize, bool),
-) -> Result {
-    let start = Ktime::ktime_get();
-    // Each wait for the peer gets what is left of the time.
-    let wait = || -> Result {
-        let spent = ktime_ms_delta(Ktime::ktime_get(), start).max(0);
-        let left = i64::from(timeout_ms).saturating_sub(spent);
-        let left = u32::try_from(left)
-            .ok()
-            .filter(|&ms| ms > 0)
-            .ok_or(ETIMEDOUT)?;
-        socket.set_receive_timeout(msecs_to_jiffies(left));
-        Ok(())
-    };
-    // A receive timeout reads as EAGAIN.
-    let timed_out = |e: Error| if e == EAGAIN { ETIMEDOUT } else { e };
+/// What a step of an MPA exchange came to.
+enum Step<E> {
+    /// The frame is not whole yet: the next `sk_data_ready` goes on.
+    More,
+    /// The state machine's event.
+    Done(E),
+    /// The stream ended or failed.
+    Failed(Error),
+}
+
+/// Feeds what the socket has queued to `feed`, which returns how many bytes it used and its
+/// event, if any: peeks, feeds, consumes what was used, until an event or until `feed` needs
+/// more than has arrived. Never waits for the peer.
+fn step<E>(socket: &TcpSocket, mut feed: impl FnMut(&[u8]) -> (usize, Option<E>)) -> Step<E> {
     let mut buf = [0u8; MAX_FRAME_LEN];
     loop {
-        wait()?;
-        let n = socket.recv(&mut buf, MsgFlags::PEEK).map_err(timed_out)?;
-        if n == 0 {
-            return Err(ECONNRESET);
-        }
-        let (used, done) = feed(buf.get(..n).ok_or(EINVAL)?);
-        if used > 0 {
-            let mut left = used;
-            while left > 0 {
-                let got = socket.recv(buf.get_mut(..left).ok_or(EINVAL)?, MsgFlags::NONE)?;
-                if got == 0 {
-                    return Err(ECONNRESET);
-                }
-                left -= got;
+        let n = match socket.recv(&mut buf, MsgFlags::PEEK | MsgFlags::DONTWAIT) {
+            Ok(0) => return Step::Failed(ECONNRESET),
+            Ok(n) => n,
+            Err(e) if e == EAGAIN => return Step::More,
+            Err(e) => return Step::Failed(e),
+        };
+        let Some(queued) = buf.get(..n) else {
+            return Step::Failed(EINVAL);
+        };
+        let (used, event) = feed(queued);
+        let mut left = used;
+        while left > 0 {
+            // Peeked before: these bytes are queued.
+            match buf
+                .get_mut(..left)
+                .map(|b| socket.recv(b, MsgFlags::DONTWAIT))
+            {
+                Some(Ok(got)) if got > 0 => left -= got.min(left),
+                Some(Err(e)) => return Step::Failed(e),
+                _ => return Step::Failed(ECONNRESET),
             }
         }
-        if done {
-            return Ok(());
+        if let Some(event) = event {
+            return Step::Done(event);
         }
         if used == 0 {
-            // The machine needs more than what is queued: wait for more than `n` bytes.
-            let mut more = [0u8; MAX_FRAME_LEN];
-            let want = (n + 1).min(more.len());
-            wait()?;
-            socket
-                .recv(
-                    more.get_mut(..want).ok_or(EINVAL)?,
-                    MsgFlags::PEEK | MsgFlags::WAITALL,
-                )
-                .map_err(timed_out)?;
+            return Step::More;
         }
     }
 }
 
+/// Socket callbacks that queue a connection's work when its peer sent bytes or its TCP state
+/// changed (a FIN, a reset): the callbacks hold an `Arc` of it, until removed.
+struct StepOnData<T> {
+    item: Arc<T>,
+    queue: Arc<OwnedQueue>,
+}
+
+impl<T> TcpCallbacks for StepOnData<T>
+where
+    T: WorkItem<Pointer = Arc<T>> + HasWork<T> + Send + Sync + 'static,
+{
+    fn data_ready(&self, _rx: &mut RxQueue<'_>) {
+        let _ = self.queue.enqueue(self.item.clone());
+    }
+
+    fn state_change(&self, _state: TcpState) {
+        let _ = self.queue.enqueue(self.item.clone());
+    }
+}
+
+/// Has `item`'s work run whenever its socket has news, and once now for what came before.
+fn step_on_data<T>(item: &Arc<T>, socket: &TcpSocket, queue: &Arc<OwnedQueue>) -> Result
+where
+    T: WorkItem<Pointer = Arc<T>> + HasWork<T> + Send + Sync + 'static,
+{
+    let callbacks = Arc::new(
+        StepOnData {
+            item: item.clone(),
+            queue: queue.clone(),
+        },
+        GFP_KERNEL,
+    )?;
+    socket.install_callbacks(callbacks)?;
+    let _ = queue.enqueue(item.clone());
+    Ok(())
+}
+
 // ---- Active side ----
+
+/// What an `iw_connect` carries to its MPA Reply.
+struct Initiating {
+    id: IwCmId,
+    hs: InitiatorHandshake,
+    qp: Arc<Qp>,
+    ird: u32,
+    ord: u32,
+    /// Whether a TERMINATE for a failed setup carries a CRC: the reply may not say.
+    crc_required: bool,
+}
 
 /// An `iw_connect` waiting for the MPA Reply.
 #[pin_data]
 struct Connecting {
+    socket: Arc<TcpSocket>,
+    /// `None` once the exchange is over.
     #[pin]
-    state: Mutex<
-        Option<(
-            IwCmId,
-            Arc<TcpSocket>,
-            InitiatorHandshake,
-            Arc<Qp>,
-            u32,
-            u32,
-            bool,
-        )>,
-    >,
-    /// How long the MPA exchange may take ([`exchange`]).
-    timeout_ms: u32,
+    state: Mutex<Option<Initiating>>,
+    /// Steps the exchange when bytes arrive.
     #[pin]
-    work: Work<Connecting>,
+    work: Work<Connecting, 0>,
+    /// Ends it at its deadline.
+    #[pin]
+    deadline: DelayedWork<Connecting, 1>,
 }
 
 impl_has_work! {
-    impl HasWork<Self> for Connecting { self.work }
+    impl HasWork<Self, 0> for Connecting { self.work }
 }
 
-impl WorkItem for Connecting {
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Connecting { self.deadline }
+}
+
+impl Connecting {
+    /// Takes the exchange, if it is not over, and stops stepping it.
+    fn take(&self) -> Option<Initiating> {
+        let state = self.state.lock().take()?;
+        drop(self.socket.remove_callbacks());
+        drop(self.deadline.cancel());
+        Some(state)
+    }
+}
+
+impl WorkItem<0> for Connecting {
     type Pointer = Arc<Connecting>;
 
     fn run(this: Arc<Connecting>) {
-        let Some((id, socket, mut hs, qp, ird, ord, crc_required)) = this.state.lock().take()
-        else {
+        let mut state = this.state.lock();
+        let Some(hs) = state.as_mut().map(|s| &mut s.hs) else {
             return;
         };
-        let timeout_ms = this.timeout_ms;
-        let mut event = None;
-        let result = exchange(&socket, timeout_ms, &mut |bytes| match hs.on_bytes(bytes) {
-            Ok((used, ev)) => {
-                let done = ev.is_some();
-                event = ev;
-                (used, done)
-            }
-            Err(_) => (0, true),
-        });
-        let local = socket.local_addr();
-        let remote = socket.peer_addr();
-        let (Ok(local), Ok(remote)) = (local, remote) else {
-            let _ = socket.shutdown(Shutdown::Both);
-            return;
+        let feed = |bytes: &[u8]| match hs.on_bytes(bytes) {
+            Ok((used, event)) => (used, event.map(Ok)),
+            Err(_) => (0, Some(Err(EINVAL))),
         };
-        fn failed<'a>(
-            (local, remote): (SocketAddr, SocketAddr),
-            error: Error,
-            private_data: &'a [u8],
-            ird: u8,
-            ord: u8,
-        ) -> IwEvent<'a> {
-            IwEvent::ConnectFailed {
-                error,
-                local,
-                remote,
-                private_data,
-                ird,
-                ord,
-            }
+        let (result, event) = match step(&this.socket, feed) {
+            Step::More => return,
+            Step::Done(Ok(event)) => (Ok(()), Some(event)),
+            Step::Done(Err(e)) | Step::Failed(e) => (Err(e), None),
+        };
+        drop(state);
+        if let Some(initiating) = this.take() {
+            connect_outcome(initiating, &this.socket, result, event);
         }
-        let addrs = (local, remote);
-        match (result, event) {
-            (Ok(()), Some(InitiatorEvent::Connected(decision))) => {
-                let ird = depth(decision.local_ird, ird);
-                let ord = depth(decision.local_ord, ord);
-                // The ULP hears the responder's own IRD and ORD (RFC 6581 section 9.1), which
-                // rdma_cm reports as the initiator depth and responder resources; without
-                // enhanced data (revision 1), our depths.
-                let (ulp_ird, ulp_ord) = decision.peer.map_or((ird, ord), |p| (p.ird, p.ord));
-                // Peer-to-peer: the RTR is the first FPDU, sent before anyone hears of the
-                // connection.
-                let mut rtr = [0u8; MAX_FRAME_LEN];
-                let sent = hs
-                    .rtr_fpdu(&mut rtr, KernelCrc32c)
-                    .map_err(|_| EINVAL)
-                    .and_then(|n| match rtr.get(..n) {
-                        Some([]) => Ok(()),
-                        Some(bytes) => socket.send(bytes, MsgFlags::NOSIGNAL).map(|_| ()),
-                        None => Err(EINVAL),
-                    });
-                if let Err(e) = sent {
-                    let _ = id.deliver(failed(addrs, e, &[], 0, 0));
-                    let _ = socket.shutdown(Shutdown::Both);
-                    return;
-                }
-                let data = hs.peer_private_data();
-                if data.len() > MAX_EVENT_PRIVATE_DATA {
-                    // More than iw_cm can hand the ULP: the connection fails, said so.
-                    let _ = id.deliver(failed(addrs, EMSGSIZE, &[], 0, 0));
-                    let _ = socket.shutdown(Shutdown::Both);
-                    return;
-                }
-                let attached = qp.attach(
-                    Established {
-                        socket: socket.clone(),
-                        cm_id: id,
-                        crc: decision.use_crc,
-                        ird,
-                        ord,
-                        rtr: RtrState::initiator(decision.rtr),
-                        large_fpdus: decision.large_fpdus,
-                    },
-                    |_, id, status| {
-                        let (ird, ord) = (clamp_u8(ulp_ird), clamp_u8(ulp_ord));
-                        if let Err(e) = status {
-                            let _ = id.deliver(failed(addrs, e, data, ird, ord));
-                            return Err(ECONNRESET);
-                        }
-                        let (local, remote) = addrs;
-                        id.connected(Up::Accepted {
-                            local,
-                            remote,
-                            private_data: data,
-                            ird,
-                            ord,
-                        })
-                        .map_err(|(_, e)| e)
-                    },
-                );
-                if attached.is_err() {
-                    let _ = socket.shutdown(Shutdown::Both);
-                }
-            }
-            (Ok(()), Some(InitiatorEvent::Rejected { peer })) => {
-                // A reject carries the responder's IRD and ORD to the ULP too (section 9.1).
-                let (ird, ord) = peer.map_or((0, 0), |p| (p.ird, p.ord));
-                // Private data iw_cm cannot carry stays out of the refusal.
-                let data = Some(hs.peer_private_data())
-                    .filter(|d| d.len() <= MAX_EVENT_PRIVATE_DATA)
-                    .unwrap_or(&[]);
-                let _ = id.deliver(failed(
-                    addrs,
-                    ECONNREFUSED,
-                    data,
-                    clamp_u8(ird),
-                    clamp_u8(ord),
-                ));
-                let _ = socket.shutdown(Shutdown::Both);
-            }
-            (Ok(()), Some(InitiatorEvent::Failed(error))) => {
-                // E.g. no RTR kind in common (RFC 6581 section 8: TERMINATE 2/0/7).
-                send_terminate(&socket, error, crc_required);
-                let _ = id.deliver(failed(addrs, ECONNREFUSED, &[], 0, 0));
-                let _ = socket.shutdown(Shutdown::Both);
-            }
-            (Err(e), _) => {
-                let e = if e == EAGAIN { ETIMEDOUT } else { e };
+    }
+}
+
+impl WorkItem<1> for Connecting {
+    type Pointer = Arc<Connecting>;
+
+    fn run(this: Arc<Connecting>) {
+        if let Some(initiating) = this.take() {
+            connect_outcome(initiating, &this.socket, Err(ETIMEDOUT), None);
+        }
+    }
+}
+
+/// Reports the end of an `iw_connect`'s MPA exchange to iw_cm, and attaches the connection to
+/// the QP if it is up.
+fn connect_outcome(
+    initiating: Initiating,
+    socket: &Arc<TcpSocket>,
+    result: Result,
+    event: Option<InitiatorEvent>,
+) {
+    let Initiating {
+        id,
+        hs,
+        qp,
+        ird,
+        ord,
+        crc_required,
+    } = initiating;
+    let local = socket.local_addr();
+    let remote = socket.peer_addr();
+    let (Ok(local), Ok(remote)) = (local, remote) else {
+        let _ = socket.shutdown(Shutdown::Both);
+        return;
+    };
+    fn failed<'a>(
+        (local, remote): (SocketAddr, SocketAddr),
+        error: Error,
+        private_data: &'a [u8],
+        ird: u8,
+        ord: u8,
+    ) -> IwEvent<'a> {
+        IwEvent::ConnectFailed {
+            error,
+            local,
+            remote,
+            private_data,
+            ird,
+            ord,
+        }
+    }
+    let addrs = (local, remote);
+    match (result, event) {
+        (Ok(()), Some(InitiatorEvent::Connected(decision))) => {
+            let ird = depth(decision.local_ird, ird);
+            let ord = depth(decision.local_ord, ord);
+            // The ULP hears the responder's own IRD and ORD (RFC 6581 section 9.1), which
+            // rdma_cm reports as the initiator depth and responder resources; without
+            // enhanced data (revision 1), our depths.
+            let (ulp_ird, ulp_ord) = decision.peer.map_or((ird, ord), |p| (p.ird, p.ord));
+            // Peer-to-peer: the RTR is the first FPDU, sent before anyone hears of the
+            // connection.
+            let mut rtr = [0u8; MAX_FRAME_LEN];
+            let sent = hs
+                .rtr_fpdu(&mut rtr, KernelCrc32c)
+                .map_err(|_| EINVAL)
+                .and_then(|n| match rtr.get(..n) {
+                    Some([]) => Ok(()),
+                    Some(bytes) => socket.send(bytes, MsgFlags::NOSIGNAL).map(|_| ()),
+                    None => Err(EINVAL),
+                });
+            if let Err(e) = sent {
                 let _ = id.deliver(failed(addrs, e, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
+                return;
             }
-            _ => {
-                let _ = id.deliver(failed(addrs, ECONNRESET, &[], 0, 0));
+            let data = hs.peer_private_data();
+            if data.len() > MAX_EVENT_PRIVATE_DATA {
+                // More than iw_cm can hand the ULP: the connection fails, said so.
+                let _ = id.deliver(failed(addrs, EMSGSIZE, &[], 0, 0));
+                let _ = socket.shutdown(Shutdown::Both);
+                return;
+            }
+            let attached = qp.attach(
+                Established {
+                    socket: socket.clone(),
+                    cm_id: id,
+                    crc: decision.use_crc,
+                    ird,
+                    ord,
+                    rtr: RtrState::initiator(decision.rtr),
+                    large_fpdus: decision.large_fpdus,
+                },
+                |_, id, status| {
+                    let (ird, ord) = (clamp_u8(ulp_ird), clamp_u8(ulp_ord));
+                    if let Err(e) = status {
+                        let _ = id.deliver(failed(addrs, e, data, ird, ord));
+                        return Err(ECONNRESET);
+                    }
+                    let (local, remote) = addrs;
+                    id.connected(Up::Accepted {
+                        local,
+                        remote,
+                        private_data: data,
+                        ird,
+                        ord,
+                    })
+                    .map_err(|(_, e)| e)
+                },
+            );
+            if attached.is_err() {
                 let _ = socket.shutdown(Shutdown::Both);
             }
+        }
+        (Ok(()), Some(InitiatorEvent::Rejected { peer })) => {
+            // A reject carries the responder's IRD and ORD to the ULP too (section 9.1).
+            let (ird, ord) = peer.map_or((0, 0), |p| (p.ird, p.ord));
+            // Private data iw_cm cannot carry stays out of the refusal.
+            let data = Some(hs.peer_private_data())
+                .filter(|d| d.len() <= MAX_EVENT_PRIVATE_DATA)
+                .unwrap_or(&[]);
+            let _ = id.deliver(failed(
+                addrs,
+                ECONNREFUSED,
+                data,
+                clamp_u8(ird),
+                clamp_u8(ord),
+            ));
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        (Ok(()), Some(InitiatorEvent::Failed(error))) => {
+            // E.g. no RTR kind in common (RFC 6581 section 8: TERMINATE 2/0/7).
+            send_terminate(socket, error, crc_required);
+            let _ = id.deliver(failed(addrs, ECONNREFUSED, &[], 0, 0));
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        (Err(e), _) => {
+            let _ = id.deliver(failed(addrs, e, &[], 0, 0));
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        _ => {
+            let _ = id.deliver(failed(addrs, ECONNRESET, &[], 0, 0));
+            let _ = socket.shutdown(Shutdown::Both);
         }
     }
 }
@@ -394,26 +478,39 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         },
         large_fpdus: cm.settings.large_fpdus(),
     });
-    // Whether a TERMINATE for a failed setup carries a CRC: the reply may not say.
-    let crc_required = cm.settings.crc() == CrcPolicy::Required;
     let mut frame = [0u8; MAX_FRAME_LEN];
     let len = hs
         .request(param.private_data, &mut frame)
         .map_err(|_| EINVAL)?;
     socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
     let socket = Arc::new(socket, GFP_KERNEL)?;
+    let shared = socket.clone();
     let connecting = Arc::pin_init(
         pin_init!(Connecting {
+            socket: shared,
             state <- new_mutex!(
-                Some((id, socket, hs, qp, ird, ord, crc_required)),
+                Some(Initiating {
+                    id,
+                    hs,
+                    qp,
+                    ird,
+                    ord,
+                    crc_required: cm.settings.crc() == CrcPolicy::Required,
+                }),
                 "Connecting::state"
             ),
-            timeout_ms: cm.settings.mpa_timeout_ms(),
             work <- new_work!("rsiw::Connecting::work"),
+            deadline <- new_delayed_work!(cm.queue.clone(), "rsiw::Connecting::deadline"),
         }),
         GFP_KERNEL,
     )?;
-    let _ = cm.queue.enqueue(connecting);
+    // From here on, failures reach the ULP as a failed CONNECT_REPLY.
+    let armed = DelayedWork::run_after(connecting.clone(), cm.settings.mpa_timeout_ms());
+    if !armed || step_on_data(&connecting, &socket, &cm.queue).is_err() {
+        if let Some(initiating) = connecting.take() {
+            connect_outcome(initiating, &socket, Err(ENOMEM), None);
+        }
+    }
     Ok(())
 }
 
@@ -477,64 +574,15 @@ impl WorkItem for Listener {
                 let _ = socket.shutdown(Shutdown::Both);
                 continue;
             }
-            let Ok(socket) = Arc::new(socket, GFP_KERNEL) else {
-                continue;
-            };
-            let key = this.cm.next_pending.fetch_add(1, Ordering::Relaxed);
-            let pending = Arc::pin_init(
-                pin_init!(Pending {
-                    key,
-                    listener: this.clone(),
-                    exchanging: AtomicBool::new(true),
-                    socket,
-                    hs <- new_mutex!(None, "Pending::hs"),
-                    work <- new_work!("rsiw::Pending::work"),
-                }),
-                GFP_KERNEL,
-            );
-            let Ok(p) = pending else {
-                continue;
-            };
-            // Listed from the start, so that unlisten and device removal close it too; its
-            // work's run ends the handshake.
-            this.handshakes.fetch_add(1, Ordering::Relaxed);
-            let listed = this.cm.pending.lock().insert(p.clone(), GFP_KERNEL).is_ok();
-            if !listed || !matches!(this.cm.queue.enqueue(p.clone()), Some(Ok(()))) {
-                drop(Handshake {
-                    pending: p,
-                    delivered: false,
-                });
-            }
+            let _ = Pending::start(this, socket);
         }
     }
 }
 
-/// Connections a listener may have in their MPA exchange at once: each blocks a worker of the
-/// module's queue (256 of them) until its deadline, so that slow peers cannot take them all.
-/// One more connection closes the oldest exchange: a peer that opens connections and stalls
-/// them keeps a legitimate one out only while it opens more than [`MAX_HANDSHAKES`] in the
-/// time that one's exchange takes.
+/// Connections a listener may have in their MPA exchange at once. One more closes the oldest
+/// exchange: a peer that opens connections and stalls them keeps a legitimate one out only
+/// while it opens more than [`MAX_HANDSHAKES`] in the time that one's exchange takes.
 const MAX_HANDSHAKES: u32 = 64;
-
-/// The MPA exchange of a pending connection, counted against its listener's
-/// [`MAX_HANDSHAKES`]. Ending it without having delivered the request to the ULP takes the
-/// connection off the device's list and closes it.
-struct Handshake {
-    pending: Arc<Pending>,
-    delivered: bool,
-}
-
-impl Drop for Handshake {
-    fn drop(&mut self) {
-        self.pending.exchanging.store(false, Ordering::Relaxed);
-        let listener = &self.pending.listener;
-        listener.handshakes.fetch_sub(1, Ordering::Relaxed);
-        if !self.delivered {
-            drop(listener.cm.take_pending(self.pending.key));
-            let _ = self.pending.socket.shutdown(Shutdown::Both);
-        }
-    }
-}
 
 /// `iw_create_listen`. A wildcard address listens on the device's interface only (`ifindex`),
 /// so that the listeners of several devices, rsiw or others, can share a port.
@@ -588,30 +636,70 @@ pub(crate) fn unlisten(cm: &Cm, key: usize) -> Result {
         .ok_or(EINVAL)?;
     listener.close();
     // Its pending connections go with it.
-    let mut list = cm.pending.lock();
-    while let Some(p) = list.take_where(|p| Arc::ptr_eq(&p.listener, &listener)) {
-        let _ = p.socket.shutdown(Shutdown::Both);
+    loop {
+        let next = cm
+            .pending
+            .lock()
+            .take_where(|p| Arc::ptr_eq(&p.listener, &listener));
+        match next {
+            Some(p) => p.close(),
+            None => return Ok(()),
+        }
     }
-    Ok(())
 }
 
-/// An accepted TCP connection before the ULP's accept or reject.
+/// A peer-to-peer connection accepted by the ULP, waiting for the initiator's RTR.
+struct AwaitingRtr {
+    hs: ResponderHandshake<KernelCrc32c>,
+    qp: Arc<Qp>,
+    id: IwCmId,
+    crc: bool,
+    large_fpdus: bool,
+    ird: u16,
+    ord: u16,
+}
+
+/// Where a pending connection is.
+enum Stage {
+    /// In its MPA exchange: reading the MPA Request.
+    Request(ResponderHandshake<KernelCrc32c>),
+    /// CONNECT_REQUEST delivered: waiting for the ULP's accept or reject.
+    Delivered(ResponderHandshake<KernelCrc32c>),
+    /// Accepted in the peer-to-peer model: waiting for the RTR.
+    AwaitingRtr(AwaitingRtr),
+    /// Handed to its QP, refused or closed.
+    Over,
+}
+
+/// An accepted TCP connection before its QP takes it.
+///
+/// It is on the device's list from its start until it is over, so that unlisten and device
+/// removal close it; while its stage waits for the peer, its socket's callbacks and its
+/// deadline hold references to it.
 #[pin_data]
 pub(crate) struct Pending {
     /// Keys grow with each accepted connection: the smallest is the oldest.
     key: usize,
     listener: Arc<Listener>,
-    /// In its MPA exchange, and not closed to make room for a newer one.
+    /// In its MPA exchange, counted in its listener's handshakes.
     exchanging: AtomicBool,
     socket: Arc<TcpSocket>,
     #[pin]
-    hs: Mutex<Option<ResponderHandshake<KernelCrc32c>>>,
+    stage: Mutex<Stage>,
+    /// Steps the exchange when bytes arrive.
     #[pin]
-    work: Work<Pending>,
+    work: Work<Pending, 0>,
+    /// Closes it at its deadline.
+    #[pin]
+    deadline: DelayedWork<Pending, 1>,
 }
 
 impl_has_work! {
-    impl HasWork<Self> for Pending { self.work }
+    impl HasWork<Self, 0> for Pending { self.work }
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Pending { self.deadline }
 }
 
 fn responder_config(cm: &Cm) -> ResponderConfig {
@@ -626,141 +714,317 @@ fn responder_config(cm: &Cm) -> ResponderConfig {
     }
 }
 
-impl WorkItem for Pending {
-    type Pointer = Arc<Pending>;
-
-    fn run(this: Arc<Pending>) {
-        let mut handshake = Handshake {
-            pending: this.clone(),
-            delivered: false,
+impl Pending {
+    /// Starts the MPA exchange of a connection `listener` accepted.
+    fn start(listener: &Arc<Listener>, socket: TcpSocket) -> Result {
+        let cm = &listener.cm;
+        let socket = Arc::new(socket, GFP_KERNEL)?;
+        let shared = socket.clone();
+        let p = Arc::pin_init(
+            pin_init!(Pending {
+                key: cm.next_pending.fetch_add(1, Ordering::Relaxed),
+                listener: listener.clone(),
+                exchanging: AtomicBool::new(true),
+                socket: shared,
+                stage <- new_mutex!(
+                    Stage::Request(ResponderHandshake::new(responder_config(cm), KernelCrc32c)),
+                    "Pending::stage"
+                ),
+                work <- new_work!("rsiw::Pending::work"),
+                deadline <- new_delayed_work!(cm.queue.clone(), "rsiw::Pending::deadline"),
+            }),
+            GFP_KERNEL,
+        );
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = socket.shutdown(Shutdown::Both);
+                return Err(e);
+            }
         };
-        let cm = this.listener.cm.clone();
-        let mut hs = ResponderHandshake::new(responder_config(&cm), KernelCrc32c);
-        let mut event = None;
-        let result = exchange(&this.socket, cm.settings.mpa_timeout_ms(), &mut |bytes| {
-            let (used, ev) = hs.on_bytes(bytes);
-            let done = ev.is_some();
-            event = ev;
-            (used, done)
-        });
-        if !this.exchanging.load(Ordering::Relaxed) {
-            // Closed to make room for a newer connection.
-            return;
+        listener.handshakes.fetch_add(1, Ordering::Relaxed);
+        // Listed first, so that unlisten and device removal close it too.
+        if let Err(e) = cm.pending.lock().insert(p.clone(), GFP_KERNEL) {
+            p.close();
+            return Err(e);
         }
-        let request = match (result, event) {
-            (Ok(()), Some(ResponderEvent::ConnectRequest(r))) => r,
-            (Ok(()), Some(ResponderEvent::Failed(_))) => {
-                // A request we cannot serve (markers, P2P, CRC policy): MPA Reject.
-                let mut frame = [0u8; MAX_FRAME_LEN];
-                if let Ok(len) = hs.reject(&[], &mut frame) {
-                    let _ = this
-                        .socket
-                        .send(&frame[..len.min(MAX_FRAME_LEN)], MsgFlags::NOSIGNAL);
-                }
-                let _ = this.socket.shutdown(Shutdown::Both);
-                return;
+        let started = {
+            // A close meanwhile found the stage over, or finds the callbacks and the deadline.
+            let stage = p.stage.lock();
+            if matches!(*stage, Stage::Over) {
+                return Ok(());
             }
-            _ => {
-                let _ = this.socket.shutdown(Shutdown::Both);
-                return;
-            }
+            DelayedWork::run_after(p.clone(), cm.settings.mpa_timeout_ms())
+                && step_on_data(&p, &socket, &cm.queue).is_ok()
         };
+        if !started {
+            p.close();
+        }
+        Ok(())
+    }
+
+    /// Leaves the MPA exchange (the first call does): its listener counts one fewer.
+    fn leave_exchange(&self) {
+        if self.exchanging.swap(false, Ordering::Relaxed) {
+            self.listener.handshakes.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Stops waiting for the peer: off the device's list, callbacks and deadline gone.
+    fn retire(&self) {
+        self.leave_exchange();
+        drop(self.listener.cm.take_pending(self.key));
+        drop(self.socket.remove_callbacks());
+        drop(self.deadline.cancel());
+    }
+
+    /// Ends the connection. One the ULP accepted fails for it (see
+    /// [`Qp::accepted_connection_failed`]).
+    fn close(&self) {
+        let stage = core::mem::replace(&mut *self.stage.lock(), Stage::Over);
+        self.retire();
+        let _ = self.socket.shutdown(Shutdown::Both);
+        if let Stage::AwaitingRtr(a) = stage {
+            a.qp.accepted_connection_failed(a.id);
+        }
+    }
+
+    /// The MPA Request is in: iw_cm hears CONNECT_REQUEST.
+    fn deliver_request(this: &Arc<Self>, private_data: &[u8], ird: u16, ord: u16) {
         let (Ok(local), Ok(remote)) = (this.socket.local_addr(), this.socket.peer_addr()) else {
+            this.close();
             return;
         };
-        let (ird, ord) = request.peer.map_or((0, 0), |p| (p.ird, p.ord));
-        let data = hs.peer_private_data();
-        let mut copy = [0u8; MAX_FRAME_LEN];
-        let n = data.len().min(copy.len());
-        copy[..n].copy_from_slice(&data[..n]);
-        *this.hs.lock() = Some(hs);
+        // The ULP answers when it will: no deadline until then.
+        drop(this.deadline.cancel());
+        this.leave_exchange();
         // Until the request is delivered, the listener cannot close under us; one closed (or
         // a device removed) meanwhile took the connection off the list.
-        let _delivering = this.listener.delivering.lock();
-        let listed = cm.pending.lock().iter().any(|p| Arc::ptr_eq(p, &this));
-        if this.listener.closed.load(Ordering::Relaxed) || !listed {
-            return;
+        let delivered = {
+            let _delivering = this.listener.delivering.lock();
+            let listed = this
+                .listener
+                .cm
+                .pending
+                .lock()
+                .iter()
+                .any(|p| Arc::ptr_eq(p, this));
+            !this.listener.closed.load(Ordering::Relaxed)
+                && listed
+                && this
+                    .listener
+                    .id
+                    .deliver(IwEvent::ConnectRequest {
+                        provider_data: this.key,
+                        local,
+                        remote,
+                        private_data,
+                        ird: clamp_u8(ird),
+                        ord: clamp_u8(ord),
+                    })
+                    .is_ok()
+        };
+        if !delivered {
+            this.close();
         }
-        handshake.delivered = this
-            .listener
-            .id
-            .deliver(IwEvent::ConnectRequest {
-                provider_data: this.key,
-                local,
-                remote,
-                private_data: &copy[..n],
-                ird: clamp_u8(ird),
-                ord: clamp_u8(ord),
-            })
-            .is_ok();
     }
 }
 
-/// `iw_accept`.
+impl WorkItem<0> for Pending {
+    type Pointer = Arc<Pending>;
+
+    fn run(this: Arc<Pending>) {
+        let mut stage = this.stage.lock();
+        match &mut *stage {
+            Stage::Request(hs) => {
+                let event = match step(&this.socket, |bytes: &[u8]| hs.on_bytes(bytes)) {
+                    Step::More => return,
+                    Step::Done(event) => Some(event),
+                    Step::Failed(_) => None,
+                };
+                let Stage::Request(mut hs) = core::mem::replace(&mut *stage, Stage::Over) else {
+                    return;
+                };
+                match event {
+                    Some(ResponderEvent::ConnectRequest(request)) => {
+                        let (ird, ord) = request.peer.map_or((0, 0), |p| (p.ird, p.ord));
+                        let mut data = [0u8; MAX_FRAME_LEN];
+                        let private = hs.peer_private_data();
+                        let n = private.len().min(data.len());
+                        data[..n].copy_from_slice(&private[..n]);
+                        *stage = Stage::Delivered(hs);
+                        drop(stage);
+                        Pending::deliver_request(&this, &data[..n], ird, ord);
+                    }
+                    Some(ResponderEvent::Failed(_)) => {
+                        // A request we cannot serve (markers, P2P, CRC policy): MPA Reject.
+                        drop(stage);
+                        let mut frame = [0u8; MAX_FRAME_LEN];
+                        if let Ok(len) = hs.reject(&[], &mut frame) {
+                            if let Some(bytes) = frame.get(..len) {
+                                let _ = this.socket.send(bytes, MsgFlags::NOSIGNAL);
+                            }
+                        }
+                        this.close();
+                    }
+                    _ => {
+                        drop(stage);
+                        this.close();
+                    }
+                }
+            }
+            Stage::AwaitingRtr(a) => {
+                let event = match step(&this.socket, |bytes: &[u8]| a.hs.on_bytes(bytes)) {
+                    Step::More => return,
+                    Step::Done(event) => Some(event),
+                    Step::Failed(_) => None,
+                };
+                match event {
+                    Some(ResponderEvent::Established(received)) => {
+                        let Stage::AwaitingRtr(a) = core::mem::replace(&mut *stage, Stage::Over)
+                        else {
+                            return;
+                        };
+                        drop(stage);
+                        this.retire();
+                        rtr_received(&this.socket, a, received);
+                    }
+                    Some(ResponderEvent::Failed(error)) => {
+                        // E.g. an RTR of a kind not negotiated (RFC 6581 section 8: 2/0/7).
+                        send_terminate(&this.socket, error, a.crc);
+                        drop(stage);
+                        this.close();
+                    }
+                    _ => {
+                        drop(stage);
+                        this.close();
+                    }
+                }
+            }
+            // Bytes behind the request (an early RTR) wait for the accept.
+            Stage::Delivered(_) | Stage::Over => {}
+        }
+    }
+}
+
+impl WorkItem<1> for Pending {
+    type Pointer = Arc<Pending>;
+
+    fn run(this: Arc<Pending>) {
+        let waiting = matches!(
+            *this.stage.lock(),
+            Stage::Request(_) | Stage::AwaitingRtr(_)
+        );
+        if waiting {
+            this.close();
+        }
+    }
+}
+
+/// The peer-to-peer initiator's RTR (`received`) came: the QP takes the connection, sending a
+/// Read RTR's zero-length Read Response as its first FPDU, and iw_cm hears ESTABLISHED.
+fn rtr_received(socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) {
+    let AwaitingRtr {
+        hs,
+        qp,
+        id,
+        crc,
+        large_fpdus,
+        ird,
+        ord,
+    } = a;
+    let mut response = [0u8; MAX_FRAME_LEN];
+    let Ok(len) = hs.rtr_response(&mut response) else {
+        let _ = socket.shutdown(Shutdown::Both);
+        qp.accepted_connection_failed(id);
+        return;
+    };
+    let first = response.get(..len).unwrap_or(&[]);
+    let attached = qp.attach(
+        Established {
+            socket: socket.clone(),
+            cm_id: id,
+            crc,
+            ird,
+            ord,
+            rtr: RtrState::responder(Some(received)),
+            large_fpdus,
+        },
+        |socket, id, status| {
+            let sent = status.and_then(|()| {
+                if !first.is_empty() {
+                    socket.send(first, MsgFlags::NOSIGNAL)?;
+                }
+                Ok(())
+            });
+            match sent {
+                Ok(()) => id.connected(Up::Established).map_err(|(_, e)| e),
+                Err(e) => {
+                    // Accepted already: iw_cm hears ESTABLISHED and CLOSE.
+                    if let Ok(up) = id.connected(Up::Established) {
+                        drop(up);
+                    }
+                    Err(e)
+                }
+            }
+        },
+    );
+    if attached.is_err() {
+        let _ = socket.shutdown(Shutdown::Both);
+    }
+}
+
+/// `iw_accept`. In the peer-to-peer model it returns once the MPA Reply is sent; the
+/// connection's work takes the RTR.
 pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) -> Result {
-    let pending = cm.take_pending(id.provider_data()).ok_or(EINVAL)?;
+    let pending = cm.find_pending(id.provider_data()).ok_or(EINVAL)?;
     let mut frame = [0u8; MAX_FRAME_LEN];
     let ird = param.ird.min(u32::from(cm.settings.max_ird())) as u16;
     let ord = param.ord.min(u32::from(cm.settings.max_ord())) as u16;
-    let accepted = {
-        let mut hs = pending.hs.lock();
-        let hs = hs.as_mut().ok_or(EINVAL)?;
-        hs.accept(param.private_data, ird, ord, &mut frame)
+    let mut stage = pending.stage.lock();
+    let Stage::Delivered(mut hs) = core::mem::replace(&mut *stage, Stage::Over) else {
+        return Err(EINVAL);
     };
     let Ok(Accepted {
         len,
         decision,
         established,
-    }) = accepted
+    }) = hs.accept(param.private_data, ird, ord, &mut frame)
     else {
-        let _ = pending.socket.shutdown(Shutdown::Both);
+        drop(stage);
+        pending.close();
         return Err(EINVAL);
     };
     let socket = pending.socket.clone();
     let reply = frame.get(..len).ok_or(EINVAL)?;
-    let mut rtr = RtrState::None;
-    let mut rtr_response = [0u8; MAX_FRAME_LEN];
-    let mut rtr_response_len = 0;
-    if !established {
-        // Peer-to-peer: the reply goes now, the connection is up once the RTR arrives.
-        socket.send(reply, MsgFlags::NOSIGNAL)?;
-        let mut hs = pending.hs.lock();
-        let hs = hs.as_mut().ok_or(EINVAL)?;
-        let mut event = None;
-        let result = exchange(&socket, cm.settings.mpa_timeout_ms(), &mut |bytes| {
-            let (used, ev) = hs.on_bytes(bytes);
-            let done = ev.is_some();
-            event = ev;
-            (used, done)
-        });
-        let received = match (result, event) {
-            (Ok(()), Some(ResponderEvent::Established(r))) => r,
-            (Ok(()), Some(ResponderEvent::Failed(error))) => {
-                // E.g. an RTR of a kind not negotiated (RFC 6581 section 8: 2/0/7).
-                send_terminate(&socket, error, decision.use_crc);
-                let _ = socket.shutdown(Shutdown::Both);
-                return Err(ECONNREFUSED);
-            }
-            (Err(e), _) => {
-                let _ = socket.shutdown(Shutdown::Both);
-                return Err(if e == EAGAIN { ETIMEDOUT } else { e });
-            }
-            _ => {
-                let _ = socket.shutdown(Shutdown::Both);
-                return Err(ECONNRESET);
-            }
-        };
-        // A Read RTR is answered by a zero-length Read Response, our first FPDU.
-        rtr_response_len = hs.rtr_response(&mut rtr_response).map_err(|_| EINVAL)?;
-        rtr = RtrState::responder(Some(received));
-    }
     let ird = depth(decision.local_ird, u32::from(ird));
     let ord = depth(decision.local_ord, u32::from(ord));
-    let first = if established {
-        reply
-    } else {
-        rtr_response.get(..rtr_response_len).ok_or(EINVAL)?
-    };
+    if !established {
+        // Peer-to-peer: the reply goes now, the connection is up once the RTR arrives.
+        if let Err(e) = socket.send(reply, MsgFlags::NOSIGNAL) {
+            drop(stage);
+            pending.close();
+            return Err(e);
+        }
+        *stage = Stage::AwaitingRtr(AwaitingRtr {
+            hs,
+            qp,
+            id,
+            crc: decision.use_crc,
+            large_fpdus: decision.large_fpdus,
+            ird,
+            ord,
+        });
+        drop(stage);
+        // The RTR's own deadline; the work looks at what came already.
+        if !DelayedWork::run_after(pending.clone(), cm.settings.mpa_timeout_ms()) {
+            pending.close();
+        }
+        let _ = cm.queue.enqueue::<_, 0>(pending);
+        return Ok(());
+    }
+    drop(stage);
+    pending.retire();
     let attached = qp.attach(
         Established {
             socket: socket.clone(),
@@ -768,15 +1032,13 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
             crc: decision.use_crc,
             ird,
             ord,
-            rtr,
+            rtr: RtrState::None,
             large_fpdus: decision.large_fpdus,
         },
         |socket, id, status| {
             // A QP that cannot take the connection fails iw_accept, which tells iw_cm.
             status?;
-            if !first.is_empty() {
-                socket.send(first, MsgFlags::NOSIGNAL)?;
-            }
+            socket.send(reply, MsgFlags::NOSIGNAL)?;
             id.connected(Up::Established).map_err(|(_, e)| e)
         },
     );
@@ -788,16 +1050,23 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
 
 /// `iw_reject`.
 pub(crate) fn reject(cm: &Cm, id: IwCmId, private_data: &[u8]) -> Result {
-    let pending = cm.take_pending(id.provider_data()).ok_or(EINVAL)?;
+    let pending = cm.find_pending(id.provider_data()).ok_or(EINVAL)?;
     let mut frame = [0u8; MAX_FRAME_LEN];
-    let len = {
-        let mut hs = pending.hs.lock();
-        let hs = hs.as_mut().ok_or(EINVAL)?;
-        hs.reject(private_data, &mut frame).map_err(|_| EINVAL)?
+    let stage = core::mem::replace(&mut *pending.stage.lock(), Stage::Over);
+    let refusal = match stage {
+        Stage::Delivered(mut hs) => hs
+            .reject(private_data, &mut frame)
+            .map(Some)
+            .map_err(|_| EINVAL),
+        // Accepted, still waiting for its RTR: iw_cm destroys the id, which hears no more.
+        Stage::AwaitingRtr(_) => Ok(None),
+        _ => Err(EINVAL),
     };
-    let _ = pending
-        .socket
-        .send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL);
-    let _ = pending.socket.shutdown(Shutdown::Both);
-    Ok(())
+    if let Ok(Some(len)) = refusal {
+        if let Some(bytes) = frame.get(..len) {
+            let _ = pending.socket.send(bytes, MsgFlags::NOSIGNAL);
+        }
+    }
+    pending.close();
+    refusal.map(|_| ())
 }

@@ -35,7 +35,7 @@ use kernel::{
     prelude::*,
     rdma::{
         async_event::{QpEvent, QpEvents},
-        iw_provider::{ConnectedId, IwCmId},
+        iw_provider::{ConnectedId, IwCmId, Up},
         memory_region::DmaRange,
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
         work_request::{RecvWr, SendOp as IbSendOp, SendWr},
@@ -413,6 +413,17 @@ impl Qp {
         socket.poke_data_ready();
         self.kick();
         Ok(())
+    }
+
+    /// A connection accepted for this QP failed before it was attached (a peer-to-peer
+    /// initiator's RTR did not come): the QP goes to ERROR, and iw_cm, which has no way to hear
+    /// of a passive connection failing once `iw_accept` returned, hears it come up and close.
+    pub(crate) fn accepted_connection_failed(&self, id: IwCmId) {
+        self.to_error();
+        if let Ok(up) = id.connected(Up::Established) {
+            // CLOSE.
+            drop(up);
+        }
     }
 
     /// Runs the engine with its context (which may take payload by reference into `refs`) and

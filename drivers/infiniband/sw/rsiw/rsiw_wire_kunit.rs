@@ -46,7 +46,7 @@ use kernel::{
         kernel_qp::{KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WorkCompletion},
     },
     sync::Arc,
-    time::msecs_to_jiffies,
+    time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
 };
 
 pub mod proto;
@@ -873,6 +873,7 @@ kernel::kunit_suite!(
         responder_takes_read_rtr,
         responder_refuses_rtr_of_wrong_kind,
         responder_refuses_rtr_with_payload,
+        trickled_rtr_is_closed_by_the_deadline,
         initiator_sends_write_rtr,
         initiator_terminates_on_reply_without_rtr_kinds,
         initiator_terminates_on_read_rtr_without_ird,

@@ -20,9 +20,10 @@
 //!   packet, up to MPA's 64 KiB) in the MPA exchange, and to send them when the peer offers
 //!   too; `0` to keep every FPDU within one segment. Only software peers offer it (the C siw
 //!   in its `try_gso` build); RFC 5044 peers ignore the offer and get one segment per FPDU.
-//! - `mpa_timeout_ms`: how long a connection's whole MPA exchange (and, in the peer-to-peer
-//!   model, its RTR) may take, 100 to 600000 ms, 10000 by default: a peer that trickles its
-//!   request or reply a byte at a time is closed then.
+//! - `mpa_timeout_ms`: how long a connection's whole MPA exchange may take, and in the
+//!   peer-to-peer model the wait for the RTR after the ULP accepted, 100 to 600000 ms, 10000
+//!   by default: a peer that trickles its request, reply or RTR a byte at a time is closed
+//!   then.
 
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
 use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
