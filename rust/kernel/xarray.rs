@@ -5,11 +5,14 @@
 //! A driver that hands out small integers naming its objects (an RDMA device's STag indices,
 //! for instance) needs the index allocated, the object found by it from any context, and a
 //! removal after which no lookup finds it. [`XArray`] is that, over `struct xarray` with
-//! `XA_FLAGS_ALLOC1` (index 0 is never handed out) and `XA_FLAGS_LOCK_BH` (lookups may run in
-//! softirq context): it holds one [`Arc`] reference per entry, a lookup returns a new
-//! reference taken under the array's lock, and a removal gives the array's reference back.
-//! Allocation starts its search where the caller says (`xa_alloc_cyclic`), so indices can be
-//! made hard to predict.
+//! `XA_FLAGS_ALLOC1` (index 0 is never handed out): it holds one [`Arc`] reference per entry,
+//! a lookup returns a new reference taken under the array's lock, and a removal gives the
+//! array's reference back. Allocation starts its search where the caller says
+//! (`xa_alloc_cyclic`), so indices can be made hard to predict.
+//!
+//! Where lookups run decides how the lock is taken, a type parameter: [`Bh`] (the default;
+//! lookups may run in softirq context, `XA_FLAGS_LOCK_BH`) or [`Irq`] (lookups may run with
+//! interrupts disabled, `XA_FLAGS_LOCK_IRQ`, the lock taken with `irqsave`).
 //!
 //! C header: [`include/linux/xarray.h`](srctree/include/linux/xarray.h)
 
@@ -22,34 +25,184 @@ use crate::{
     sync::Arc,
     types::{ForeignOwnable, Opaque},
 };
-use core::{marker::PhantomData, ops::RangeInclusive};
+use core::{ffi::c_void, marker::PhantomData, ops::RangeInclusive};
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// How an [`XArray`]'s lock is taken: [`Bh`] or [`Irq`].
+///
+/// # Safety
+///
+/// The functions are the XArray functions of one locking flavour, matching the flags `init`
+/// sets; `lock` and `unlock` take and release the array's lock, `unlock` given what `lock`
+/// returned.
+pub unsafe trait LockContext: private::Sealed {
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// `xa` is valid for writes.
+    unsafe fn init(xa: *mut bindings::xarray);
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// `xa` was initialised by `init`; `id` and `next` are valid for writes.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn alloc_cyclic(
+        xa: *mut bindings::xarray,
+        id: *mut u32,
+        entry: *mut c_void,
+        min: u32,
+        max: u32,
+        next: *mut u32,
+        gfp: bindings::gfp_t,
+    ) -> i32;
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// `xa` was initialised by `init`.
+    unsafe fn insert(
+        xa: *mut bindings::xarray,
+        index: c_ulong,
+        entry: *mut c_void,
+        gfp: bindings::gfp_t,
+    ) -> i32;
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// `xa` was initialised by `init`.
+    unsafe fn erase(xa: *mut bindings::xarray, index: c_ulong) -> *mut c_void;
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// `xa` was initialised by `init`; the lock is released with `unlock`.
+    unsafe fn lock(xa: *mut bindings::xarray) -> c_ulong;
+    #[doc(hidden)]
+    /// # Safety
+    ///
+    /// The lock of `xa` is held, taken by `lock`, which returned `flags`.
+    unsafe fn unlock(xa: *mut bindings::xarray, flags: c_ulong);
+}
+
+/// Lookups may run in softirq context: the lock disables bottom halves.
+pub struct Bh;
+
+/// Lookups may run with interrupts disabled: the lock disables interrupts.
+pub struct Irq;
+
+impl private::Sealed for Bh {}
+impl private::Sealed for Irq {}
+
+// SAFETY: The `_bh` functions, and the flags for them.
+unsafe impl LockContext for Bh {
+    unsafe fn init(xa: *mut bindings::xarray) {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_init_alloc1_bh(xa) }
+    }
+    unsafe fn alloc_cyclic(
+        xa: *mut bindings::xarray,
+        id: *mut u32,
+        entry: *mut c_void,
+        min: u32,
+        max: u32,
+        next: *mut u32,
+        gfp: bindings::gfp_t,
+    ) -> i32 {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_alloc_cyclic_bh(xa, id, entry, min, max, next, gfp) }
+    }
+    unsafe fn insert(
+        xa: *mut bindings::xarray,
+        index: c_ulong,
+        entry: *mut c_void,
+        gfp: bindings::gfp_t,
+    ) -> i32 {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_insert_bh(xa, index, entry, gfp) }
+    }
+    unsafe fn erase(xa: *mut bindings::xarray, index: c_ulong) -> *mut c_void {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_erase_bh(xa, index) }
+    }
+    unsafe fn lock(xa: *mut bindings::xarray) -> c_ulong {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_lock_bh(xa) };
+        0
+    }
+    unsafe fn unlock(xa: *mut bindings::xarray, _flags: c_ulong) {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_unlock_bh(xa) }
+    }
+}
+
+// SAFETY: The `_irq` functions, and the flags for them; the lock is taken with `irqsave`.
+unsafe impl LockContext for Irq {
+    unsafe fn init(xa: *mut bindings::xarray) {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_init_alloc1_irq(xa) }
+    }
+    unsafe fn alloc_cyclic(
+        xa: *mut bindings::xarray,
+        id: *mut u32,
+        entry: *mut c_void,
+        min: u32,
+        max: u32,
+        next: *mut u32,
+        gfp: bindings::gfp_t,
+    ) -> i32 {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_alloc_cyclic_irq(xa, id, entry, min, max, next, gfp) }
+    }
+    unsafe fn insert(
+        xa: *mut bindings::xarray,
+        index: c_ulong,
+        entry: *mut c_void,
+        gfp: bindings::gfp_t,
+    ) -> i32 {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_insert_irq(xa, index, entry, gfp) }
+    }
+    unsafe fn erase(xa: *mut bindings::xarray, index: c_ulong) -> *mut c_void {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_erase_irq(xa, index) }
+    }
+    unsafe fn lock(xa: *mut bindings::xarray) -> c_ulong {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_lock_irqsave(xa) }
+    }
+    unsafe fn unlock(xa: *mut bindings::xarray, flags: c_ulong) {
+        // SAFETY: The caller's promise.
+        unsafe { bindings::xa_unlock_irqrestore(xa, flags) }
+    }
+}
 
 /// A table of `Arc<T>` under indices it allocates.
 ///
 /// # Invariants
 ///
-/// `xa` is an initialised XArray with `XA_FLAGS_ALLOC1 | XA_FLAGS_LOCK_BH`; every entry in it
-/// is a pointer from `Arc::<T>::into_foreign`, whose reference the array owns.
+/// `xa` is an XArray initialised by `L::init`; every entry in it is a pointer from
+/// `Arc::<T>::into_foreign`, whose reference the array owns.
 #[pin_data(PinnedDrop)]
-pub struct XArray<T: Send + Sync + 'static> {
+pub struct XArray<T: Send + Sync + 'static, L: LockContext = Bh> {
     #[pin]
     xa: Opaque<bindings::xarray>,
-    _p: PhantomData<Arc<T>>,
+    _p: PhantomData<(Arc<T>, L)>,
 }
 
 // SAFETY: The array holds `Arc<T>`s, which may move between threads when `T: Send + Sync`;
 // the XArray itself is used through its own lock.
-unsafe impl<T: Send + Sync + 'static> Send for XArray<T> {}
+unsafe impl<T: Send + Sync + 'static, L: LockContext> Send for XArray<T, L> {}
 // SAFETY: Every operation takes the XArray's lock (or uses its RCU-safe C functions), so
 // shared references may be used from several threads at once.
-unsafe impl<T: Send + Sync + 'static> Sync for XArray<T> {}
+unsafe impl<T: Send + Sync + 'static, L: LockContext> Sync for XArray<T, L> {}
 
-impl<T: Send + Sync + 'static> XArray<T> {
+impl<T: Send + Sync + 'static, L: LockContext> XArray<T, L> {
     /// An empty table.
     pub fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             // SAFETY: `slot` is valid for writes; `xa_init_flags` initialises all of it.
-            xa <- Opaque::ffi_init(|slot| unsafe { bindings::xa_init_alloc1_bh(slot) }),
+            xa <- Opaque::ffi_init(|slot| unsafe { L::init(slot) }),
             _p: PhantomData,
         })
     }
@@ -78,7 +231,7 @@ impl<T: Send + Sync + 'static> XArray<T> {
         // SAFETY: `xa` is initialised (type invariant); `id` and `next` are valid for writes;
         // `entry` is an `Arc` pointer (aligned, so not an internal XArray entry).
         let ret = unsafe {
-            bindings::xa_alloc_cyclic_bh(
+            L::alloc_cyclic(
                 self.xa(),
                 &mut id,
                 entry.cast_mut(),
@@ -97,10 +250,36 @@ impl<T: Send + Sync + 'static> XArray<T> {
         Ok(id)
     }
 
+    /// Enters `value` under `index` (not 0). `EBUSY` if the index is taken, `ENOMEM` when
+    /// memory is short.
+    pub fn insert(&self, index: u32, value: Arc<T>, flags: Flags) -> Result {
+        if index == 0 {
+            return Err(EINVAL);
+        }
+        let entry = value.into_foreign();
+        // SAFETY: `xa` is initialised (type invariant); `entry` is an `Arc` pointer (aligned,
+        // so not an internal XArray entry).
+        let ret = unsafe {
+            L::insert(
+                self.xa(),
+                index as c_ulong,
+                entry.cast_mut(),
+                flags.as_raw(),
+            )
+        };
+        if ret < 0 {
+            // SAFETY: The array did not take `entry`: the reference is still ours.
+            drop(unsafe { Arc::<T>::from_foreign(entry) });
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: The array owns the reference of `entry` now.
+        Ok(())
+    }
+
     /// The object under `index`, with a reference of its own.
     pub fn get(&self, index: u32) -> Option<Arc<T>> {
         // SAFETY: `xa` is initialised (type invariant).
-        unsafe { bindings::xa_lock_bh(self.xa()) };
+        let flags = unsafe { L::lock(self.xa()) };
         // SAFETY: As above.
         let entry = unsafe { bindings::xa_load(self.xa(), index as c_ulong) };
         let found = if entry.is_null() {
@@ -112,14 +291,14 @@ impl<T: Send + Sync + 'static> XArray<T> {
             Some(Arc::from(borrowed))
         };
         // SAFETY: Locked above.
-        unsafe { bindings::xa_unlock_bh(self.xa()) };
+        unsafe { L::unlock(self.xa(), flags) };
         found
     }
 
     /// Takes the object under `index` out of the table; later lookups do not find it.
     pub fn remove(&self, index: u32) -> Option<Arc<T>> {
         // SAFETY: `xa` is initialised (type invariant).
-        let entry = unsafe { bindings::xa_erase_bh(self.xa(), index as c_ulong) };
+        let entry = unsafe { L::erase(self.xa(), index as c_ulong) };
         if entry.is_null() {
             return None;
         }
@@ -130,7 +309,7 @@ impl<T: Send + Sync + 'static> XArray<T> {
 }
 
 #[pinned_drop]
-impl<T: Send + Sync + 'static> PinnedDrop for XArray<T> {
+impl<T: Send + Sync + 'static, L: LockContext> PinnedDrop for XArray<T, L> {
     fn drop(self: Pin<&mut Self>) {
         let xa = self.xa();
         loop {
@@ -141,7 +320,7 @@ impl<T: Send + Sync + 'static> PinnedDrop for XArray<T> {
                 break;
             }
             // SAFETY: As above; `index` holds the entry just found, which we erase.
-            let erased = unsafe { bindings::xa_erase_bh(xa, index) };
+            let erased = unsafe { L::erase(xa, index) };
             if !erased.is_null() {
                 // SAFETY: An `Arc` pointer the array owned a reference for (type invariant).
                 drop(unsafe { Arc::<T>::from_foreign(erased) });

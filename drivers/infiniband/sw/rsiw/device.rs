@@ -8,9 +8,8 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
-    alloc::flags::GFP_ATOMIC,
     net::device::NetDevice,
-    new_mutex, new_spinlock,
+    new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
@@ -31,7 +30,8 @@ use kernel::{
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
     },
-    sync::{Arc, Mutex, SpinLock},
+    sync::{Arc, Mutex},
+    xarray::{Irq, XArray},
 };
 
 use crate::{
@@ -107,9 +107,9 @@ struct RsiwDevice {
 struct Tables {
     #[pin]
     cqs: Mutex<Slots<(CqId, Arc<Cq>)>>,
-    /// A spinlock: iw_cm looks QPs up (`iw_get_qp`) with interrupts disabled.
+    /// By QP number. iw_cm looks QPs up (`iw_get_qp`) with interrupts disabled.
     #[pin]
-    qps: SpinLock<Slots<Arc<Qp>>>,
+    qps: XArray<Qp, Irq>,
     #[pin]
     srqs: Mutex<Slots<(SrqId, Arc<Srq>)>>,
 }
@@ -124,11 +124,21 @@ impl RsiwDevice {
     fn kernel_qp(&self, qpn: u32) -> Result<Arc<Qp>> {
         self.tables
             .qps
-            .lock()
-            .iter()
-            .find(|q| q.qpn == qpn && !q.is_destroyed())
-            .cloned()
+            .get(qpn)
+            .filter(|q| !q.is_destroyed())
             .ok_or(EINVAL)
+    }
+
+    /// A QP number not in use: the next of the counter's that is free (at most
+    /// [`limits::MAX_QP`] are taken, so one of as many plus one in a row is).
+    fn free_qpn(&self) -> Result<u32> {
+        for _ in 0..=limits::MAX_QP {
+            let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+            if qpn != 0 && self.tables.qps.get(qpn).is_none() {
+                return Ok(qpn);
+            }
+        }
+        Err(EBUSY)
     }
 
     /// Creates a QP; a process's (`user`) has its rings in memory it maps.
@@ -151,7 +161,7 @@ impl RsiwDevice {
         };
         take_one(&self.qps, limits::MAX_QP)?;
         // From here our place is given back when `place` (or the QP holding it) drops.
-        let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
+        let qpn = self.free_qpn()?;
         let place = CountedPlace::new(&self.qps, &self.tables, Listed::Qp(qpn));
         let queues = match user {
             Some(user) => Some(Self::user_queues(attr, user, qpn)?),
@@ -175,7 +185,8 @@ impl RsiwDevice {
             srq,
             events,
         )?;
-        let listed = self.tables.qps.lock().insert(qp.clone(), GFP_ATOMIC);
+        // A create at the same time may have taken the number: `EBUSY` then.
+        let listed = self.tables.qps.insert(qpn, qp.clone(), GFP_KERNEL);
         if let Err(e) = listed {
             // The QP and its work item hold each other until the QP is destroyed.
             qp.destroy();
@@ -291,8 +302,7 @@ impl CountedPlace {
                 drop(entry);
             }
             Listed::Qp(qpn) => {
-                let entry = self.tables.qps.lock().take_where(|q| q.qpn == qpn);
-                drop(entry);
+                drop(self.tables.qps.remove(qpn));
             }
             Listed::Srq(id) => {
                 let entry = self.tables.srqs.lock().take_where(|(i, _)| *i == id);
@@ -360,7 +370,7 @@ pub(crate) fn create(
             tables: Arc::pin_init(
                 pin_init!(Tables {
                     cqs <- new_mutex!(Slots::new(), "rsiw::Tables::cqs"),
-                    qps <- new_spinlock!(Slots::new(), "rsiw::Tables::qps"),
+                    qps <- XArray::new(),
                     srqs <- new_mutex!(Slots::new(), "rsiw::Tables::srqs"),
                 }),
                 GFP_KERNEL,
