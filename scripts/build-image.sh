@@ -44,6 +44,10 @@ gcc -O2 -Wall -Werror -o "$out/tools/reg-mr-abuse" "$RSIW_TOP/kunit/tools/reg-mr
 bins+=("$out/tools/reg-mr-abuse")
 gcc -O2 -Wall -Werror -o "$out/tools/verbs-churn" "$RSIW_TOP/kunit/tools/verbs-churn.c" -libverbs -lrdmacm -lpthread
 bins+=("$out/tools/verbs-churn")
+gcc -O2 -Wall -Werror -o "$out/tools/cm-cycles" "$RSIW_TOP/kunit/tools/cm-cycles.c" -libverbs -lrdmacm
+bins+=("$out/tools/cm-cycles")
+gcc -O2 -Wall -Werror -o "$out/tools/mpa-trickle" "$RSIW_TOP/kunit/tools/mpa-trickle.c"
+bins+=("$out/tools/mpa-trickle")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -59,6 +63,8 @@ install -m 0755 "$out/tools/bad-sqe" "$root/usr/bin/bad-sqe"
 install -m 0755 "$out/tools/stale-lkey" "$root/usr/bin/stale-lkey"
 install -m 0755 "$out/tools/reg-mr-abuse" "$root/usr/bin/reg-mr-abuse"
 install -m 0755 "$out/tools/verbs-churn" "$root/usr/bin/verbs-churn"
+install -m 0755 "$out/tools/cm-cycles" "$root/usr/bin/cm-cycles"
+install -m 0755 "$out/tools/mpa-trickle" "$root/usr/bin/mpa-trickle"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"
