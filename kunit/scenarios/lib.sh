@@ -35,6 +35,14 @@ provider_pairs() {
 }
 server_of() { case $1 in siw) echo $ADDR1 ;; rsiw) echo $ADDR3 ;; esac; }
 
+# addr_of DEVICE: the IPv4 address of the RDMA device's netdev.
+addr_of() {
+  local netdev
+  netdev=$(rdma link show "$1/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+  [ -n "$netdev" ] || return 1
+  ip -4 -o addr show dev "$netdev" | awk '{split($4, a, "/"); print a[1]; exit}' | grep .
+}
+
 # wait_port_free PORT: until nothing listens on TCP PORT any more (max ~10 s). An rdma_cm
 # listener goes away after its process has exited: a server started on the same port before
 # that would be taken as listening by wait_port, and its client refused.

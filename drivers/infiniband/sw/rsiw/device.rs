@@ -73,6 +73,24 @@ mod limits {
     pub(super) const MAX_INLINE: u32 = (MAX_SGE - 1) * 16;
 }
 
+/// The numbers of QPs, CQs and SRQs a device may have at once: [`limits`] unless the module
+/// was loaded with lower ones (`max_qp`, `max_cq`, `max_srq`).
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) qp: u32,
+    pub(crate) cq: u32,
+    pub(crate) srq: u32,
+}
+
+impl Limits {
+    /// The design limits.
+    pub(crate) const DESIGN: Self = Self {
+        qp: limits::MAX_QP,
+        cq: limits::MAX_CQ,
+        srq: limits::MAX_SRQ,
+    };
+}
+
 /// What the RDMA core calls us with for one device.
 struct RsiwDevice {
     /// The netdev's MAC at creation.
@@ -81,14 +99,16 @@ struct RsiwDevice {
     contexts: AtomicU32,
     /// Protection domains, at most [`limits::MAX_PD`].
     pds: AtomicU32,
-    /// Completion queues, at most [`limits::MAX_CQ`]; shared with each CQ, which gives its
-    /// place back when it goes.
+    /// How many QPs, CQs and SRQs it may have.
+    limits: Limits,
+    /// Completion queues, at most `limits.cq`; shared with each CQ, which gives its place back
+    /// when it goes.
     cqs: Arc<AtomicU32>,
     /// The id of the next completion queue.
     next_cq_id: AtomicU32,
-    /// Queue pairs, at most [`limits::MAX_QP`]; shared with each QP like `cqs`.
+    /// Queue pairs, at most `limits.qp`; shared with each QP like `cqs`.
     qps: Arc<AtomicU32>,
-    /// Shared receive queues, at most [`limits::MAX_SRQ`]; shared with each SRQ like `cqs`.
+    /// Shared receive queues, at most `limits.srq`; shared with each SRQ like `cqs`.
     srqs: Arc<AtomicU32>,
     /// The number of the next queue pair.
     next_qpn: AtomicU32,
@@ -129,10 +149,10 @@ impl RsiwDevice {
             .ok_or(EINVAL)
     }
 
-    /// A QP number not in use: the next of the counter's that is free (at most
-    /// [`limits::MAX_QP`] are taken, so one of as many plus one in a row is).
+    /// A QP number not in use: the next of the counter's that is free (at most `limits.qp`
+    /// are taken, so one of as many plus one in a row is).
     fn free_qpn(&self) -> Result<u32> {
-        for _ in 0..=limits::MAX_QP {
+        for _ in 0..=self.limits.qp {
             let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
             if qpn != 0 && self.tables.qps.get(qpn).is_none() {
                 return Ok(qpn);
@@ -159,7 +179,7 @@ impl RsiwDevice {
             }
             None => None,
         };
-        take_one(&self.qps, limits::MAX_QP)?;
+        take_one(&self.qps, self.limits.qp)?;
         // From here our place is given back when `place` (or the QP holding it) drops.
         let qpn = self.free_qpn()?;
         let place = CountedPlace::new(&self.qps, &self.tables, Listed::Qp(qpn));
@@ -351,12 +371,14 @@ pub(crate) fn create(
     netdev: &NetDevice,
     owner: &'static ThisModule,
     queue: &Arc<OwnedQueue>,
+    limits: Limits,
 ) -> Result {
     // The GID must be unique; a netdev without a MAC has nothing unique to offer.
     let mac = netdev.mac().ok_or(EINVAL)?;
     let driver = Arc::new(
         RsiwDevice {
             mac,
+            limits,
             contexts: AtomicU32::new(0),
             pds: AtomicU32::new(0),
             cqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
@@ -404,20 +426,20 @@ impl kernel::rdma::device::Driver for RsiwDevice {
             vendor_part_id: VENDOR_PART_ID,
             device_cap_flags: DEVICE_MEM_MGT_EXTENSIONS,
             kernel_cap_flags: KERNEL_ALLOW_USER_UNREG,
-            max_qp: MAX_QP,
+            max_qp: self.limits.qp,
             max_qp_wr: MAX_QP_WR,
             max_send_sge: MAX_SGE,
             max_recv_sge: MAX_SGE,
             max_sge_rd: MAX_SGE_RD,
-            max_cq: MAX_CQ,
+            max_cq: self.limits.cq,
             max_cqe: MAX_CQE,
             max_mr: MAX_MR,
             max_pd: MAX_PD,
             max_mw: 0,
             max_qp_rd_atom: MAX_ORD_QP,
             max_qp_init_rd_atom: MAX_IRD_QP,
-            max_res_rd_atom: MAX_QP.saturating_mul(MAX_IRD_QP),
-            max_srq: MAX_SRQ,
+            max_res_rd_atom: self.limits.qp.saturating_mul(MAX_IRD_QP),
+            max_srq: self.limits.srq,
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_SGE_PBL,
@@ -503,7 +525,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
             return Err(EINVAL);
         }
         let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
-        take_one(&self.cqs, limits::MAX_CQ)?;
+        take_one(&self.cqs, self.limits.cq)?;
         // From here our place is given back when the CQ (or this error path) drops it.
         let place = CountedPlace::new(&self.cqs, &self.tables, Listed::Cq(id));
         let cq = match user {
@@ -643,7 +665,7 @@ impl kernel::rdma::device::Driver for RsiwDevice {
         {
             return Err(EINVAL);
         }
-        take_one(&self.srqs, MAX_SRQ)?;
+        take_one(&self.srqs, self.limits.srq)?;
         // From here our place is given back when the SRQ (or this error path) drops it.
         let place = CountedPlace::new(&self.srqs, &self.tables, Listed::Srq(id));
         attr.max_sge = attr.max_sge.max(1);

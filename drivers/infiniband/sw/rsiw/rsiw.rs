@@ -6,19 +6,23 @@
 //! to `eth0`, registered with the RDMA core under the driver id of the C `siw` so that the siw
 //! user ABI applies. `rdma link del rsiw0` removes it; unloading the module removes all.
 //!
-//! State of this driver: devices register as kernel-verbs iWARP providers. Kernel consumers
-//! (rdma_cm, through iw_cm) get PDs, CQs, DMA and fast-registration MRs and RC QPs whose data
-//! path ([`qp`], running `proto/qp_engine.rs`) carries Send (with SE, Invalidate, Immediate
-//! Data), RDMA Write (with Immediate), RDMA Read, RFC 7306 atomics and TERMINATE over MPA
-//! connections set up by [`cm`]. User-space verbs register contexts, CQs and QPs with the siw
-//! ABI's mapped rings, but nothing processes those rings yet, and `reg_user_mr` answers
-//! `EOPNOTSUPP`.
+//! Devices register as kernel-verbs iWARP providers. Kernel consumers (rdma_cm, through
+//! iw_cm) get PDs, CQs, DMA and fast-registration MRs, SRQs and RC QPs whose data path
+//! ([`qp`], running `proto/qp_engine.rs`) carries Send (with SE, Invalidate, Immediate Data),
+//! RDMA Write (with Immediate), RDMA Read, RFC 7306 atomics and TERMINATE over MPA connections
+//! set up by [`cm`]. Processes use the siw user ABI: mapped send, receive and completion rings
+//! taken by the doorbell, and user memory regions.
+//!
+//! Module parameters `max_qp`, `max_cq` and `max_srq` lower the number of each a device may
+//! have (the design limits, 102400 each, by default).
 //!
 //! Layout: [`device`] (verbs of a device), [`cm`] (connections), [`qp`] (queue pairs and the
 //! data path), [`cq`] (completion queues), [`mr`] (memory regions and STags), [`proto`] (the
 //! wire protocols, pure code shared with the host tests).
 
+use device::Limits;
 use kernel::{
+    module_param::StrParam,
     net::{
         device::NetDevice,
         notifier::{NetdevEvent, NetdevNotifier, NetdevNotifierRegistration},
@@ -47,6 +51,28 @@ mod srq;
 mod tx;
 mod user_queues;
 
+kernel::module_param_str!(MAX_QP, "max_qp");
+kernel::module_param_str!(MAX_CQ, "max_cq");
+kernel::module_param_str!(MAX_SRQ, "max_srq");
+
+/// A device limit given at load time (`modprobe rsiw max_qp=1000`): at least 1, at most the
+/// design limit `design`, which is the default.
+fn limit(param: &StrParam, design: u32) -> Result<u32> {
+    let Some(text) = param.get() else {
+        return Ok(design);
+    };
+    let n: u32 = text
+        .to_str()
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or(EINVAL)?;
+    if n == 0 || n > design {
+        pr_err!("rsiw: a device limit is from 1 to {design}, not {n}\n");
+        return Err(EINVAL);
+    }
+    Ok(n)
+}
+
 module! {
     type: RsiwModule,
     name: "rsiw",
@@ -66,8 +92,15 @@ struct RsiwModule {
 
 impl kernel::Module for RsiwModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        let design = Limits::DESIGN;
+        let limits = Limits {
+            qp: limit(&MAX_QP, design.qp)?,
+            cq: limit(&MAX_CQ, design.cq)?,
+            srq: limit(&MAX_SRQ, design.srq)?,
+        };
         let devices = Arc::new(
             Rsiw {
+                limits,
                 devices: DeviceSetOwner::new()?,
                 queue: Arc::new(OwnedQueue::new(kernel::c_str!("rsiw"))?, GFP_KERNEL)?,
             },
@@ -89,6 +122,8 @@ struct NetdevEvents(Arc<Rsiw>);
 
 /// The driver's state: its devices and the workqueue their connections and QPs use.
 struct Rsiw {
+    /// The limits of each device.
+    limits: Limits,
     devices: DeviceSetOwner,
     queue: Arc<OwnedQueue>,
 }
@@ -143,6 +178,13 @@ impl LinkType for RsiwLink {
         if netdev_has_device(netdev, DriverId::Siw) {
             return Err(EEXIST);
         }
-        device::create(rsiw.devices.set(), name, netdev, &THIS_MODULE, &rsiw.queue)
+        device::create(
+            rsiw.devices.set(),
+            name,
+            netdev,
+            &THIS_MODULE,
+            &rsiw.queue,
+            rsiw.limits,
+        )
     }
 }
