@@ -7,8 +7,7 @@
 #     completing them (mpa-trickle): the exchanges end at the device's deadline (mpa_timeout_ms,
 #     2 s here); then, with no deadline near, `rdma link del` closes them at once, and the
 #     listener hears of the removal and ends.
-# (c) `rdma link del` during an ib_write_bw run over rdma_cm (perftest's client takes the device
-#     of the server's address, so both ends are on rsiw0).
+# (c) `rdma link del` during an ib_write_bw run over rdma_cm, rsiw0 the server, siw1 the client.
 # (d) `modprobe -r rsiw` during an rping between rsiw0 and siw1; then with the kernel's NVMe/RDMA
 #     host connected over rsiw0 to an nvmet-rdma target on siw1: the controller goes with the
 #     device, and nvme disconnect-all completes.
@@ -147,7 +146,7 @@ wait_port_free 18515 || fail "perftest's port in use"
 timeout 120 ib_write_bw -R -d rsiw0 -s 65536 -D 20 -F >/tmp/perf-server.log 2>&1 &
 server=$!
 wait_port 18515 $ADDR0 || { cat /tmp/perf-server.log; fail "ib_write_bw server did not listen"; }
-timeout 120 ib_write_bw -R -d rsiw0 -s 65536 -D 20 -F $ADDR0 >/tmp/perf-client.log 2>&1 &
+timeout 120 ib_write_bw -R -d siw1 --source_ip $ADDR1 -s 65536 -D 20 -F $ADDR0 >/tmp/perf-client.log 2>&1 &
 client=$!
 wait_rts rsiw0 || { cat /tmp/perf-client.log /tmp/perf-server.log; fail "ib_write_bw did not connect"; }
 sleep 3
