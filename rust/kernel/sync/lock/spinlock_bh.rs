@@ -59,51 +59,17 @@ unsafe impl super::Backend for SpinLockBhBackend {
         unsafe { bindings::__spin_lock_init(ptr, name, key) }
     }
 
-    #[inline]
     unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
         // SAFETY: The safety requirements of this function ensure that `ptr` points to valid
         // memory, and that it has been initialised before.
-        unsafe { lock_bh(ptr) }
+        unsafe { bindings::spin_lock_bh(ptr) }
     }
 
-    #[inline]
     unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
         // SAFETY: The safety requirements of this function ensure that `ptr` is valid and that
         // the caller is the owner of the spinlock, taken by `lock` above.
-        unsafe { unlock_bh(ptr) }
+        unsafe { bindings::spin_unlock_bh(ptr) }
     }
-}
-
-// `spin_lock_bh` and `spin_unlock_bh` only pass the `raw_spinlock_t` inside the lock on to
-// `_raw_spin_lock_bh` and `_raw_spin_unlock_bh`. Without PREEMPT_RT, calling those directly
-// spares the C helper in between: one call and return per lock and per unlock on the data path.
-#[cfg(CONFIG_PREEMPT_RT)]
-use bindings::{spin_lock_bh as lock_bh, spin_unlock_bh as unlock_bh};
-
-/// `spin_lock_bh`.
-///
-/// # Safety
-///
-/// `ptr` points to an initialised `spinlock_t`.
-#[cfg(not(CONFIG_PREEMPT_RT))]
-#[inline]
-unsafe fn lock_bh(ptr: *mut bindings::spinlock_t) {
-    // SAFETY: Without PREEMPT_RT, a `spinlock_t` is a union whose `rlock` member, the
-    // `raw_spinlock_t`, sits at offset 0 (the lockdep variant only adds a `lockdep_map` after
-    // it); the caller passes an initialised lock.
-    unsafe { bindings::_raw_spin_lock_bh(ptr.cast()) }
-}
-
-/// `spin_unlock_bh`.
-///
-/// # Safety
-///
-/// `ptr` points to a `spinlock_t` the caller holds, taken with [`lock_bh`].
-#[cfg(not(CONFIG_PREEMPT_RT))]
-#[inline]
-unsafe fn unlock_bh(ptr: *mut bindings::spinlock_t) {
-    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0, and the caller holds the lock.
-    unsafe { bindings::_raw_spin_unlock_bh(ptr.cast()) }
 }
 
 /// Proof that bottom halves are disabled on this CPU for `'a`: a [`SpinLockBh`] is held that
@@ -132,7 +98,7 @@ impl<T: ?Sized> SpinLockBh<T> {
     #[inline]
     pub fn lock_in_bh<'a>(&'a self, _bh: BhDisabled<'a>) -> NestedGuard<'a, T> {
         // SAFETY: The lock is initialised (it was created through `Lock::new`).
-        unsafe { lock_plain(self.state.get()) };
+        unsafe { bindings::spin_lock(self.state.get()) };
         // INVARIANT: Taken just above, with bottom halves disabled for all of `'a`.
         NestedGuard {
             lock: self,
@@ -174,34 +140,7 @@ impl<T: ?Sized> core::ops::DerefMut for NestedGuard<'_, T> {
 impl<T: ?Sized> Drop for NestedGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: The lock is held, taken with `lock_plain` (type invariant).
-        unsafe { unlock_plain(self.lock.state.get()) };
+        // SAFETY: The lock is held, taken with `spin_lock` (type invariant).
+        unsafe { bindings::spin_unlock(self.lock.state.get()) };
     }
-}
-
-#[cfg(CONFIG_PREEMPT_RT)]
-use bindings::{spin_lock as lock_plain, spin_unlock as unlock_plain};
-
-/// `spin_lock`.
-///
-/// # Safety
-///
-/// `ptr` points to an initialised `spinlock_t`.
-#[cfg(not(CONFIG_PREEMPT_RT))]
-#[inline]
-unsafe fn lock_plain(ptr: *mut bindings::spinlock_t) {
-    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0; the caller passes an initialised lock.
-    unsafe { bindings::_raw_spin_lock(ptr.cast()) }
-}
-
-/// `spin_unlock`.
-///
-/// # Safety
-///
-/// `ptr` points to a `spinlock_t` the caller holds, taken with [`lock_plain`].
-#[cfg(not(CONFIG_PREEMPT_RT))]
-#[inline]
-unsafe fn unlock_plain(ptr: *mut bindings::spinlock_t) {
-    // SAFETY: As in `lock_bh`: `rlock` sits at offset 0, and the caller holds the lock.
-    unsafe { bindings::_raw_spin_unlock(ptr.cast()) }
 }
