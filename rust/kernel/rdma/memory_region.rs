@@ -96,10 +96,13 @@ impl DmaRange {
     #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result {
         let part = self.sub(offset, out.len()).ok_or(EINVAL)?;
-        // SAFETY: By the type invariant the consumer keeps `part` mapped; `out` is a distinct
-        // Rust buffer. The consumer may write the memory concurrently, as a DMA engine would
-        // see it: bytes are copied, never referenced.
-        unsafe { copy_bytes(part.addr as *const u8, out.as_mut_ptr(), out.len()) };
+        // SAFETY: By the type invariant the consumer keeps `part` mapped, readable for
+        // `out.len()` bytes; `out` is a distinct Rust buffer, so the two do not overlap. The
+        // consumer may write the memory concurrently, as a DMA engine would see it: bytes are
+        // copied, never referenced.
+        unsafe {
+            core::ptr::copy_nonoverlapping(part.addr as *const u8, out.as_mut_ptr(), out.len())
+        };
         Ok(())
     }
 
@@ -129,51 +132,11 @@ impl DmaRange {
     #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result {
         let part = self.sub(offset, data.len()).ok_or(EINVAL)?;
-        // SAFETY: As in `read`, with the consumer having granted write access (the provider
-        // checks the MR's rights before it writes).
-        unsafe { copy_bytes(data.as_ptr(), part.addr as *mut u8, data.len()) };
+        // SAFETY: As in `read`: `part` is mapped for `data.len()` bytes and does not overlap the
+        // Rust buffer `data`, and the consumer granted write access (the provider checks the
+        // MR's rights before it writes).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), part.addr as *mut u8, data.len()) };
         Ok(())
-    }
-}
-
-/// Copies `n` bytes from `src` to `dst`: up to 16 bytes, the payload of the small messages
-/// whose latency matters, with a few moves in place; more with `memcpy`, whose call costs more
-/// than such a copy (much more under emulation).
-///
-/// # Safety
-///
-/// `src` must be readable and `dst` writable for `n` bytes, and the two must not overlap.
-#[inline(always)]
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    if n > 16 {
-        // SAFETY: The caller's promise.
-        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
-        return;
-    }
-    // SAFETY: Every access below stays within the first `n` bytes of `src` or `dst` (the
-    // second move of each pair ends exactly at `n`); the values are read before any is
-    // written, and unaligned accesses are used throughout.
-    unsafe {
-        if n >= 8 {
-            let (a, b) = (
-                src.cast::<u64>().read_unaligned(),
-                src.add(n - 8).cast::<u64>().read_unaligned(),
-            );
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(n - 8).cast::<u64>().write_unaligned(b);
-        } else if n >= 4 {
-            let (a, b) = (
-                src.cast::<u32>().read_unaligned(),
-                src.add(n - 4).cast::<u32>().read_unaligned(),
-            );
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
-        } else if n > 0 {
-            let (a, b, c) = (src.read(), src.add(n / 2).read(), src.add(n - 1).read());
-            dst.write(a);
-            dst.add(n / 2).write(b);
-            dst.add(n - 1).write(c);
-        }
     }
 }
 

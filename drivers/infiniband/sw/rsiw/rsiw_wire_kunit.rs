@@ -777,7 +777,6 @@ const SMALL_SEND_MAX: usize = 20;
 /// Sends of 0 to [`SMALL_SEND_MAX`] bytes (rsiw's from 1 on), both ways: each lands whole at
 /// the start of its receive buffer, nothing past it is written, and each of rsiw's arrives at
 /// our end whole.
-/// (Copies of up to 16 bytes take a path of their own in `DmaRange`.)
 fn small_sends_arrive_whole(test: &mut Test) -> Result {
     let (_l, server, sock, pd) = established(test, 7827)?;
     let qp = server.qp()?;
