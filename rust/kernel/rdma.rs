@@ -3,7 +3,7 @@
 //! RDMA: the kernel's RDMA core (InfiniBand verbs, iWARP, RoCE), for providers ([`device`],
 //! [`objects`], [`work_request`], [`completion_queue`], [`memory_region`], [`iw_provider`],
 //! [`user`], [`user_map`], [`link`]) and consumers ([`client`], [`cm`],
-//! [`kernel_qp`], [`dma_buffer`], [`fast_reg`]).
+//! [`kernel_qp`], [`dma_buffer`], [`fast_reg`]); [`fixed_ring`] is the queue both use.
 //!
 //! C headers: [`include/rdma/`](srctree/include/rdma/)
 
@@ -15,7 +15,7 @@ pub mod device;
 pub mod device_settings;
 pub mod dma_buffer;
 pub mod fast_reg;
-mod fixed_ring;
+pub mod fixed_ring;
 pub mod iw_provider;
 pub mod kernel_qp;
 pub mod link;

@@ -24,6 +24,7 @@ use kernel::{
     prelude::*,
     rdma::{
         completion_queue::{self as wc, Arm, CqNotifier, Wc},
+        fixed_ring::FixedRing,
         objects::{CompletionQueue, QpHandle},
         user_map::UserMapping,
     },
@@ -39,17 +40,20 @@ use crate::user_queues::ring_slot;
 /// Where the entries are.
 enum Entries {
     /// A kernel consumer's ring.
-    Kernel(KVec<Option<Wc>>),
-    /// The ring a process mapped: `num` entries, then the control word.
-    User { ring: UserMapping, num: u32 },
+    Kernel(FixedRing<Wc>),
+    /// The ring a process mapped: `num` entries, then the control word; `tail` counts the
+    /// entries written.
+    User {
+        ring: UserMapping,
+        num: u32,
+        tail: usize,
+    },
     /// Destroyed: a process's ring went back to it.
     Released,
 }
 
 struct Ring {
     entries: Entries,
-    head: usize,
-    len: usize,
     armed: Option<Arm>,
 }
 
@@ -68,18 +72,10 @@ pub(crate) struct Cq {
 impl CompletionQueue for Cq {
     fn poll(&self) -> Option<Wc> {
         let mut r = self.ring.lock();
-        if r.len == 0 {
-            return None;
+        match &mut r.entries {
+            Entries::Kernel(wcs) => wcs.pop(),
+            _ => None,
         }
-        let head = r.head;
-        let Entries::Kernel(entries) = &mut r.entries else {
-            return None;
-        };
-        let cap = entries.len();
-        let wc = entries.get_mut(head).and_then(Option::take);
-        r.head = crate::ring::wrap(head + 1, cap);
-        r.len -= 1;
-        wc
     }
 
     fn arm(&self, arm: Arm) -> bool {
@@ -88,7 +84,7 @@ impl CompletionQueue for Cq {
         if r.armed != Some(Arm::NextCompletion) {
             r.armed = Some(arm);
         }
-        r.len > 0
+        matches!(&r.entries, Entries::Kernel(wcs) if !wcs.is_empty())
     }
 
     fn destroy(&self) {
@@ -107,11 +103,8 @@ impl Cq {
         notifier: CqNotifier,
         place: crate::device::CountedPlace,
     ) -> Result<Arc<Self>> {
-        let mut v = KVec::with_capacity(entries as usize, GFP_KERNEL)?;
-        for _ in 0..entries {
-            v.push(None, GFP_KERNEL)?;
-        }
-        Self::with_entries(Entries::Kernel(v), notifier, place)
+        let wcs = FixedRing::new(entries as usize, GFP_KERNEL)?;
+        Self::with_entries(Entries::Kernel(wcs), notifier, place)
     }
 
     /// A process's CQ of `num` entries in `ring`, which has room for the control word after
@@ -129,7 +122,7 @@ impl Cq {
         if !num.is_power_of_two() || ring.len() < needed {
             return Err(EINVAL);
         }
-        Self::with_entries(Entries::User { ring, num }, notifier, place)
+        Self::with_entries(Entries::User { ring, num, tail: 0 }, notifier, place)
     }
 
     fn with_entries(
@@ -139,10 +132,7 @@ impl Cq {
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                ring <- new_spinlock_bh!(
-                    Ring { entries, head: 0, len: 0, armed: None },
-                    "Cq::ring"
-                ),
+                ring <- new_spinlock_bh!(Ring { entries, armed: None }, "Cq::ring"),
                 notifier,
                 overflows: AtomicU32::new(0),
                 place,
@@ -170,12 +160,13 @@ impl Cq {
     #[inline(always)]
     fn store(r: &mut Ring, c: &Completion, qp: QpHandle, qpn: u32) -> Result<bool> {
         let solicited = c.solicited || c.status != WcStatus::Success;
-        match &r.entries {
-            Entries::Kernel(_) => Self::push_kernel(r, to_wc(c, qp), solicited),
-            Entries::User { ring, num } => {
-                let written = Self::push_user(ring, *num, r.head, c, qpn, solicited);
+        let Ring { entries, armed } = r;
+        match entries {
+            Entries::Kernel(wcs) => Self::push_kernel(wcs, armed, to_wc(c, qp), solicited),
+            Entries::User { ring, num, tail } => {
+                let written = Self::push_user(ring, *num, *tail, c, qpn, solicited);
                 if written.is_ok() {
-                    r.head = r.head.wrapping_add(1);
+                    *tail = tail.wrapping_add(1);
                 }
                 written
             }
@@ -199,26 +190,20 @@ impl Cq {
     }
 
     /// Stores `wc` in a kernel ring; returns whether the consumer is to be notified.
-    fn push_kernel(r: &mut Ring, wc: Wc, solicited: bool) -> Result<bool> {
-        let Entries::Kernel(entries) = &mut r.entries else {
-            return Err(EINVAL);
-        };
-        let cap = entries.len();
-        if r.len == cap {
-            return Err(ENOSPC);
-        }
-        let at = crate::ring::wrap(r.head + r.len, cap);
-        if let Some(slot) = entries.get_mut(at) {
-            *slot = Some(wc);
-        }
-        r.len += 1;
-        let fire = match r.armed {
+    fn push_kernel(
+        wcs: &mut FixedRing<Wc>,
+        armed: &mut Option<Arm>,
+        wc: Wc,
+        solicited: bool,
+    ) -> Result<bool> {
+        wcs.push(wc).map_err(|_| ENOSPC)?;
+        let fire = match *armed {
             Some(Arm::NextCompletion) => true,
             Some(Arm::Solicited) => solicited,
             None => false,
         };
         if fire {
-            r.armed = None;
+            *armed = None;
         }
         Ok(fire)
     }

@@ -35,6 +35,7 @@ use kernel::{
     prelude::*,
     rdma::{
         async_event::{QpEvent, QpEvents},
+        fixed_ring::FixedRing,
         iw_provider::{ConnectedId, IwCmId, Up},
         memory_region::DmaRange,
         objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
@@ -61,7 +62,6 @@ use crate::{
         terminate::TermError,
         user_queue,
     },
-    ring::Ring,
     srq::Srq,
     tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
     user_queues::{UserQueues, INLINE_LKEY},
@@ -103,8 +103,8 @@ enum State {
 enum WorkQueues {
     /// A kernel consumer's rings.
     Kernel {
-        sq: Ring<SendRequest>,
-        rq: Ring<RecvRequest>,
+        sq: FixedRing<SendRequest>,
+        rq: FixedRing<RecvRequest>,
     },
     /// A process's rings.
     User(UserQueues),
@@ -292,8 +292,8 @@ impl Qp {
         let work = match user {
             Some(u) => WorkQueues::User(u),
             None => WorkQueues::Kernel {
-                sq: Ring::new(caps.max_send_wr)?,
-                rq: Ring::new(caps.max_recv_wr.max(1))?,
+                sq: FixedRing::new(caps.max_send_wr as usize, GFP_KERNEL)?,
+                rq: FixedRing::new(caps.max_recv_wr.max(1) as usize, GFP_KERNEL)?,
             },
         };
         let queues = Queues {
@@ -704,7 +704,8 @@ impl Qp {
                 return Err(EINVAL);
             };
             if state != State::Error {
-                sq.push(request)?;
+                // A full queue: the consumer posted past the depth it asked for.
+                sq.push(request).map_err(|_| ENOMEM)?;
             }
             state
         };
@@ -906,7 +907,7 @@ impl QueuePair for Qp {
             if state == State::Error {
                 true
             } else {
-                rq.push(request)?;
+                rq.push(request).map_err(|_| ENOMEM)?;
                 false
             }
         };

@@ -44,7 +44,6 @@ mod kernel_crc32c;
 mod mr;
 pub mod proto;
 mod qp;
-mod ring;
 mod settings;
 mod slots;
 mod srq;

@@ -18,6 +18,7 @@ use kernel::{
     prelude::*,
     rdma::{
         async_event::SrqEvents,
+        fixed_ring::FixedRing,
         shared_receive_queue::{SharedReceiveQueue, SrqAttributes, SrqModify},
         user_map::UserMapping,
         work_request::RecvWr,
@@ -31,14 +32,13 @@ use crate::{
         qp_engine::{Completion, RecvRequest},
         user_queue,
     },
-    ring::Ring,
     user_queues::{rqe_posted, take_rqe},
 };
 
 /// Where the receive work requests wait.
 enum Pool {
     /// A kernel consumer's ring.
-    Kernel(Ring<RecvRequest>),
+    Kernel(FixedRing<RecvRequest>),
     /// A process's ring of `num` entries; `get` counts the entries taken.
     User {
         ring: UserMapping,
@@ -77,7 +77,7 @@ impl Srq {
         place: CountedPlace,
     ) -> Result<Arc<Self>> {
         Self::with_pool(
-            Pool::Kernel(Ring::new(max_wr)?),
+            Pool::Kernel(FixedRing::new(max_wr as usize, GFP_KERNEL)?),
             max_wr,
             max_sge,
             limit,
@@ -199,7 +199,7 @@ impl SharedReceiveQueue for Srq {
             sges: crate::qp::sge_list(wr.sges)?,
         };
         match &mut self.inner.lock().pool {
-            Pool::Kernel(ring) => ring.push(request),
+            Pool::Kernel(ring) => ring.push(request).map_err(|_| ENOMEM),
             // A process posts through its shared ring.
             _ => Err(EINVAL),
         }

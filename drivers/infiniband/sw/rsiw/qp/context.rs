@@ -168,7 +168,7 @@ impl QpContext for Ctx<'_> {
     fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
-            WorkQueues::Kernel { sq, .. } => sq.peek().map(|wr| *out = wr).is_some(),
+            WorkQueues::Kernel { sq, .. } => sq.peek().map(|wr| *out = *wr).is_some(),
             // Decoded straight into the engine's room: no copy of the request.
             WorkQueues::User(u) => self.qp.take_user(limit, || u.peek_send(out)),
             WorkQueues::Released => false,
