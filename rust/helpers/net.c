@@ -55,6 +55,18 @@ int rust_helper_ip6_sock_set_v6only(struct sock *sk)
 	return ip6_sock_set_v6only(sk);
 }
 
+/* A socket buffer's shared info (after its data; where depends on the build). */
+struct skb_shared_info *rust_helper_skb_shinfo(const struct sk_buff *skb)
+{
+	return skb_shinfo(skb);
+}
+
+/* The page of a socket buffer's fragment, NULL if it is not a page (a net_iov). */
+struct page *rust_helper_skb_frag_page(const skb_frag_t *frag)
+{
+	return skb_frag_page(frag);
+}
+
 /* The kernel mapping of a page that has one (all of them without CONFIG_HIGHMEM). */
 void *rust_helper_page_address(const struct page *page)
 {

@@ -9,7 +9,7 @@ use crate::{
     error::{code::*, to_result, Result},
     ffi::{c_int, c_uint},
 };
-use core::{marker::PhantomData, mem::MaybeUninit};
+use core::marker::PhantomData;
 
 /// The receive queue of a socket, inside [`TcpCallbacks::data_ready`].
 ///
@@ -74,33 +74,30 @@ unsafe extern "C" fn read_actor<F: FnMut(&SkbSlice<'_>) -> usize>(
 pub const PIECES_PER_BATCH: usize = 18;
 
 /// Pieces of a socket buffer collected for [`SkbSlice::for_each_batch`], with the mappings
-/// (from `kmap_local_page`) they lie in. Its arrays are left uninitialised beyond `len`: most
-/// buffers hold one or two pieces, and the batch is set up for every one.
+/// (from `kmap_local_page`) they lie in.
 ///
 /// # Invariants
 ///
-/// The first `len` entries of `pieces` and `maps` are initialised; those pieces are readable
-/// for as long as the batch holds them: the non-null entries of `maps` with the same index are
-/// live local mappings they lie in, made in index order, and nothing else maps or unmaps in
-/// between.
+/// The first `len` entries of `pieces` are readable for as long as the batch holds them: the
+/// non-null entries of `maps` with the same index are live local mappings they lie in, made in
+/// index order, and nothing else maps or unmaps in between.
 struct Batch<'a> {
-    pieces: [MaybeUninit<&'a [u8]>; PIECES_PER_BATCH],
-    maps: [MaybeUninit<*mut u8>; PIECES_PER_BATCH],
+    pieces: [&'a [u8]; PIECES_PER_BATCH],
+    maps: [*mut u8; PIECES_PER_BATCH],
     len: usize,
 }
 
 impl<'a> Batch<'a> {
-    #[inline]
     fn new() -> Self {
+        let empty: &[u8] = &[];
         // INVARIANT: No entry is in use.
         Self {
-            pieces: [const { MaybeUninit::uninit() }; PIECES_PER_BATCH],
-            maps: [const { MaybeUninit::uninit() }; PIECES_PER_BATCH],
+            pieces: [empty; PIECES_PER_BATCH],
+            maps: [core::ptr::null_mut(); PIECES_PER_BATCH],
             len: 0,
         }
     }
 
-    #[inline]
     fn is_full(&self) -> bool {
         self.len >= PIECES_PER_BATCH
     }
@@ -113,12 +110,11 @@ impl<'a> Batch<'a> {
     /// `piece` must stay readable until the batch unmaps `map` (if non-null, a mapping made
     /// by `kmap_local_page` after every mapping the batch holds, which it then owns), or
     /// until the batch is dropped.
-    #[inline]
     unsafe fn push(&mut self, piece: &'a [u8], map: *mut u8) {
         if let (Some(p), Some(m)) = (self.pieces.get_mut(self.len), self.maps.get_mut(self.len)) {
-            p.write(piece);
-            m.write(map);
-            // INVARIANT: Entry `len` is initialised now, with the caller's promises.
+            *p = piece;
+            *m = map;
+            // INVARIANT: Entry `len` is in use now, with the caller's promises.
             self.len += 1;
         } else if !map.is_null() {
             // SAFETY: The latest mapping, owned by the batch now (the caller's promise).
@@ -128,24 +124,17 @@ impl<'a> Batch<'a> {
 
     /// Hands the pieces to `f` (if any) and empties the batch, unmapping them. Returns what
     /// `f` did (`true` for an empty batch).
-    #[inline]
     fn hand_over(&mut self, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
-        let len = self.len.min(PIECES_PER_BATCH);
-        // SAFETY: The first `len` entries are initialised (type invariant), and
-        // `MaybeUninit<T>` has the layout of `T`.
-        let pieces = unsafe { core::slice::from_raw_parts(self.pieces.as_ptr().cast(), len) };
+        let pieces = self.pieces.get(..self.len).unwrap_or(&[]);
         let go_on = pieces.is_empty() || f(pieces);
         self.unmap();
         go_on
     }
 
     /// Unmaps the batch's mappings, latest first, and empties it.
-    #[inline]
     fn unmap(&mut self) {
         let maps = self.maps.get(..self.len).unwrap_or(&[]);
-        for map in maps.iter().rev() {
-            // SAFETY: The first `len` entries are initialised (type invariant).
-            let map = unsafe { map.assume_init() };
+        for &map in maps.iter().rev() {
             if !map.is_null() {
                 // SAFETY: A live local mapping the batch owns (type invariant); the ones made
                 // after it are already unmapped, as `kunmap_local` requires.
@@ -158,14 +147,10 @@ impl<'a> Batch<'a> {
 }
 
 impl Drop for Batch<'_> {
-    #[inline]
     fn drop(&mut self) {
         self.unmap();
     }
 }
-
-/// The tag of a page fragment that is not a page (`NET_IOV` in `include/net/netmem.h`).
-const NET_IOV: bindings::netmem_ref = 1;
 
 /// A contiguous range of received bytes inside a socket buffer, offered by [`RxQueue::read`].
 ///
@@ -225,12 +210,13 @@ impl SkbSlice<'_> {
         self.for_each_seq_piece(to, |piece| f(&[piece]));
     }
 
-    /// [`Self::for_each_batch`] for the common socket buffer, which TCP builds from a head and
-    /// page fragments and no fragment list: walks them here instead of through
-    /// `skb_seq_read`, which costs a preparation call and a further call per piece (plus the
-    /// one that finds the end), and hands them over together. Returns `false`, having handed
-    /// nothing to `f`, when the buffer is of another kind.
-    #[inline]
+    /// [`Self::for_each_batch`] for the socket buffers TCP builds, a head and page fragments
+    /// without a fragment list: all their pieces are mapped at once and handed over together,
+    /// which `skb_seq_read` cannot do (it maps one fragment at a time and unmaps it before the
+    /// next). The receiver then takes a run of bytes over many fragments in one call: an RDMA
+    /// payload is placed with one lookup, lock and bounds check of its memory region instead
+    /// of one per fragment. Returns `false`, having handed nothing to `f`, when the buffer is
+    /// of another kind.
     fn for_each_direct_batch(&self, to: u32, f: &mut impl FnMut(&[&[u8]]) -> bool) -> bool {
         // A fragment may span several pages of a compound page: only without highmem are
         // they mapped contiguously (in the direct map) by mapping the first.
@@ -238,64 +224,22 @@ impl SkbSlice<'_> {
             return false;
         }
         let skb = self.skb;
-        // SAFETY: `skb` is valid for `'a` (type invariant); these are plain fields, and the
-        // shared info sits `end` bytes after `head` (64-bit builds keep `end` as an offset).
+        // SAFETY: `skb` is valid for `'a` (type invariant), and so is its shared info, which
+        // `skb_shinfo` finds; these are plain fields.
         let (data, headlen, shinfo) = unsafe {
-            let shinfo = (*skb)
-                .head
-                .add((*skb).end as usize)
-                .cast::<bindings::skb_shared_info>();
             let headlen = (*skb).len.saturating_sub((*skb).data_len);
-            ((*skb).data, headlen, &*shinfo)
+            ((*skb).data, headlen, &*bindings::skb_shinfo(skb))
         };
-        if to <= headlen {
-            // All in the head, as a small message nearly always is: one piece, no batch.
-            let at = self.offset.min(to);
-            let (ptr, n) = (data.wrapping_add(at as usize), (to - at) as usize);
-            // SAFETY: The head holds `headlen` bytes from `data`, and `at..to` is inside both
-            // them and the slice (type invariant).
-            let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
-            let _ = f(&[piece]);
-            return true;
-        }
         if !shinfo.frag_list.is_null() {
             return false;
         }
         let Some(frags) = shinfo.frags.get(..usize::from(shinfo.nr_frags)) else {
             return false;
         };
-        // Fragments backed by something other than a page (a `net_iov`, tagged `NET_IOV` in
-        // the low bit) are left to the general walk, which knows them.
-        if frags.iter().any(|frag| frag.netmem & NET_IOV != 0) {
+        // Fragments backed by something other than a page (a `net_iov`) are left to
+        // `skb_seq_read`, which knows them.
+        if frags.iter().any(|frag| frag_page(frag).is_null()) {
             return false;
-        }
-        if self.offset >= headlen {
-            // All in one fragment, as a small message sent over loopback (which puts payload
-            // in pages) nearly always is: one piece, no batch.
-            let mut start = headlen;
-            for frag in frags {
-                let end = start.saturating_add(frag.len);
-                if self.offset < end {
-                    if to > end {
-                        break;
-                    }
-                    let page = frag.netmem as *mut bindings::page;
-                    // SAFETY: As in the walk below: a page the buffer holds a reference to,
-                    // mapped whole (without highmem) until it is unmapped below.
-                    let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
-                    let from = frag.offset as usize + (self.offset - start) as usize;
-                    let (ptr, n) = (base.wrapping_add(from), (to - self.offset) as usize);
-                    // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped
-                    // page range, and `self.offset..to` lies within the fragment and the
-                    // slice; the mapping outlives the piece's use in `f`.
-                    let piece = unsafe { core::slice::from_raw_parts(ptr, n) };
-                    let _ = f(&[piece]);
-                    // SAFETY: The mapping made above, the latest; the piece is no longer used.
-                    unsafe { bindings::kunmap_local(base.cast()) };
-                    return true;
-                }
-                start = end;
-            }
         }
         let mut batch = Batch::new();
         let mut at = self.offset;
@@ -319,11 +263,10 @@ impl SkbSlice<'_> {
                 if batch.is_full() && !batch.hand_over(f) {
                     return true;
                 }
-                let page = frag.netmem as *mut bindings::page;
                 // SAFETY: The fragment is a page (checked above) the buffer holds a reference
                 // to; the mapping is valid until the batch unmaps it and, without highmem,
                 // covers the whole (compound) page the fragment lies in.
-                let base = unsafe { bindings::kmap_local_page(page) }.cast::<u8>();
+                let base = unsafe { bindings::kmap_local_page(frag_page(frag)) }.cast::<u8>();
                 let from = frag.offset as usize + (at - start) as usize;
                 let (ptr, n) = (base.wrapping_add(from), (last - at) as usize);
                 // SAFETY: The fragment's bytes `offset..offset + len` are in the mapped page
@@ -368,4 +311,10 @@ impl SkbSlice<'_> {
             consumed += n;
         }
     }
+}
+
+/// The page of `frag`, or null if it is not a page (a `net_iov`).
+fn frag_page(frag: &bindings::skb_frag_t) -> *mut bindings::page {
+    // SAFETY: `frag` is a valid fragment, which `skb_frag_page` only reads.
+    unsafe { bindings::skb_frag_page(frag) }
 }
