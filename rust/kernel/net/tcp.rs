@@ -234,16 +234,13 @@ fn to_len(ret: c_int) -> Result<usize> {
     }
 }
 
-/// An empty `msghdr` with `flags`, as C's `struct msghdr msg = { .msg_flags = flags }`. Under
-/// TCG a call costs far more than the stores: the derived `Default` is a function of its own,
-/// not inlined across crates, on every send.
-#[inline(always)]
+/// An empty `msghdr` with `flags`, as C's `struct msghdr msg = { .msg_flags = flags }` (the
+/// derived `Default` is all zeroes).
 fn message(flags: u32) -> bindings::msghdr {
-    // SAFETY: `msghdr` is a C struct of integers, raw pointers, nullable function pointers and
-    // unions of them, for which all zeroes is a valid value (the one C's initialiser gives).
-    let mut msg: bindings::msghdr = unsafe { core::mem::zeroed() };
-    msg.msg_flags = flags;
-    msg
+    bindings::msghdr {
+        msg_flags: flags,
+        ..Default::default()
+    }
 }
 
 /// A kernel TCP socket in the initial network namespace.

@@ -233,7 +233,7 @@ impl PageList {
         let mut left = len;
         let page_size = 1u64 << self.page_shift;
         while left > 0 {
-            // Shifts and masks, not divisions: a division is a helper call under emulation.
+            // The page size is a power of two: shifts and masks.
             let index = usize::try_from(at >> self.page_shift).map_err(|_| EINVAL)?;
             let in_page = at & (page_size - 1);
             if index >= self.count {

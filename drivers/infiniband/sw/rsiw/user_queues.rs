@@ -302,9 +302,8 @@ pub(crate) fn rqe_posted(rq: &UserMapping, num: u32, index: u32) -> bool {
 }
 
 /// The slot of entry `index` in a ring of `num` entries. Rings are created with a power of two
-/// entries, as the C siw's are, so this is a mask, not a division (a helper call under
-/// emulation). It stays below `num` whatever `num` is, and an empty ring has no slot at all
-/// (the access fails).
+/// entries, as the C siw's are, so this is a mask. It stays below `num` whatever `num` is, and
+/// an empty ring has no slot at all (the access fails).
 pub(crate) fn ring_slot(index: u32, num: u32) -> u32 {
     index & num.wrapping_sub(1)
 }

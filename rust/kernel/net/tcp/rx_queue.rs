@@ -27,10 +27,10 @@ impl RxQueue<'_> {
     /// time; `f` returns how many bytes of the piece it consumed. Consuming fewer than offered
     /// stops the walk (the rest stays queued for a later call). Returns the bytes consumed.
     pub fn read<F: FnMut(&SkbSlice<'_>) -> usize>(&mut self, f: &mut F) -> usize {
-        // SAFETY: A C struct of integers and a union of pointers: all zeroes is a valid value.
-        // (Not the derived `Default`: a call of its own, for each read.)
-        let mut desc: bindings::read_descriptor_t = unsafe { core::mem::zeroed() };
-        desc.count = 1;
+        let mut desc = bindings::read_descriptor_t {
+            count: 1,
+            ..Default::default()
+        };
         desc.arg.data = (f as *mut F).cast();
         // SAFETY: `sk` is a TCP socket in its `sk_data_ready` (type invariant). `desc.arg.data`
         // points to `f`, alive for the call, as `read_actor::<F>` expects.
@@ -284,8 +284,8 @@ impl SkbSlice<'_> {
     /// The pieces of [`Self::for_each_batch`] one at a time through `skb_seq_read`, for any
     /// socket buffer.
     fn for_each_seq_piece(&self, to: u32, mut f: impl FnMut(&[u8]) -> bool) {
-        // SAFETY: Plain data, set up by `skb_prepare_seq_read`.
-        let mut st: bindings::skb_seq_state = unsafe { core::mem::zeroed() };
+        // Set up by `skb_prepare_seq_read`.
+        let mut st = bindings::skb_seq_state::default();
         // SAFETY: `skb` holds the bytes `offset..to` and is valid for `'a` (type invariant).
         unsafe { bindings::skb_prepare_seq_read(self.skb, self.offset, to, &mut st) };
         let mut consumed = 0;
