@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite of `kernel::rdma::client`, the consumer side of the RDMA core.
+//! KUnit suite of `kernel::rdma::consumer::client`, the consumer side of the RDMA core.
 //!
 //! It needs devices: scenario `04-rdma-client` creates `siw1` (the C siw) and `rsiw0` (ours),
 //! both kernel-verbs providers, and then loads this module. On each, PDs come and go.
 
 use kernel::{
-    c_str, kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*, rdma::client::DeviceRef,
+    c_str, kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*,
+    rdma::consumer::client::DeviceRef,
 };
 
 module! {

@@ -16,7 +16,7 @@ use core::{
 };
 use kernel::{
     prelude::*,
-    rdma::client::AtomicCap,
+    rdma::consumer::client::AtomicCap,
     sync::{Arc, Completion},
     time::msecs_to_jiffies,
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},

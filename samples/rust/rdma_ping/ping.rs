@@ -20,7 +20,7 @@ use core::net::SocketAddr;
 use kernel::{
     error::code::*,
     prelude::*,
-    rdma::{
+    rdma::consumer::{
         client::AtomicCap,
         cm::{CmEvent, CmId, ConnParam},
         dma_buffer::DmaBuffer,

@@ -41,7 +41,7 @@ use kernel::{
     new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
-    rdma::iw_provider::{IwCmId, IwConnParam, IwEvent, Up, MAX_EVENT_PRIVATE_DATA},
+    rdma::provider::iw_provider::{IwCmId, IwConnParam, IwEvent, Up, MAX_EVENT_PRIVATE_DATA},
     sync::{Arc, Mutex},
     workqueue::{impl_has_work, new_work, HasWork, Work, WorkItem},
 };

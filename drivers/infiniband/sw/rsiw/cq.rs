@@ -23,10 +23,12 @@ use kernel::{
     new_spinlock_bh,
     prelude::*,
     rdma::{
-        completion_queue::{self as wc, Arm, CqNotifier, Wc},
         fixed_ring::FixedRing,
-        objects::{CompletionQueue, QpHandle},
-        user_map::UserMapping,
+        provider::{
+            completion_queue::{self as wc, Arm, CqNotifier, Wc},
+            objects::{CompletionQueue, QpHandle},
+            user_map::UserMapping,
+        },
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
 };

@@ -12,7 +12,7 @@ use kernel::{
     new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
-    rdma::{
+    rdma::provider::{
         async_event::{QpEvents, SrqEvents},
         completion_queue::CqNotifier,
         device::{
@@ -415,7 +415,7 @@ pub(crate) fn create(
     devices.register(&info, driver)
 }
 
-impl kernel::rdma::device::Driver for RsiwDevice {
+impl kernel::rdma::provider::device::Driver for RsiwDevice {
     fn query_device(&self, _dev: &Device) -> Result<DeviceAttributes> {
         use limits::*;
         Ok(DeviceAttributes {

@@ -28,7 +28,7 @@ use kernel::{
     new_spinlock_bh,
     prelude::*,
     random::random_u32,
-    rdma::{
+    rdma::provider::{
         memory_region::{
             DmaMemory, DmaRange, MemoryRegion, PageList, UserPages, ACCESS_LOCAL_WRITE,
             ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,

@@ -34,12 +34,14 @@ use kernel::{
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::{
-        async_event::{QpEvent, QpEvents},
         fixed_ring::FixedRing,
-        iw_provider::{ConnectedId, IwCmId, Up},
-        memory_region::DmaRange,
-        objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
-        work_request::{RecvWr, SendOp as IbSendOp, SendWr},
+        provider::{
+            async_event::{QpEvent, QpEvents},
+            iw_provider::{ConnectedId, IwCmId, Up},
+            memory_region::DmaRange,
+            objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
+            work_request::{RecvWr, SendOp as IbSendOp, SendWr},
+        },
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, Mutex, SpinLockBh},
     workqueue::{impl_has_work, new_work, Work, WorkItem},
@@ -799,7 +801,7 @@ impl Qp {
 }
 
 /// The engine's form of a verbs scatter/gather list.
-pub(crate) fn sge_list(sges: &[kernel::rdma::work_request::Sge]) -> Result<SgeList> {
+pub(crate) fn sge_list(sges: &[kernel::rdma::provider::work_request::Sge]) -> Result<SgeList> {
     let mut v = [Sge::default(); crate::proto::qp_engine::MAX_SGE];
     if sges.len() > v.len() {
         return Err(EINVAL);

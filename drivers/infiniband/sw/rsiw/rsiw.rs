@@ -29,7 +29,7 @@ use kernel::{
     },
     owned_workqueue::OwnedQueue,
     prelude::*,
-    rdma::{
+    rdma::provider::{
         device::{netdev_has_device, DeviceSetOwner, DriverId, PortEvent},
         link::{LinkContext, LinkRegistration, LinkType},
     },

@@ -22,7 +22,7 @@ use kernel::{
     kunit::suite::Test,
     kunit_expect, kunit_expect_eq,
     prelude::*,
-    rdma::{
+    rdma::consumer::{
         client::{DeviceRef, ProtectionDomain},
         cm::{CmEvent, CmId, ConnParam},
         dma_buffer::DmaBuffer,

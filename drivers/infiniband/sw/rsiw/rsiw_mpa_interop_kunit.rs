@@ -4,7 +4,7 @@
 //! siw, on the wire.
 //!
 //! The C siw is the peer nobody here wrote. It is driven through rdma_cm with the kernel's
-//! consumer API (`kernel::rdma::cm`); our side is a plain kernel TCP socket
+//! consumer API (`kernel::rdma::consumer::cm`); our side is a plain kernel TCP socket
 //! (`kernel::net::tcp`) running the pure handshake code, as rsiw's connection manager will.
 //! Scenario `07-mpa-interop` creates `siw1` on 198.18.0.2 and loads this module.
 //!
@@ -24,7 +24,7 @@ use kernel::{
     kunit_expect, kunit_expect_eq,
     net::tcp::{MsgFlags, TcpSocket},
     prelude::*,
-    rdma::{
+    rdma::consumer::{
         cm::{CmEvent, CmId, ConnParam},
         kernel_qp::QpCaps,
     },

@@ -13,7 +13,7 @@ use kernel::{
     kunit::suite::Test,
     kunit_expect, kunit_expect_eq,
     prelude::*,
-    rdma::{
+    rdma::consumer::{
         client::{AtomicCap, DeviceRef},
         kernel_qp::WcStatus,
     },

@@ -38,7 +38,7 @@ use kernel::{
     kunit_expect, kunit_expect_eq,
     net::tcp::{MsgFlags, Shutdown, TcpSocket},
     prelude::*,
-    rdma::{
+    rdma::consumer::{
         client::ProtectionDomain,
         cm::{CmEvent, CmId, ConnParam, ReceivedParam},
         dma_buffer::DmaBuffer,

@@ -26,7 +26,7 @@
 //!   then.
 
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
-use kernel::{c_str, prelude::*, rdma::device_settings::SettingOutput, str::CStr};
+use kernel::{c_str, prelude::*, rdma::provider::device_settings::SettingOutput, str::CStr};
 
 use crate::proto::{
     mpa::{RtrKind, RtrKinds},

@@ -17,11 +17,13 @@ use kernel::{
     new_spinlock_bh,
     prelude::*,
     rdma::{
-        async_event::SrqEvents,
         fixed_ring::FixedRing,
-        shared_receive_queue::{SharedReceiveQueue, SrqAttributes, SrqModify},
-        user_map::UserMapping,
-        work_request::RecvWr,
+        provider::{
+            async_event::SrqEvents,
+            shared_receive_queue::{SharedReceiveQueue, SrqAttributes, SrqModify},
+            user_map::UserMapping,
+            work_request::RecvWr,
+        },
     },
     sync::{Arc, SpinLockBh},
 };

@@ -22,7 +22,7 @@
 //! memory region has (STag index 0 is never used).
 
 use core::sync::atomic::{fence, Ordering};
-use kernel::{alloc::KVVec, prelude::*, rdma::user_map::UserMapping};
+use kernel::{alloc::KVVec, prelude::*, rdma::provider::user_map::UserMapping};
 
 use crate::proto::{
     qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},

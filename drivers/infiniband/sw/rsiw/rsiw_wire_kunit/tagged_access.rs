@@ -8,7 +8,7 @@ use super::*;
 /// Registers `target` on `qp` for remote writes, through the fast-registration MR `mr`.
 fn register_for_writes(
     test: &mut Test,
-    qp: &kernel::rdma::kernel_qp::KernelQp,
+    qp: &kernel::rdma::consumer::kernel_qp::KernelQp,
     mr: &Arc<FastRegMr>,
     target: &Arc<DmaBuffer>,
 ) -> Result {
@@ -28,7 +28,7 @@ fn register_for_writes(
 /// Invalidates `mr` with a LOCAL_INV work request on `qp`.
 fn local_invalidate(
     test: &mut Test,
-    qp: &kernel::rdma::kernel_qp::KernelQp,
+    qp: &kernel::rdma::consumer::kernel_qp::KernelQp,
     mr: &Arc<FastRegMr>,
 ) -> Result {
     qp.post_send(&SendWr::LocalInv { mr }, 2)?;

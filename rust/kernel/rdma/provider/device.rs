@@ -26,7 +26,7 @@
 //! completion queues and queue pairs (create/destroy, [`super::objects`]) and user mappings
 //! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user space gets
 //! `EOPNOTSUPP` for those verbs, and the core does not count the device as a kernel-verbs
-//! provider (see [`super::client`]).
+//! provider (see [`crate::rdma::consumer::client`]).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 

@@ -25,7 +25,6 @@
 
 use super::{
     client::{DeviceRef, ProtectionDomain},
-    fixed_ring::FixedRing,
     kernel_qp::{KernelQp, QpCaps},
 };
 use crate::{
@@ -35,6 +34,7 @@ use crate::{
     net::tcp::RawSockAddr,
     new_mutex,
     prelude::*,
+    rdma::fixed_ring::FixedRing,
     sync::{Arc, Completion, Mutex},
     time::Jiffies,
     types::ForeignOwnable,

@@ -5,7 +5,7 @@
 //! [`super::dma_buffer`] and [`super::fast_reg`].
 //!
 //! In-kernel consumers (NFS, NVMe-oF, our tests) use devices through these calls; the
-//! provider side is in [`super::device`].
+//! provider side is in [`crate::rdma::provider::device`].
 //!
 //! Kernel verbs are only for *kverbs providers*: devices that implement every verb the RDMA
 //! core calls without checking (`ib_device_check_mandatory`). The core's own clients skip the

@@ -24,7 +24,6 @@ use super::{
     client::{AtomicCap, ProtectionDomain},
     dma_buffer::DmaBuffer,
     fast_reg::{Access, FastRegMr},
-    fixed_ring::FixedRing,
 };
 use crate::{
     bindings,
@@ -32,6 +31,7 @@ use crate::{
     ffi::{c_int, c_void},
     new_mutex,
     prelude::*,
+    rdma::fixed_ring::FixedRing,
     sync::{Arc, Completion, Mutex},
     time::Jiffies,
     types::Opaque,
