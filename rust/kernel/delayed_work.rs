@@ -31,7 +31,7 @@ use core::{marker::PhantomData, sync::atomic::Ordering};
 ///
 /// # Invariants
 ///
-/// `dwork` was initialised with the trampoline [`run::<T, ID>`] as its function; each time it
+/// `dwork` was initialised with the trampoline `run::<T, ID>` as its function; each time it
 /// is pending (on its timer or its queue) it holds one `Arc<T>` made with `Arc::into_raw`, for
 /// the item that contains it, and counts once in `queue`'s armed items; it is only ever queued
 /// on `queue`.

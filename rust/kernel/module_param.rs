@@ -5,7 +5,7 @@
 //! The module macro of this kernel has no parameters, yet a sample a user loads by hand needs
 //! to be told what to do (`modprobe rust_rdma_ping addr=198.18.0.1`). A parameter is a
 //! `struct kernel_param` in the module's `__param` section, which the module loader parses the
-//! command line against before the module's init runs; [`module_param_str!`] emits one.
+//! command line against before the module's init runs; [`module_param_str!`](crate::module_param_str) emits one.
 //!
 //! Only read-only (`0444`) string parameters exist here: the value is written by the loader
 //! before init and never again, so reading it needs no lock.

@@ -3,14 +3,14 @@
 //! KUnit test suites written in Rust.
 //!
 //! Linux 6.12 lets Rust report a failed assertion to KUnit (its doctests do), but has no way for
-//! Rust code to declare a suite of its own. This module fills that gap: [`kunit_suite!`] builds
+//! Rust code to declare a suite of its own. This module fills that gap: [`kunit_suite!`](crate::kunit_suite) builds
 //! the same `struct kunit_suite` and `struct kunit_case` table a C `kunit_test_suite()` would,
 //! and places a pointer to it in the `.kunit_test_suites` section. KUnit finds it there both in
 //! vmlinux (suites run at boot) and in a loadable module (suites run when it is loaded), and the
 //! results appear in the console and under `/sys/kernel/debug/kunit/<suite>/results`.
 //!
-//! A case is a plain function `fn(&mut Test) -> Result`. Checks use [`kunit_expect!`] and
-//! [`kunit_expect_eq!`], which report a failure to KUnit with file, line, the expression and the
+//! A case is a plain function `fn(&mut Test) -> Result`. Checks use [`kunit_expect!`](crate::kunit_expect) and
+//! [`kunit_expect_eq!`](crate::kunit_expect_eq), which report a failure to KUnit with file, line, the expression and the
 //! values, and return `false` so the case can stop early. Returning `Err` fails the case too, so
 //! `?` works on fallible kernel calls. Unlike `kunit_assert!`, nothing here aborts the test
 //! thread: a failing case returns normally and its destructors run.
@@ -53,7 +53,7 @@ pub struct Location {
 
 impl Test {
     /// Records the outcome of a check; on failure KUnit marks the case failed and logs `loc`,
-    /// `expr` and `detail`. Returns `ok`. Use [`kunit_expect!`] rather than calling this.
+    /// `expr` and `detail`. Returns `ok`. Use [`kunit_expect!`](crate::kunit_expect) rather than calling this.
     #[doc(hidden)]
     pub fn check(
         &self,
@@ -132,7 +132,7 @@ impl Test {
     }
 }
 
-/// A test case: implemented by the types [`kunit_suite!`] generates for each function.
+/// A test case: implemented by the types [`kunit_suite!`](crate::kunit_suite) generates for each function.
 pub trait Case {
     /// The case's name, as KUnit prints it.
     const NAME: &'static CStr;
@@ -201,7 +201,7 @@ impl CaseEntry {
     }
 }
 
-/// A suite (a `struct kunit_suite`), built by [`kunit_suite!`] into a static.
+/// A suite (a `struct kunit_suite`), built by [`kunit_suite!`](crate::kunit_suite) into a static.
 #[repr(transparent)]
 pub struct Suite(UnsafeCell<bindings::kunit_suite>);
 

@@ -250,7 +250,7 @@ fn message(flags: u32) -> bindings::msghdr {
 /// `sock` points to a `struct socket` created by `sock_create_kern` or `kernel_accept`, owned
 /// by this value (released on drop), and its `sk` is non-null.
 /// The `sk_user_data` of that `sk` is null, or a pointer from `KBox::into_raw` of an
-/// [`Installed`] (with flag bits of [`USER_DATA_FLAGS`] possibly set), written only with
+/// `Installed` (with flag bits of `USER_DATA_FLAGS` possibly set), written only with
 /// `sk_callback_lock` held for writing, and then the socket's three callbacks are the
 /// trampolines of this module.
 pub struct TcpSocket {

@@ -11,7 +11,8 @@ use crate::{
 };
 use core::marker::PhantomData;
 
-/// The receive queue of a socket, inside [`TcpCallbacks::data_ready`].
+/// The receive queue of a socket, inside
+/// [`TcpCallbacks::data_ready`](super::TcpCallbacks::data_ready).
 ///
 /// # Invariants
 ///

@@ -414,7 +414,7 @@ pub struct DeviceInfo<'a> {
     pub owner: &'static ThisModule,
     /// The provider library rings a doorbell with an empty `post_send` (as siw's does, whose
     /// send queues live in memory shared with the process): lets that command through to
-    /// [`QueuePair::doorbell`](super::objects::QueuePair::doorbell).
+    /// [`QueuePair::doorbell`].
     pub user_doorbell: bool,
 }
 

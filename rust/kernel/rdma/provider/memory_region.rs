@@ -20,7 +20,7 @@
 //! - a user MR (`reg_user_mr`) has the [`UserPages`] `ib_umem_get` pinned in the process.
 //!
 //! The core does not allocate MRs for providers (there is no `size_ib_mr`): the callbacks here
-//! allocate an [`MrContainer`] holding the `ib_mr` and the provider's object, and free it on
+//! allocate an `MrContainer` holding the `ib_mr` and the provider's object, and free it on
 //! `dereg_mr`.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)

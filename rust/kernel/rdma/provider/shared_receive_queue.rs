@@ -5,7 +5,7 @@
 //! An SRQ is a pool of receive work requests that several queue pairs take from, so a consumer
 //! with many connections (an NVMe-oF target, say) posts receive buffers once for all. Like the
 //! other verbs objects it follows the object-size model (`size_ib_srq`): the core allocates an
-//! [`SrqContainer`], the core's `ib_srq` followed by the provider's queue, written on creation
+//! `SrqContainer`, the core's `ib_srq` followed by the provider's queue, written on creation
 //! and dropped on destruction. A queue pair created with an SRQ names it by [`SrqId`].
 //!
 //! The consumer arms a limit (`ib_modify_srq` with `IB_SRQ_LIMIT`); when fewer receives than

@@ -7,12 +7,12 @@
 //! directly. The kernel side allocates it with `vmalloc_user` ([`UserMemory`]), registers it
 //! with the user context as an mmap entry ([`UserMemory::map`]), and tells the library the
 //! entry's key, the offset to pass to `mmap`. The RDMA core routes that `mmap` to the
-//! device's `mmap` op, here [`mmap_callback`], which finds the entry and maps it.
+//! device's `mmap` op, here `mmap_callback`, which finds the entry and maps it.
 //!
 //! # Ownership
 //!
 //! Once mapped, the memory belongs to the mmap entry: the RDMA core frees the entry (and
-//! with it the memory, in [`mmap_free_callback`]) when it is removed and no `mmap` is looking
+//! with it the memory, in `mmap_free_callback`) when it is removed and no `mmap` is looking
 //! at it. The provider keeps a [`UserMapping`] for as long as its object (a CQ, a QP) lives;
 //! dropping it removes the entry, so no new `mmap` can find it. Pages already mapped stay with
 //! the process until it unmaps them (the mapping holds page references).
