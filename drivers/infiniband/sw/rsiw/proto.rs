@@ -34,7 +34,7 @@
 //! # Errors
 //!
 //! Every decode failure is a typed error with a `term()` method that names the
-//! TERMINATE layer, error type and error code ([`terminate::TermError`]) the
+//! TERMINATE layer, error type and error code ([`term_error::TermError`]) the
 //! RFCs prescribe for it, so the driver can report the failure to the peer
 //! without re-deriving the mapping.
 
@@ -54,6 +54,7 @@ pub mod qp_event;
 pub mod rdmap;
 pub mod rx_engine;
 pub mod segmenter;
+pub mod term_error;
 pub mod terminate;
 pub mod tx_engine;
 pub mod user_queue;

@@ -23,7 +23,7 @@
 //! Response (12 bytes): | Original Request Identifier | Original Value (64) |
 //! ```
 
-use super::terminate::TermError;
+use super::term_error::TermError;
 use super::wire::{self, EncodeError};
 
 /// Required alignment of the target address, in bytes.

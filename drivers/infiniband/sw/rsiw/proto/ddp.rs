@@ -18,7 +18,7 @@
 //! message MSN, at message offset MO. The queue numbers in use are those of
 //! RFC 5040 plus the atomic response queue of RFC 7306 ([`QueueNumber`]).
 
-use super::terminate::TermError;
+use super::term_error::TermError;
 use super::wire::{self, EncodeError};
 
 /// The DDP version this implementation speaks (DV field).

@@ -26,7 +26,7 @@ use core::ops::ControlFlow;
 use super::crc32c::{Crc32c, Crc32cDigest};
 use super::ddp::DdpControl;
 use super::rdmap::{Opcode, RdmapControl};
-use super::terminate::TermError;
+use super::term_error::TermError;
 use super::wire::{self, EncodeError};
 
 /// Length of the ULPDU_Length field.

@@ -30,7 +30,7 @@
 //! later) frames. What to *do* with a frame is decided in
 //! [`super::mpa_negotiation`]; this module only moves bytes.
 
-use super::terminate::TermError;
+use super::term_error::TermError;
 use super::wire::{self, EncodeError};
 
 /// Length of the key.

@@ -76,7 +76,8 @@ use super::placement::UntaggedQueue;
 use super::rdmap::{
     self, Opcode, OpcodeHeader, RdmapError, ReadRequestHeader, Segment, READ_REQUEST_HEADER_LEN,
 };
-use super::terminate::{TermError, TerminateControl};
+use super::term_error::TermError;
+use super::terminate::TerminateControl;
 use super::wire::{self, EncodeError};
 
 /// Longest MPA Request or Reply frame: header plus the largest private data.

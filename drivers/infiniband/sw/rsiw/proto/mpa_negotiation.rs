@@ -27,7 +27,7 @@ use super::mpa::{
     encode_frame, EnhancedData, FrameKind, MpaFlags, MpaFrame, RtrKind, RtrKinds, NO_NEGOTIATION,
     REVISION_1, REVISION_2,
 };
-use super::terminate::TermError;
+use super::term_error::TermError;
 use super::wire::EncodeError;
 
 /// How a side treats the MPA CRC.

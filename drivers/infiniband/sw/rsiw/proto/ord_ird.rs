@@ -26,7 +26,7 @@
 //! depths at 128, the limit the C siw also advertises (`SIW_MAX_ORD_QP`,
 //! `SIW_MAX_IRD_QP`).
 
-use super::terminate::TermError;
+use super::term_error::TermError;
 
 /// Deepest ORD or IRD supported; larger negotiated values are clamped.
 pub const MAX_DEPTH: u16 = 128;

@@ -31,7 +31,7 @@ use core::ops::BitOr;
 use super::atomic::{self, AtomicRequestHeader};
 use super::ddp::{QueueNumber, TaggedHeader, UntaggedHeader};
 use super::rdmap::ReadRequestHeader;
-use super::terminate::TermError;
+use super::term_error::TermError;
 
 /// Access rights of a memory region, with the bit values of the kernel's
 /// `enum ib_access_flags` so that an MR's flags pass through unchanged.

@@ -8,7 +8,7 @@
 //! TERMINATE error types (type 1 of RDMAP and of DDP tagged buffers: a protection error), so
 //! the event follows from the TERMINATE the driver sends.
 
-use super::terminate::{Layer, TermError};
+use super::term_error::{Layer, TermError};
 
 /// The asynchronous QP events the driver raises (`enum ib_event_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,7 +21,8 @@ use super::ddp::{
     UNTAGGED_HEADER_LEN,
 };
 use super::immediate::{ImmediateData, IMMEDIATE_DATA_LEN};
-use super::terminate::{TermError, TerminateError, TerminateMessage, TERMINATE_CONTROL_LEN};
+use super::term_error::TermError;
+use super::terminate::{TerminateError, TerminateMessage, TERMINATE_CONTROL_LEN};
 use super::wire::{self, EncodeError};
 
 /// The RDMAP version this implementation speaks (RV field).

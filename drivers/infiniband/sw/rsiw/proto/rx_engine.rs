@@ -61,7 +61,8 @@ use super::placement::{
     UntaggedSegment,
 };
 use super::rdmap::{DataSegment, Opcode, OpcodeHeader, ReadRequestHeader, Segment};
-use super::terminate::{TermError, TerminateMessage};
+use super::term_error::TermError;
+use super::terminate::TerminateMessage;
 use super::wire;
 
 /// What the receive engine needs from the driver.

@@ -6,7 +6,7 @@
 //! (kernel rings and the siw user ABI's) and the tests.
 
 use super::atomic::{self, AtomicOpcode, AtomicRequestHeader};
-use super::terminate::TermError;
+use super::term_error::TermError;
 
 /// Most scatter/gather entries of one work request.
 pub const MAX_SGE: usize = 6;
