@@ -159,6 +159,13 @@
 //! the driver calls [`QpEngine::flush`]. RDMA Writes and Sends have completed
 //! already when their last FPDU was produced, so an error the peer finds in
 //! them only shows as the TERMINATE.
+//!
+//! # Modules
+//!
+//! This file holds the driver's interface and the engine's entry points; its parts are in
+//! child modules: `slots` (ORD and IRD slot entries and their storage), `state` (the engine's
+//! state besides the stream engines), `rtr` (the peer-to-peer RTR), `produce` (the FPDUs of
+//! the message in flight) and `rx_adapter` (the receive side).
 
 use super::atomic::AtomicResponseHeader;
 use super::crc32c::Crc32c;
@@ -178,16 +185,20 @@ use super::tx_engine::{TxEngine, TxMessage, WorkRequest, MAX_FPDU_HEADER_LEN};
 use super::wire;
 use produce::{produce, sq_message_request, Room};
 use rx_adapter::RxAdapter;
+use slots::{DEPTH, NO_OUTSTANDING};
+use state::{BoundRecv, InFlight, Job, LastRx, SplitRead, Stage, State};
 
 mod produce;
+mod rtr;
 mod rx_adapter;
+mod slots;
+mod state;
 pub use super::work_request::{
     AtomicOp, Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus,
     MAX_SGE,
 };
-
-/// Entries of the per-slot ORD and IRD state.
-const DEPTH: usize = MAX_DEPTH as usize;
+pub use rtr::RtrState;
+pub use slots::{InlineSlots, Outstanding, Pending, SlotStorage};
 
 /// Bytes an atomic operation returns.
 const ATOMIC_LEN: u32 = 8;
@@ -356,320 +367,6 @@ pub struct EngineConfig {
     pub rtr: RtrState,
 }
 
-/// The RFC 6581 ready-to-receive (RTR) message of a connection, as the
-/// engine has to account for it (see the module documentation).
-///
-/// Connection setup ([`super::mpa_handshake`]) sends and checks the RTR,
-/// and the responder answers a Read RTR, before the engine starts; the RTR
-/// is nonetheless a message of the RDMAP stream, so the engine starts past
-/// it. The default is the client-server model: no RTR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RtrState {
-    /// No RTR: the client-server model, or a peer-to-peer connection whose
-    /// RTR the engine has nothing to account for.
-    #[default]
-    None,
-    /// This side is the initiator and sent an RTR of this kind.
-    Sent(RtrKind),
-    /// This side is the responder and received an RTR of this kind (and, for
-    /// a Read RTR, has sent its zero-length Read Response).
-    Received(RtrKind),
-}
-
-impl RtrState {
-    /// The state of an initiator whose negotiation chose `rtr`
-    /// ([`super::mpa_negotiation::InitiatorDecision::rtr`]), once it has sent
-    /// [`super::mpa_handshake::InitiatorHandshake::rtr_fpdu`].
-    pub const fn initiator(rtr: Option<RtrKind>) -> Self {
-        match rtr {
-            Some(kind) => Self::Sent(kind),
-            None => Self::None,
-        }
-    }
-
-    /// The state of a responder established with `rtr` (none in the
-    /// client-server model), once it has sent
-    /// [`super::mpa_handshake::ResponderHandshake::rtr_response`].
-    pub const fn responder(rtr: Option<ReceivedRtr>) -> Self {
-        match rtr {
-            Some(rtr) => Self::Received(rtr.kind()),
-            None => Self::None,
-        }
-    }
-}
-
-/// A Read or Atomic request of ours in an ORD slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outstanding {
-    wr_id: u64,
-    signaled: bool,
-    opcode: WcOpcode,
-    /// Bytes the completion reports.
-    len: u32,
-    /// A Read's sink, or where an atomic's original value goes.
-    sge: Sge,
-    /// Bytes of the sink a Read's response placed so far: the next segment
-    /// starts at the sink's address plus these.
-    placed: u32,
-    /// The MSN of the request on queue 1.
-    msn: u32,
-    request_id: u32,
-    /// Invalidate the sink's STag on completion (Read with Invalidate).
-    invalidate: bool,
-    /// Not completed yet.
-    live: bool,
-    /// The RFC 6581 Read RTR, sent by connection setup: no work request,
-    /// so it completes nothing.
-    rtr: bool,
-    /// Earlier Read Requests of the same work request (a Read into several
-    /// SGEs goes as one Read Request per SGE, see the module
-    /// documentation): 0 for its first part and for every other request.
-    /// Part `n` > 0 sits in the ORD slot after part `n` - 1.
-    part: u8,
-    /// This request completes its work request: the last part of a Read,
-    /// and every other request. The parts before it complete nothing.
-    last: bool,
-}
-
-const NO_OUTSTANDING: Outstanding = Outstanding {
-    wr_id: 0,
-    signaled: false,
-    opcode: WcOpcode::RdmaRead,
-    len: 0,
-    sge: Sge {
-        addr: 0,
-        length: 0,
-        lkey: 0,
-    },
-    placed: 0,
-    msn: 0,
-    request_id: 0,
-    invalidate: false,
-    live: false,
-    rtr: false,
-    part: 0,
-    last: true,
-};
-
-/// A request of the peer in an IRD slot, ready to be answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pending {
-    /// Not (yet) ready: its header may have arrived, its FPDU not.
-    Empty,
-    /// An RDMA Read Request to answer with a Read Response.
-    Read {
-        /// The request.
-        header: ReadRequestHeader,
-        /// The source (checked).
-        source: Grant,
-    },
-    /// An executed Atomic Request, to answer with this response.
-    Atomic(AtomicResponseHeader),
-}
-
-/// Where an engine keeps its per-slot state: an ORD entry and an IRD entry for each of the
-/// [`MAX_DEPTH`] slots, about 12 KiB in all. A kernel stack cannot hold that, so the driver
-/// provides heap storage of its own ([`SlotStorage`]); [`InlineSlots`] keeps it inside the
-/// engine. The engine hands out slots round-robin over all [`MAX_DEPTH`] of them whatever
-/// the ORD and IRD, so storage should hold [`MAX_DEPTH`] entries of each kind; slots beyond
-/// the storage's length are treated as missing: a request of ours that would use one fails
-/// locally ([`WcStatus::LocQpOpErr`]) before it is sent, and a request of the peer that would
-/// use one terminates the stream before it is executed.
-pub trait SlotStorage {
-    /// The ORD entries.
-    fn outstanding(&self) -> &[Outstanding];
-    /// The ORD entries, to change.
-    fn outstanding_mut(&mut self) -> &mut [Outstanding];
-    /// The IRD entries.
-    fn pending(&self) -> &[Pending];
-    /// The IRD entries, to change.
-    fn pending_mut(&mut self) -> &mut [Pending];
-}
-
-/// Slot storage inside the engine.
-pub struct InlineSlots {
-    outstanding: [Outstanding; DEPTH],
-    pending: [Pending; DEPTH],
-}
-
-impl InlineSlots {
-    /// Empty slots.
-    pub const fn new() -> Self {
-        Self {
-            outstanding: [NO_OUTSTANDING; DEPTH],
-            pending: [Pending::Empty; DEPTH],
-        }
-    }
-}
-
-impl Default for InlineSlots {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SlotStorage for InlineSlots {
-    fn outstanding(&self) -> &[Outstanding] {
-        &self.outstanding
-    }
-    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
-        &mut self.outstanding
-    }
-    fn pending(&self) -> &[Pending] {
-        &self.pending
-    }
-    fn pending_mut(&mut self) -> &mut [Pending] {
-        &mut self.pending
-    }
-}
-
-impl Outstanding {
-    /// An empty ORD entry, to fill slot storage with.
-    pub const EMPTY: Self = NO_OUTSTANDING;
-
-    /// Counts the Read Response segment of `len` bytes at tagged offset `to`
-    /// of `stag`, its response's last if `last`, as placed in this Read's
-    /// sink if it is the segment due next (see the module documentation):
-    /// in the sink's STag, where the segments before it ended, not past the
-    /// sink's end, and if `last` ending there. `false`, and nothing counted,
-    /// for any other segment.
-    fn take_response_segment(&mut self, stag: u32, to: u64, len: usize, last: bool) -> bool {
-        let next_to = self.sge.addr.checked_add(u64::from(self.placed));
-        let placed = u32::try_from(len)
-            .ok()
-            .and_then(|len| self.placed.checked_add(len))
-            .filter(|&placed| placed <= self.sge.length);
-        let Some(placed) = placed else {
-            return false;
-        };
-        let due = self.live
-            && stag == self.sge.lkey
-            && next_to == Some(to)
-            && (!last || placed == self.sge.length);
-        if due {
-            self.placed = placed;
-        }
-        due
-    }
-}
-
-impl Pending {
-    /// An empty IRD entry, to fill slot storage with.
-    pub const EMPTY: Self = Pending::Empty;
-}
-
-/// What the message in flight is, and what to do when it is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Job {
-    /// A Send or Write work request, taken from the SQ; `then` is the
-    /// Immediate Data to send after it (Send with Immediate).
-    Sq {
-        wr: SendRequest,
-        len: u32,
-        then: Option<(ImmediateData, bool)>,
-    },
-    /// A Read or Atomic Request; it completes on its response.
-    Request,
-    /// A Read Response to the request in IRD `slot`.
-    ReadResponse { slot: usize, source: Grant },
-    /// An Atomic Response to the request in IRD `slot`.
-    AtomicResponse { slot: usize },
-}
-
-#[derive(Debug, Clone, Copy)]
-#[repr(align(64))]
-struct InFlight<C: Crc32c + Copy> {
-    msg: TxMessage<'static, C>,
-    job: Job,
-}
-
-impl<C: Crc32c + Copy> InFlight<C> {
-    /// The completion finishing it writes, if that is all finishing it does.
-    fn completion(&self) -> Option<Completion> {
-        match &self.job {
-            Job::Sq {
-                wr,
-                len,
-                then: None,
-            } if wr.signaled => Some(Completion::send(wr, WcStatus::Success, *len)),
-            _ => None,
-        }
-    }
-}
-
-/// The last message received, to tell what Immediate Data completes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LastRx {
-    Other,
-    Send { len: u32 },
-    Write,
-}
-
-/// The stream's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Running,
-    /// A TERMINATE reporting `error` is to be sent; it describes the receive
-    /// engine's failure if `from_rx`.
-    Pending {
-        error: TermError,
-        from_rx: bool,
-    },
-    /// Our TERMINATE is out (or could not be encoded).
-    Sent(TermError),
-    /// The peer terminated the stream.
-    Peer(TermError),
-    /// Flushed without a TERMINATE.
-    Flushed,
-}
-
-/// Everything but the stream engines, so that borrows stay disjoint. The fields the
-/// receiving side writes with every message come last, on cache lines of their own (see
-/// [`CacheLine`]).
-#[derive(Debug, Clone)]
-#[repr(C)]
-struct State<S: SlotStorage> {
-    pd: u32,
-    requester: Requester,
-    responder: Responder,
-    slots: S,
-    stage: Stage,
-    /// The SQ head waits for an ORD credit or a fence.
-    sq_stalled: bool,
-    /// A response arrived since the SQ stalled.
-    sq_unblocked: bool,
-    next_request_id: u32,
-    /// The Read taken from the SQ whose later parts are still to be issued;
-    /// it stands for the SQ head until its last part is out.
-    split: Option<SplitRead>,
-    /// Starts the receiving side's fields on a cache line.
-    rx_line: [CacheLine; 0],
-    /// The receive request bound to the Send in progress.
-    recv: BoundRecv,
-    /// Why placing into it failed, if it did.
-    recv_status: Option<WcStatus>,
-    last_rx: LastRx,
-}
-
-/// Aligns what follows it in a `#[repr(C)]` struct to a cache line. A QP receives on another
-/// CPU than it sends (in a ping-pong, in the peer's send): state written by both sides on
-/// shared lines would move between the CPUs with every message.
-#[derive(Debug, Clone, Copy)]
-#[repr(align(64))]
-struct CacheLine;
-
-/// A Read into several SGEs, some of whose parts (one Read Request per
-/// non-empty SGE) are out and the others not yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SplitRead {
-    /// The work request, taken from the SQ.
-    wr: SendRequest,
-    /// Index of the first SGE not issued yet.
-    next: u8,
-    /// Parts issued.
-    parts: u8,
-}
-
 /// The data path of one RC queue pair. No allocation; about 14 KiB, so the
 /// kernel keeps it in a box.
 pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
@@ -685,29 +382,6 @@ pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
 
 /// The error reported for a local failure of a work request: an RDMAP local
 /// catastrophic error (RFC 5040 section 7.2).
-/// The receive request bound to the Send in progress, kept in place: the
-/// driver takes the next one straight into it
-/// ([`QpContext::pop_recv_into`]), which spares copying it around.
-#[derive(Debug, Clone)]
-struct BoundRecv {
-    wr: RecvRequest,
-    bound: bool,
-}
-
-impl BoundRecv {
-    /// The request, if one is bound.
-    fn get(&self) -> Option<&RecvRequest> {
-        self.bound.then_some(&self.wr)
-    }
-
-    /// Releases the request; its identifier, if one was bound.
-    fn take_id(&mut self) -> Option<u64> {
-        let id = self.get().map(|wr| wr.wr_id);
-        self.bound = false;
-        id
-    }
-}
-
 const LOCAL_FAILURE: TermError = TermError::RdmapLocalCatastrophic;
 
 /// The completion status for a request the peer terminated the stream over.
@@ -898,48 +572,6 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         };
         engine.start_past_rtr(config.rtr);
         engine
-    }
-
-    /// Accounts for the RTR message connection setup exchanged (see the
-    /// module documentation).
-    fn start_past_rtr(&mut self, rtr: RtrState) {
-        match rtr {
-            RtrState::None
-            | RtrState::Sent(RtrKind::Write)
-            | RtrState::Received(RtrKind::Write) => {}
-            RtrState::Sent(RtrKind::Send) => {
-                self.tx.skip_msn(QueueNumber::Send);
-            }
-            RtrState::Sent(RtrKind::Read) => {
-                let msn = self.tx.skip_msn(QueueNumber::ReadRequest);
-                // Nothing is outstanding yet, so the credit is free. Without
-                // slot storage for it the RTR's response finds no sink and
-                // terminates the stream, as any response to a request that
-                // could not be tracked would.
-                let Ok(slot) = self.st.requester.issue_rtr_read() else {
-                    return;
-                };
-                if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
-                    *o = Outstanding {
-                        sge: Sge {
-                            addr: 0,
-                            length: 0,
-                            lkey: RTR_STAG,
-                        },
-                        msn,
-                        live: true,
-                        rtr: true,
-                        ..NO_OUTSTANDING
-                    };
-                }
-            }
-            RtrState::Received(RtrKind::Send) => {
-                self.rx.skip_message(QueueNumber::Send);
-            }
-            RtrState::Received(RtrKind::Read) => {
-                self.rx.skip_message(QueueNumber::ReadRequest);
-            }
-        }
     }
 
     /// Changes the FPDU size for messages started from now on.
