@@ -6,6 +6,10 @@
 
 use super::*;
 
+/// Room that always suffices for an FPDU without payload: the length field
+/// and headers, at most 3 pad bytes and the CRC.
+pub(super) const HEADER_ONLY_FPDU_ROOM: usize = MAX_FPDU_HEADER_LEN + 3 + CRC_LEN;
+
 /// Where one [`QpEngine::transmit_by_reference`] call puts FPDUs.
 pub(super) struct Room<'o> {
     pub(super) out: &'o mut [u8],
@@ -97,8 +101,8 @@ pub(super) fn sq_message_request(wr: &SendRequest, len: u32) -> Result<SqMessage
     })
 }
 
-/// The payload of `job`'s next FPDU, if it may go by reference (see the
-/// module documentation).
+/// The payload of `job`'s next FPDU, if it may go by reference (see
+/// [`qp_engine`](super)).
 fn reference_source(job: &Job, payload_offset: u32, len: u32) -> Option<PayloadSource<'_>> {
     match job {
         Job::Sq { wr, len: total, .. } if !wr.signaled && *total >= BY_REFERENCE_FROM => {
@@ -113,6 +117,17 @@ fn reference_source(job: &Job, payload_offset: u32, len: u32) -> Option<PayloadS
         )),
         _ => None,
     }
+}
+
+/// How producing the FPDUs of the message in flight ended.
+pub(super) enum Produced {
+    /// The message is done.
+    Done,
+    /// The buffer is full.
+    Full,
+    /// A local failure: complete the work request with the status (if it is
+    /// one) and terminate with the error.
+    Failed(WcStatus, TermError),
 }
 
 /// Produces the FPDUs of `job` into `room` until the message is done or

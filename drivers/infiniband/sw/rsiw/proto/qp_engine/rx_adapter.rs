@@ -205,8 +205,8 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
         if taken {
             return Ok(());
         }
-        // The response is malformed (see the module documentation): its Read
-        // fails with it.
+        // The response is malformed (see "Read Responses" in the `qp_engine`
+        // documentation): its Read fails with it.
         self.fail_request(slot, WcStatus::BadRespErr);
         Err(TermError::DdpBaseBounds)
     }
@@ -304,5 +304,18 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
             let c = Completion::recv(failed.wr_id, status, failed.opcode, 0);
             self.ctx.complete(c);
         }
+    }
+}
+
+/// The completion status for a request the peer terminated the stream over.
+fn remote_status(error: TermError) -> WcStatus {
+    use TermError::*;
+    match (error.layer(), error.error_type()) {
+        (Layer::Rdmap, 1) | (Layer::Ddp, 1) => WcStatus::RemAccessErr,
+        (Layer::Ddp, 2) => WcStatus::RemInvReqErr,
+        _ => match error {
+            RdmapInvalidVersion | RdmapUnexpectedOpcode => WcStatus::RemInvReqErr,
+            _ => WcStatus::RemOpErr,
+        },
     }
 }
