@@ -413,6 +413,10 @@ impl Qp {
             return Ok(());
         }
         socket.poke_data_ready();
+        // A FIN or reset that came before the callbacks were there (the peer may close right
+        // after it heard the connection was up) is not announced again; the bytes before it
+        // were taken just above.
+        self.state_change(socket.state());
         self.kick();
         Ok(())
     }
