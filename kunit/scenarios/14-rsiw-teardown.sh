@@ -197,35 +197,10 @@ readd "after unloading rsiw under an rping"
 # nvme_unload: the nvme-rdma host on rsiw0, connected to an nvmet-rdma target on siw1
 # (memory-backed null_blk); rsiw unloads with the controller up.
 nvme_unload() {
-  local cfg=/sys/kernel/config/nvmet nqn=nqn.2026-11.org.rsiw:teardown hostid dev
-  modprobe nvmet || fail "modprobe nvmet"
-  modprobe nvmet-rdma || fail "modprobe nvmet-rdma"
-  modprobe nvme-rdma || fail "modprobe nvme-rdma"
-  grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config
-  modprobe null_blk nr_devices=1 memory_backed=1 gb=1 || fail "modprobe null_blk"
-  mkdir $cfg/subsystems/$nqn
-  echo 1 >$cfg/subsystems/$nqn/attr_allow_any_host
-  mkdir $cfg/subsystems/$nqn/namespaces/1
-  echo /dev/nullb0 >$cfg/subsystems/$nqn/namespaces/1/device_path
-  echo 1 >$cfg/subsystems/$nqn/namespaces/1/enable || fail "enabling the namespace"
-  mkdir $cfg/ports/1
-  echo rdma >$cfg/ports/1/addr_trtype
-  echo ipv4 >$cfg/ports/1/addr_adrfam
-  echo $ADDR1 >$cfg/ports/1/addr_traddr
-  echo 4420 >$cfg/ports/1/addr_trsvcid
-  ln -s $cfg/subsystems/$nqn $cfg/ports/1/subsystems/$nqn || fail "nvmet port on siw1"
-  hostid=$(cat /proc/sys/kernel/random/uuid)
-  # -w: the host's source address, so its queues are on rsiw0.
-  timeout 60 nvme connect -t rdma -a $ADDR1 -s 4420 -w $ADDR0 -n $nqn \
-    --hostnqn=nqn.2014-08.org.nvmexpress:uuid:$hostid --hostid=$hostid ||
-    fail "nvme connect from rsiw0"
-  dev=
-  for _ in $(seq 50); do
-    dev=$(ls /dev/nvme*n1 2>/dev/null | head -1)
-    [ -n "$dev" ] && break
-    sleep 0.1
-  done
-  [ -n "$dev" ] || fail "no namespace block device"
+  local nqn=nqn.2026-11.org.rsiw:teardown dev
+  nvmet_up $ADDR1 $nqn
+  # The host's source address, so that its queues are on rsiw0.
+  dev=$(nvme_host_connect $ADDR1 $nqn $ADDR0) || fail "NVMe/RDMA host on rsiw0"
   rdma resource show qp 2>/dev/null | grep -q 'rsiw0/' || fail "the NVMe/RDMA host has no QP on rsiw0"
   timeout 60 dd if=$dev of=/dev/null bs=1M count=4 iflag=direct 2>/dev/null || fail "read over NVMe/RDMA from rsiw0"
   start=$(date +%s)
@@ -234,13 +209,7 @@ nvme_unload() {
   for _ in $(seq 50); do [ -e $dev ] || break; sleep 0.2; done
   [ -e $dev ] && fail "$dev still there after the unload"
   timeout 30 nvme disconnect-all || fail "nvme disconnect-all after the unload"
-  rm $cfg/ports/1/subsystems/$nqn
-  rmdir $cfg/ports/1
-  echo 0 >$cfg/subsystems/$nqn/namespaces/1/enable
-  rmdir $cfg/subsystems/$nqn/namespaces/1
-  rmdir $cfg/subsystems/$nqn
-  modprobe -r nvme-rdma nvmet-rdma nvmet null_blk 2>/dev/null || true
-  grep -q '^nvmet_rdma ' /proc/modules && fail "nvmet-rdma did not unload"
+  nvmet_down $nqn
   echo "NVMe/RDMA: the host's controller went with rsiw0, the target on siw1 was taken down"
 }
 nvme_unload

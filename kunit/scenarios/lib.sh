@@ -147,3 +147,55 @@ bench_report() {
     echo "BENCH $1 $(echo "$2" | sed 's|per|/|') $3 $median"
   done
 }
+
+# nvmet_up ADDR NQN [USE_SRQ]: an nvmet-rdma target on ADDR:4420 serving subsystem NQN, whose
+# namespace is a memory-backed null_blk device (/dev/nullb0); nvme-rdma loaded for a host.
+NVMET=/sys/kernel/config/nvmet
+nvmet_up() {
+  local addr=$1 nqn=$2
+  modprobe nvmet || fail "modprobe nvmet"
+  modprobe nvmet-rdma use_srq=${3:-0} || fail "modprobe nvmet-rdma"
+  modprobe nvme-rdma || fail "modprobe nvme-rdma"
+  grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config
+  modprobe null_blk nr_devices=1 memory_backed=1 gb=1 || fail "modprobe null_blk"
+  mkdir $NVMET/subsystems/$nqn
+  echo 1 >$NVMET/subsystems/$nqn/attr_allow_any_host
+  mkdir $NVMET/subsystems/$nqn/namespaces/1
+  echo /dev/nullb0 >$NVMET/subsystems/$nqn/namespaces/1/device_path
+  echo 1 >$NVMET/subsystems/$nqn/namespaces/1/enable || fail "enabling the namespace"
+  mkdir $NVMET/ports/1
+  echo rdma >$NVMET/ports/1/addr_trtype
+  echo ipv4 >$NVMET/ports/1/addr_adrfam
+  echo $addr >$NVMET/ports/1/addr_traddr
+  echo 4420 >$NVMET/ports/1/addr_trsvcid
+  ln -s $NVMET/subsystems/$nqn $NVMET/ports/1/subsystems/$nqn || fail "nvmet port on $addr"
+}
+
+# nvme_host_connect ADDR NQN [SOURCE_ADDR]: the kernel's NVMe/RDMA host connects to NQN at
+# ADDR (from SOURCE_ADDR if given) with a host NQN and id of its own (the image's /etc/nvme
+# files need not agree); prints the namespace's block device, or says on stderr what failed.
+nvme_host_connect() {
+  local hostid dev
+  hostid=$(cat /proc/sys/kernel/random/uuid)
+  timeout 60 nvme connect -t rdma -a $1 -s 4420 ${3:+-w $3} -n $2 \
+    --hostnqn=nqn.2014-08.org.nvmexpress:uuid:$hostid --hostid=$hostid >&2 || {
+    echo "nvme connect to $1 failed" >&2; return 1; }
+  for _ in $(seq 50); do
+    dev=$(ls /dev/nvme*n1 2>/dev/null | head -1)
+    [ -n "$dev" ] && { echo $dev; return 0; }
+    sleep 0.1
+  done
+  echo "no namespace block device" >&2
+  return 1
+}
+
+# nvmet_down NQN: the target of nvmet_up taken down and its modules (and nvme-rdma) unloaded.
+nvmet_down() {
+  rm $NVMET/ports/1/subsystems/$1
+  rmdir $NVMET/ports/1
+  echo 0 >$NVMET/subsystems/$1/namespaces/1/enable
+  rmdir $NVMET/subsystems/$1/namespaces/1
+  rmdir $NVMET/subsystems/$1
+  modprobe -r nvme-rdma nvmet-rdma nvmet null_blk 2>/dev/null || true
+  ! grep -q '^nvmet_rdma ' /proc/modules || fail "nvmet-rdma did not unload"
+}
