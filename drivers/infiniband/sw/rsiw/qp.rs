@@ -70,6 +70,7 @@ use crate::{
 };
 
 mod context;
+mod rx;
 use context::{Ctx, MrCache};
 
 /// `IB_QPS_*` values the verbs use.
@@ -954,54 +955,5 @@ impl QueuePair for Qp {
             .flush_queues();
         }
         Ok(())
-    }
-}
-
-impl TcpCallbacks for Qp {
-    fn data_ready(&self, rx: &mut RxQueue<'_>) {
-        let mut wants_tx = false;
-        let mut failed = false;
-        rx.read(&mut |slice| {
-            // The QP is locked for one socket buffer at a time, not for the whole walk: TCP's
-            // work after the last one (freeing it, acknowledging) then does not hold up a
-            // transmission that the completion just delivered set off.
-            self.with_engine(None, |engine, ctx, _| {
-                // The engine takes the socket buffer's bytes in place: payload is copied
-                // once, straight into the consumer's memory.
-                if !failed {
-                    slice.for_each_batch(|pieces| {
-                        failed = engine.receive_pieces(Pieces::new(pieces), ctx).is_err();
-                        !failed
-                    });
-                }
-                wants_tx |= engine.wants_transmit();
-                // Bytes after a failure are dropped: the stream is over.
-                slice.len()
-            })
-            // Without an engine (the QP left RTS) the bytes stay queued.
-            .unwrap_or(0)
-        });
-        if failed {
-            self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
-        }
-        if wants_tx || failed {
-            self.kick();
-        }
-    }
-
-    fn write_space(&self) {
-        if self.tx_blocked.swap(false, Ordering::SeqCst) {
-            self.kick();
-        }
-    }
-
-    fn state_change(&self, state: TcpState) {
-        if matches!(
-            state,
-            TcpState::Close | TcpState::CloseWait | TcpState::LastAck | TcpState::TimeWait
-        ) {
-            self.flags.fetch_or(flag::PEER_CLOSED, Ordering::Relaxed);
-            self.kick();
-        }
     }
 }
