@@ -2,7 +2,8 @@
 # rsiw torn down with work in flight, under the test kernel's KASAN, kmemleak and lockdep:
 # rsiw0 (198.18.0.1, dummy0) against the C siw's siw1 (198.18.0.2, dummy1).
 # (a) 1000 rdma_cm connections from user space set up, used for one verified Send and torn down,
-#     with rsiw0 as the server, then 1000 with rsiw0 as the client (cm-cycles).
+#     with rsiw0 as the server, then 1000 with rsiw0 as the client (cm-cycles). Against the C
+#     siw as the server the server speaks first and closes first (cm-cycles -g, which says why).
 # (b) 20 plain TCP peers trickle MPA Requests to a listener on rsiw0 a byte at a time, never
 #     completing them (mpa-trickle): the exchanges end at the device's deadline (mpa_timeout_ms,
 #     2 s here); then, with no deadline near, `rdma link del` closes them at once, and the
@@ -78,20 +79,20 @@ readd() {
 }
 
 # --- (a) connect/disconnect cycles ---
-# cycles_run NAME SERVER_ADDR CLIENT_ADDR
+# cycles_run NAME SERVER_ADDR CLIENT_ADDR [-g]
 cycles_run() {
   wait_port_free 7480 || fail "$1: the previous listener stayed"
-  timeout 500 cm-cycles server $2 7480 $cycles >/tmp/cm-cycles-server.log 2>&1 &
+  timeout 500 cm-cycles $4 server $2 7480 $cycles >/tmp/cm-cycles-server.log 2>&1 &
   local server=$!
   wait_port 7480 $2 || { cat /tmp/cm-cycles-server.log; fail "$1: cm-cycles server did not listen"; }
-  timeout 500 cm-cycles client $2 7480 $cycles $3 >/tmp/cm-cycles-client.log 2>&1 || {
+  timeout 500 cm-cycles $4 client $2 7480 $cycles $3 >/tmp/cm-cycles-client.log 2>&1 || {
     cat /tmp/cm-cycles-client.log /tmp/cm-cycles-server.log; dmesg | tail -30
     fail "$1: cm-cycles client failed"; }
   wait $server || { cat /tmp/cm-cycles-server.log; fail "$1: cm-cycles server failed"; }
   echo "$1: $(tail -n 1 /tmp/cm-cycles-client.log)"
 }
 cycles_run "rsiw server, siw client" $ADDR0 $ADDR1
-cycles_run "siw server, rsiw client" $ADDR1 $ADDR0
+cycles_run "siw server, rsiw client" $ADDR1 $ADDR0 -g
 left_behind "after the connect/disconnect cycles"
 
 # --- (b) trickled MPA exchanges: the deadline, then rdma link del ---

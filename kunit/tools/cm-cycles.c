@@ -5,8 +5,8 @@
  * exchange, a graceful close on both sides) run often enough for a use after free or a leak
  * to show under KASAN and kmemleak.
  *
- *   cm-cycles server ADDR PORT N
- *   cm-cycles client SERVER_ADDR PORT N [LOCAL_ADDR]
+ *   cm-cycles [-g] server ADDR PORT N
+ *   cm-cycles [-g] client SERVER_ADDR PORT N [LOCAL_ADDR]
  *
  * Each of the N rounds: the client creates a cm id, resolves the address and the route,
  * creates a CQ and an RC QP (4 send and 4 receive WRs) and connects; the server takes the
@@ -17,10 +17,22 @@
  * connection's id to an event channel of its own, so a next CONNECT_REQUEST that comes while
  * it finishes a round waits on the listener's channel.
  *
+ * With -g (both sides) the server speaks first and closes first: it sends a greeting of 64
+ * bytes, its own pattern of the round, which the client (its receive posted before connecting)
+ * checks before it sends; once its greeting has completed and the client's message has come,
+ * the server disconnects, and the client disconnects after DISCONNECTED. That is the mode for
+ * a C siw server, which otherwise fails a round now and then, the client not at fault:
+ * - its passive side (siw_accept) sends the MPA Reply before its QP takes over the socket's
+ *   data_ready; FPDUs that arrive in between wait in the socket unseen until more data comes,
+ *   so a message sent at once is lost when the client then closes (the receive is flushed);
+ * - its transmit fails a Send whose last segment went to TCP when the peer's close comes
+ *   before it looked (siw_qp_sq_proc_tx checks tx_suspend before DDP_FLAG_LAST): a greeting
+ *   the client received, answered and closed on can complete with LOC_QP_OP_ERR.
+ *
  * With LOCAL_ADDR the client binds round r's id to LOCAL_ADDR, port 21000 + (r - 1) % 10000
- * (below the ephemeral range): the client closes first, so each of its connections leaves a
- * socket in TIME_WAIT for a minute, and rdma_cm's random ports would now and then give a round
- * the four-tuple of one of them, whose connect() TCP refuses.
+ * (below the ephemeral range): the side that closes first keeps each connection in TIME_WAIT
+ * for a minute, and rdma_cm's random ports would now and then give a round the four-tuple of
+ * one of them, whose connect() TCP refuses.
  *
  * Every wait is bounded: 10 s for an event or a completion, 60 s for the server's first
  * CONNECT_REQUEST (the client may start later). A failure prints a FAIL: line naming the side,
@@ -44,6 +56,7 @@
 #include "cm-tool.h"
 
 #define MSG 64			/* bytes of the round's Send */
+#define GREETING 1024		/* where in buf the greeting is sent from and received into */
 #define DEPTH 4			/* send and receive WRs of each QP */
 #define WAIT_MS 10000		/* any wait for an event or a completion */
 #define FIRST_WAIT_MS 60000	/* the server's wait for the first CONNECT_REQUEST */
@@ -52,6 +65,7 @@
 
 static const char *side = "";
 static unsigned long round_no;
+static int server_first;		/* -g: the server speaks first and closes first */
 
 static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void failf(const char *fmt, ...)
@@ -68,8 +82,8 @@ static void failf(const char *fmt, ...)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cm-cycles server ADDR PORT N\n"
-		"       cm-cycles client SERVER_ADDR PORT N [LOCAL_ADDR]\n");
+	fprintf(stderr, "usage: cm-cycles [-g] server ADDR PORT N\n"
+		"       cm-cycles [-g] client SERVER_ADDR PORT N [LOCAL_ADDR]\n");
 	exit(2);
 }
 
@@ -196,10 +210,9 @@ static void round_destroy(struct rdma_cm_id *id, struct ibv_cq *cq)
 
 /*
  * The next completion of `cq` within WAIT_MS, waiting through the completion channel (each
- * event acknowledged at once); it must have succeeded with `opcode`.
+ * event acknowledged at once); it must have succeeded.
  */
-static void wc_expect(struct ibv_cq *cq, enum ibv_wc_opcode opcode, const char *what,
-		      struct ibv_wc *wc)
+static void wc_next(struct ibv_cq *cq, const char *what, struct ibv_wc *wc)
 {
 	struct pollfd p = { .fd = cc->fd, .events = POLLIN };
 	struct timespec t0;
@@ -235,6 +248,13 @@ static void wc_expect(struct ibv_cq *cq, enum ibv_wc_opcode opcode, const char *
 		failf("ibv_poll_cq failed (%s)", what);
 	if (wc->status != IBV_WC_SUCCESS)
 		failf("the %s completed with %s", what, ibv_wc_status_str(wc->status));
+}
+
+/* As wc_next, and the completion must be of `opcode`. */
+static void wc_expect(struct ibv_cq *cq, enum ibv_wc_opcode opcode, const char *what,
+		      struct ibv_wc *wc)
+{
+	wc_next(cq, what, wc);
 	if (wc->opcode != opcode)
 		failf("the %s completed with opcode %d", what, wc->opcode);
 }
@@ -242,6 +262,47 @@ static void wc_expect(struct ibv_cq *cq, enum ibv_wc_opcode opcode, const char *
 static unsigned char pattern(unsigned long round, int i)
 {
 	return (unsigned char)(round * 131 + i * 7 + 1);
+}
+
+/* The server's greeting of a round: a pattern of its own. */
+static unsigned char greeting(unsigned long round, int i)
+{
+	return (unsigned char)(round * 17 + i * 11 + 3);
+}
+
+/* The message of `what` in buf[at..at + MSG], as `pat` makes it for the round. */
+static void check_message(const struct ibv_wc *wc, int at, const char *what,
+			  unsigned char (*pat)(unsigned long, int))
+{
+	if (wc->byte_len != MSG)
+		failf("the %s has %u bytes, want %d", what, wc->byte_len, MSG);
+	for (int i = 0; i < MSG; i++)
+		if (buf[at + i] != pat(round_no, i))
+			failf("byte %d of the %s is 0x%02x, want 0x%02x", i, what, buf[at + i],
+			      pat(round_no, i));
+}
+
+/* Posts a signalled Send of buf[at..at + MSG] on `qp`. */
+static void post_message(struct ibv_qp *qp, int at, const char *what)
+{
+	struct ibv_sge sge = { (uintptr_t)(buf + at), MSG, mr->lkey };
+	struct ibv_send_wr swr = { .wr_id = round_no, .sg_list = &sge, .num_sge = 1,
+				   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	if (ibv_post_send(qp, &swr, &bad))
+		failf("ibv_post_send failed (%s)", what);
+}
+
+/* Posts a receive of up to 2 * MSG bytes into buf[at..]. */
+static void post_receive(struct ibv_qp *qp, int at)
+{
+	struct ibv_sge sge = { (uintptr_t)(buf + at), 2 * MSG, mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = round_no, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	memset(buf + at, 0, 2 * MSG);
+	if (ibv_post_recv(qp, &rwr, &bad))
+		failf("ibv_post_recv failed");
 }
 
 static const struct rdma_conn_param conn_param = {
@@ -283,27 +344,38 @@ static void server(const char *addr, const char *port, unsigned long rounds)
 		use_device(id->verbs);
 		struct ibv_cq *cq = round_qp(id);
 
-		memset(buf, 0, 2 * MSG);
-		struct ibv_sge sge = { (uintptr_t)buf, 2 * MSG, mr->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = round_no, .sg_list = &sge, .num_sge = 1 }, *bad;
-
-		if (ibv_post_recv(id->qp, &rwr, &bad))
-			failf("ibv_post_recv failed");
+		post_receive(id->qp, 0);
 		struct rdma_conn_param cp = conn_param;
 
 		if (rdma_accept(id, &cp))
 			failf("rdma_accept: %s", strerror(errno));
 		cm_expect(conn_ch, id, RDMA_CM_EVENT_ESTABLISHED);
-		wc_expect(cq, IBV_WC_RECV, "receive", &wc);
-		if (wc.byte_len != MSG)
-			failf("received %u bytes, want %d", wc.byte_len, MSG);
-		for (int i = 0; i < MSG; i++)
-			if (buf[i] != pattern(round_no, i))
-				failf("received byte %d is 0x%02x, want 0x%02x", i, buf[i],
-				      pattern(round_no, i));
-		cm_expect(conn_ch, id, RDMA_CM_EVENT_DISCONNECTED);
-		/* The peer closed first: the disconnect is a courtesy and may fail. */
-		rdma_disconnect(id);
+		if (server_first) {
+			for (int i = 0; i < MSG; i++)
+				buf[GREETING + i] = greeting(round_no, i);
+			post_message(id->qp, GREETING, "greeting");
+		}
+		/* The greeting's and the receive's completions, in either order. */
+		for (int sent = !server_first, received = 0; !sent || !received;) {
+			wc_next(cq, sent ? "receive" : "greeting or receive", &wc);
+			if (wc.opcode == IBV_WC_RECV && !received) {
+				check_message(&wc, 0, "message", pattern);
+				received = 1;
+			} else if (wc.opcode == IBV_WC_SEND && !sent) {
+				sent = 1;
+			} else {
+				failf("a completion with opcode %d came", wc.opcode);
+			}
+		}
+		if (server_first) {
+			if (rdma_disconnect(id))
+				failf("rdma_disconnect: %s", strerror(errno));
+			cm_expect(conn_ch, id, RDMA_CM_EVENT_DISCONNECTED);
+		} else {
+			cm_expect(conn_ch, id, RDMA_CM_EVENT_DISCONNECTED);
+			/* The peer closed first: the disconnect is a courtesy and may fail. */
+			rdma_disconnect(id);
+		}
 		round_destroy(id, cq);
 	}
 	printf("cm-cycles: %lu rounds in %.1f s\n", rounds, elapsed_ms(&t0) / 1000.0);
@@ -365,22 +437,28 @@ static void client(const char *addr, const char *port, unsigned long rounds, con
 
 		struct rdma_conn_param cp = conn_param;
 
+		if (server_first)
+			post_receive(id->qp, GREETING);
 		if (rdma_connect(id, &cp))
 			failf("rdma_connect: %s", strerror(errno));
 		cm_expect(ch, id, RDMA_CM_EVENT_ESTABLISHED);
+		if (server_first) {
+			wc_expect(cq, IBV_WC_RECV, "greeting's receive", &wc);
+			check_message(&wc, GREETING, "greeting", greeting);
+		}
 		for (int i = 0; i < MSG; i++)
 			buf[i] = pattern(round_no, i);
-		struct ibv_sge sge = { (uintptr_t)buf, MSG, mr->lkey };
-		struct ibv_send_wr swr = { .wr_id = round_no, .sg_list = &sge, .num_sge = 1,
-					   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
-				   *bad;
-
-		if (ibv_post_send(id->qp, &swr, &bad))
-			failf("ibv_post_send failed");
+		post_message(id->qp, 0, "Send");
 		wc_expect(cq, IBV_WC_SEND, "Send", &wc);
-		if (rdma_disconnect(id))
-			failf("rdma_disconnect: %s", strerror(errno));
-		cm_expect(ch, id, RDMA_CM_EVENT_DISCONNECTED);
+		if (server_first) {
+			cm_expect(ch, id, RDMA_CM_EVENT_DISCONNECTED);
+			/* The peer closed first: the disconnect is a courtesy and may fail. */
+			rdma_disconnect(id);
+		} else {
+			if (rdma_disconnect(id))
+				failf("rdma_disconnect: %s", strerror(errno));
+			cm_expect(ch, id, RDMA_CM_EVENT_DISCONNECTED);
+		}
 		round_destroy(id, cq);
 	}
 	printf("cm-cycles: %lu rounds in %.1f s\n", rounds, elapsed_ms(&t0) / 1000.0);
@@ -397,6 +475,11 @@ int main(int argc, char **argv)
 	unsigned long rounds;
 	char *end;
 
+	if (argc > 1 && !strcmp(argv[1], "-g")) {
+		server_first = 1;
+		argc--;
+		argv++;
+	}
 	if (argc < 5)
 		usage();
 	rounds = strtoul(argv[4], &end, 10);
