@@ -37,7 +37,7 @@ use crate::proto::{
     qp_engine::{Completion, WcOpcode, WcStatus},
     user_queue,
 };
-use crate::user_queues::ring_slot;
+use crate::{quota::Place, user_queues::ring_slot};
 
 /// Where the entries are.
 enum Entries {
@@ -67,8 +67,8 @@ pub(crate) struct Cq {
     notifier: CqNotifier,
     /// Completions lost to a full ring.
     overflows: AtomicU32,
-    /// Its place on the device: its count and table entry, given back when destroyed.
-    place: crate::device::CountedPlace,
+    /// Its place among the device's CQs, given back when destroyed.
+    place: Place,
 }
 
 impl CompletionQueue for Cq {
@@ -100,11 +100,7 @@ impl CompletionQueue for Cq {
 
 impl Cq {
     /// A kernel consumer's CQ of `entries` entries.
-    pub(crate) fn new(
-        entries: u32,
-        notifier: CqNotifier,
-        place: crate::device::CountedPlace,
-    ) -> Result<Arc<Self>> {
+    pub(crate) fn new(entries: u32, notifier: CqNotifier, place: Place) -> Result<Arc<Self>> {
         let wcs = FixedRing::new(entries as usize, GFP_KERNEL)?;
         Self::with_entries(Entries::Kernel(wcs), notifier, place)
     }
@@ -115,7 +111,7 @@ impl Cq {
         ring: UserMapping,
         num: u32,
         notifier: CqNotifier,
-        place: crate::device::CountedPlace,
+        place: Place,
     ) -> Result<Arc<Self>> {
         let needed = (num as usize)
             .checked_mul(user_queue::CQE_SIZE)
@@ -127,11 +123,7 @@ impl Cq {
         Self::with_entries(Entries::User { ring, num, tail: 0 }, notifier, place)
     }
 
-    fn with_entries(
-        entries: Entries,
-        notifier: CqNotifier,
-        place: crate::device::CountedPlace,
-    ) -> Result<Arc<Self>> {
+    fn with_entries(entries: Entries, notifier: CqNotifier, place: Place) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 ring <- new_spinlock_bh!(Ring { entries, armed: None }, "Cq::ring"),

@@ -6,10 +6,9 @@
 //! iWARP connection management addresses by IP, the GID only has to be unique), the node and
 //! system image GUIDs are the MAC's EUI-64. The port follows the netdev's link and MTU.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     net::device::NetDevice,
-    new_mutex,
     owned_workqueue::OwnedQueue,
     prelude::*,
     rdma::provider::{
@@ -23,15 +22,13 @@ use kernel::{
         device_settings::SettingOutput,
         iw_provider::{IwCmId, IwConnParam},
         memory_region::{DmaMemory, MemoryRegion, NewMr, UserPages},
-        objects::{
-            CompletionQueue, CqAttributes, CqId, PdId, QpHandle, QpInitAttributes, QueuePair,
-        },
-        shared_receive_queue::{SharedReceiveQueue, SrqAttributes, SrqId},
+        objects::{CqAttributes, PdId, QpHandle, QpInitAttributes, QpQueues, QueuePair},
+        shared_receive_queue::SrqAttributes,
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
     },
-    sync::{Arc, Mutex},
-    xarray::{Irq, XArray},
+    sync::Arc,
+    xarray::XArray,
 };
 
 use crate::{
@@ -39,8 +36,8 @@ use crate::{
     cm::{self, Cm},
     cq::Cq,
     mr::MrTable,
-    qp::Qp,
-    slots::Slots,
+    qp::{Qp, QpTable},
+    quota::Quota,
     srq::Srq,
     user_queues::UserQueues,
 };
@@ -99,39 +96,24 @@ struct RsiwDevice {
     contexts: AtomicU32,
     /// Protection domains, at most [`limits::MAX_PD`].
     pds: AtomicU32,
-    /// How many QPs, CQs and SRQs it may have.
-    limits: Limits,
-    /// Completion queues, at most `limits.cq`; shared with each CQ, which gives its place back
-    /// when it goes.
-    cqs: Arc<AtomicU32>,
-    /// The id of the next completion queue.
+    /// Completion queues, at most `limits.cq` (each holds its place).
+    cqs: Arc<Quota>,
+    /// The id of the next completion queue, which the provider library is told.
     next_cq_id: AtomicU32,
-    /// Queue pairs, at most `limits.qp`; shared with each QP like `cqs`.
-    qps: Arc<AtomicU32>,
-    /// Shared receive queues, at most `limits.srq`; shared with each SRQ like `cqs`.
-    srqs: Arc<AtomicU32>,
+    /// Queue pairs, at most `limits.qp`.
+    qps: Arc<Quota>,
+    /// Shared receive queues, at most `limits.srq`.
+    srqs: Arc<Quota>,
     /// The number of the next queue pair.
     next_qpn: AtomicU32,
+    /// The QPs by number.
+    qp_table: Arc<QpTable>,
     /// The STag table.
     mrs: Arc<MrTable>,
     /// Listeners and pending connections.
     cm: Arc<Cm>,
-    /// Kernel CQs and QPs.
-    tables: Arc<Tables>,
     /// The module's workqueue, for the QPs' work.
     queue: Arc<OwnedQueue>,
-}
-
-/// The device's kernel CQs (by the core's id) and QPs, for iw_cm and QP creation.
-#[pin_data]
-struct Tables {
-    #[pin]
-    cqs: Mutex<Slots<(CqId, Arc<Cq>)>>,
-    /// By QP number. iw_cm looks QPs up (`iw_get_qp`) with interrupts disabled.
-    #[pin]
-    qps: XArray<Qp, Irq>,
-    #[pin]
-    srqs: Mutex<Slots<(SrqId, Arc<Srq>)>>,
 }
 
 impl Drop for RsiwDevice {
@@ -142,19 +124,18 @@ impl Drop for RsiwDevice {
 
 impl RsiwDevice {
     fn kernel_qp(&self, qpn: u32) -> Result<Arc<Qp>> {
-        self.tables
-            .qps
+        self.qp_table
             .get(qpn)
             .filter(|q| !q.is_destroyed())
             .ok_or(EINVAL)
     }
 
-    /// A QP number not in use: the next of the counter's that is free (at most `limits.qp`
+    /// A QP number not in use: the next of the counter's that is free (at most `qps.max()`
     /// are taken, so one of as many plus one in a row is).
     fn free_qpn(&self) -> Result<u32> {
-        for _ in 0..=self.limits.qp {
+        for _ in 0..=self.qps.max() {
             let qpn = self.next_qpn.fetch_add(1, Ordering::Relaxed);
-            if qpn != 0 && self.tables.qps.get(qpn).is_none() {
+            if qpn != 0 && self.qp_table.get(qpn).is_none() {
                 return Ok(qpn);
             }
         }
@@ -165,24 +146,19 @@ impl RsiwDevice {
     fn create_rc_qp(
         &self,
         attr: &mut QpInitAttributes,
+        cqs: (Arc<Cq>, Arc<Cq>),
+        srq: Option<Arc<Srq>>,
         handle: QpHandle,
         events: QpEvents,
         user: Option<&mut UserVerb<'_>>,
-    ) -> Result<(Arc<dyn QueuePair>, u32)> {
-        let scq = self.cq(attr.send_cq)?;
-        let rcq = self.cq(attr.recv_cq)?;
-        let srq = match attr.srq {
-            Some(id) => {
-                // Its receives come from the SRQ: the QP has no receive queue of its own.
-                attr.max_recv_wr = 0;
-                Some(self.srq(id)?)
-            }
-            None => None,
-        };
-        take_one(&self.qps, self.limits.qp)?;
-        // From here our place is given back when `place` (or the QP holding it) drops.
+    ) -> Result<(Arc<Qp>, u32)> {
+        if srq.is_some() {
+            // Its receives come from the SRQ: the QP has no receive queue of its own.
+            attr.max_recv_wr = 0;
+        }
+        // Given back when `place` (or the QP holding it) drops, or the QP is destroyed.
+        let place = self.qps.take()?;
         let qpn = self.free_qpn()?;
-        let place = CountedPlace::new(&self.qps, &self.tables, Listed::Qp(qpn));
         let queues = match user {
             Some(user) => Some(Self::user_queues(attr, user, qpn)?),
             None => {
@@ -196,18 +172,18 @@ impl RsiwDevice {
             handle,
             attr.pd,
             self.mrs.clone(),
-            scq,
-            rcq,
+            cqs.0,
+            cqs.1,
             *attr,
             place,
+            self.qp_table.clone(),
             self.queue.clone(),
             queues,
             srq,
             events,
         )?;
         // A create at the same time may have taken the number: `EBUSY` then.
-        let listed = self.tables.qps.insert(qpn, qp.clone(), GFP_KERNEL);
-        if let Err(e) = listed {
+        if let Err(e) = qp.list() {
             // The QP and its work item hold each other until the QP is destroyed.
             qp.destroy();
             return Err(e);
@@ -255,89 +231,6 @@ impl RsiwDevice {
         }
         Ok(queues)
     }
-
-    fn srq(&self, id: SrqId) -> Result<Arc<Srq>> {
-        self.tables
-            .srqs
-            .lock()
-            .iter()
-            .find(|(i, s)| *i == id && !s.is_destroyed())
-            .map(|(_, s)| s.clone())
-            .ok_or(EINVAL)
-    }
-
-    fn cq(&self, id: Option<CqId>) -> Result<Arc<Cq>> {
-        let id = id.ok_or(EINVAL)?;
-        self.tables
-            .cqs
-            .lock()
-            .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, c)| c.clone())
-            .ok_or(EINVAL)
-    }
-}
-
-/// Which entry of the device's [`Tables`] an object has.
-#[derive(Clone, Copy)]
-enum Listed {
-    Cq(CqId),
-    Qp(u32),
-    Srq(SrqId),
-}
-
-/// An object's place on its device: one of the limited number of its kind, and its entry in
-/// the device's tables. The consumer destroying the object gives both back at once
-/// ([`Self::leave`]): a destroyed object neither counts against the limit nor stays listed
-/// while its last references go (an entry holds one, which would keep it alive until then).
-/// Dropping a place that never left gives its count back.
-pub(crate) struct CountedPlace {
-    count: Arc<AtomicU32>,
-    tables: Arc<Tables>,
-    listed: Listed,
-    left: AtomicBool,
-}
-
-impl CountedPlace {
-    fn new(count: &Arc<AtomicU32>, tables: &Arc<Tables>, listed: Listed) -> Self {
-        Self {
-            count: count.clone(),
-            tables: tables.clone(),
-            listed,
-            left: AtomicBool::new(false),
-        }
-    }
-
-    /// The consumer destroyed the object: gives its count back and takes it out of the table.
-    /// Call it from the object's `destroy`, outside the object's locks (it takes the table's).
-    pub(crate) fn leave(&self) {
-        if self.left.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        self.count.fetch_sub(1, Ordering::Relaxed);
-        // Each entry is dropped once the table's lock is released (at the end of its `let`).
-        match self.listed {
-            Listed::Cq(id) => {
-                let entry = self.tables.cqs.lock().take_where(|(i, _)| *i == id);
-                drop(entry);
-            }
-            Listed::Qp(qpn) => {
-                drop(self.tables.qps.remove(qpn));
-            }
-            Listed::Srq(id) => {
-                let entry = self.tables.srqs.lock().take_where(|(i, _)| *i == id);
-                drop(entry);
-            }
-        }
-    }
-}
-
-impl Drop for CountedPlace {
-    fn drop(&mut self) {
-        if !*self.left.get_mut() {
-            self.count.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
 }
 
 /// Takes one of at most `max` from `count`; `ENOMEM` when all are taken.
@@ -378,25 +271,17 @@ pub(crate) fn create(
     let driver = Arc::new(
         RsiwDevice {
             mac,
-            limits,
             contexts: AtomicU32::new(0),
             pds: AtomicU32::new(0),
-            cqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
+            cqs: Quota::new(limits.cq)?,
             next_cq_id: AtomicU32::new(1),
-            qps: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
-            srqs: Arc::new(AtomicU32::new(0), GFP_KERNEL)?,
+            qps: Quota::new(limits.qp)?,
+            srqs: Quota::new(limits.srq)?,
             next_qpn: AtomicU32::new(1),
+            qp_table: Arc::pin_init(XArray::new(), GFP_KERNEL)?,
             mrs: MrTable::new(limits::MAX_MR)?,
             cm: Cm::new(queue.clone())?,
             queue: queue.clone(),
-            tables: Arc::pin_init(
-                pin_init!(Tables {
-                    cqs <- new_mutex!(Slots::new(), "rsiw::Tables::cqs"),
-                    qps <- XArray::new(),
-                    srqs <- new_mutex!(Slots::new(), "rsiw::Tables::srqs"),
-                }),
-                GFP_KERNEL,
-            )?,
         },
         GFP_KERNEL,
     )?;
@@ -415,7 +300,12 @@ pub(crate) fn create(
     devices.register(&info, driver)
 }
 
+#[vtable]
 impl kernel::rdma::provider::device::Driver for RsiwDevice {
+    type Cq = Cq;
+    type Qp = Qp;
+    type Srq = Srq;
+
     fn query_device(&self, _dev: &Device) -> Result<DeviceAttributes> {
         use limits::*;
         Ok(DeviceAttributes {
@@ -426,20 +316,20 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             vendor_part_id: VENDOR_PART_ID,
             device_cap_flags: DEVICE_MEM_MGT_EXTENSIONS,
             kernel_cap_flags: KERNEL_ALLOW_USER_UNREG,
-            max_qp: self.limits.qp,
+            max_qp: self.qps.max(),
             max_qp_wr: MAX_QP_WR,
             max_send_sge: MAX_SGE,
             max_recv_sge: MAX_SGE,
             max_sge_rd: MAX_SGE_RD,
-            max_cq: self.limits.cq,
+            max_cq: self.cqs.max(),
             max_cqe: MAX_CQE,
             max_mr: MAX_MR,
             max_pd: MAX_PD,
             max_mw: 0,
             max_qp_rd_atom: MAX_ORD_QP,
             max_qp_init_rd_atom: MAX_IRD_QP,
-            max_res_rd_atom: self.limits.qp.saturating_mul(MAX_IRD_QP),
-            max_srq: self.limits.srq,
+            max_res_rd_atom: self.qps.max().saturating_mul(MAX_IRD_QP),
+            max_srq: self.srqs.max(),
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_SGE_PBL,
@@ -516,8 +406,7 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         attr: &CqAttributes,
         user: Option<&mut UserVerb<'_>>,
         notifier: CqNotifier,
-        id: CqId,
-    ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
+    ) -> Result<(Arc<Cq>, u32)> {
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
         }
@@ -525,9 +414,8 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             return Err(EINVAL);
         }
         let entries = attr.entries.checked_next_power_of_two().ok_or(EINVAL)?;
-        take_one(&self.cqs, self.limits.cq)?;
-        // From here our place is given back when the CQ (or this error path) drops it.
-        let place = CountedPlace::new(&self.cqs, &self.tables, Listed::Cq(id));
+        // Given back when the CQ is destroyed, or on the error paths.
+        let place = self.cqs.take()?;
         let cq = match user {
             None => Cq::new(entries, notifier, place)?,
             Some(user) => {
@@ -543,10 +431,6 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
                 cq
             }
         };
-        self.tables
-            .cqs
-            .lock()
-            .insert((id, cq.clone()), GFP_KERNEL)?;
         Ok((cq, entries))
     }
 
@@ -626,10 +510,11 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         &self,
         _dev: &Device,
         attr: &mut QpInitAttributes,
+        queues: QpQueues<'_, Self>,
         user: Option<&mut UserVerb<'_>>,
         handle: QpHandle,
         events: QpEvents,
-    ) -> Result<(Arc<dyn QueuePair>, u32)> {
+    ) -> Result<(Arc<Qp>, u32)> {
         use limits::*;
         if attr.create_flags != 0 || !attr.reliable_connected {
             return Err(EOPNOTSUPP);
@@ -640,12 +525,14 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             || attr.max_send_sge > MAX_SGE
             || attr.max_recv_sge > MAX_SGE
             || attr.max_inline_data > MAX_INLINE
-            || !attr.has_send_cq
-            || !attr.has_recv_cq
         {
             return Err(EINVAL);
         }
-        self.create_rc_qp(attr, handle, events, user)
+        let (Some(scq), Some(rcq)) = (queues.send_cq, queues.recv_cq) else {
+            return Err(EINVAL);
+        };
+        let cqs = (scq.clone(), rcq.clone());
+        self.create_rc_qp(attr, cqs, queues.srq.cloned(), handle, events, user)
     }
 
     fn create_srq(
@@ -655,8 +542,7 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         attr: &mut SrqAttributes,
         user: Option<&mut UserVerb<'_>>,
         events: SrqEvents,
-        id: SrqId,
-    ) -> Result<Arc<dyn SharedReceiveQueue>> {
+    ) -> Result<Arc<Srq>> {
         use limits::*;
         if attr.max_wr == 0
             || attr.max_wr > MAX_SRQ_WR
@@ -665,9 +551,8 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         {
             return Err(EINVAL);
         }
-        take_one(&self.srqs, self.limits.srq)?;
-        // From here our place is given back when the SRQ (or this error path) drops it.
-        let place = CountedPlace::new(&self.srqs, &self.tables, Listed::Srq(id));
+        // Given back when the SRQ is destroyed, or on the error paths.
+        let place = self.srqs.take()?;
         attr.max_sge = attr.max_sge.max(1);
         let srq = match user {
             None => Srq::new(attr.max_wr, attr.max_sge, attr.limit, events, place)?,
@@ -682,10 +567,6 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
                 srq
             }
         };
-        self.tables
-            .srqs
-            .lock()
-            .insert((id, srq.clone()), GFP_KERNEL)?;
         Ok(srq)
     }
 }

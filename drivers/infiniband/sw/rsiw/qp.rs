@@ -45,11 +45,11 @@ use kernel::{
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, Mutex, SpinLockBh},
     workqueue::{impl_has_work, new_work, Work, WorkItem},
+    xarray::{Irq, XArray},
 };
 
 use crate::{
     cq::Cq,
-    device::CountedPlace,
     kernel_crc32c::KernelCrc32c,
     mr::{LocalAccess, LocalError, Mr, MrTable},
     proto::{
@@ -64,6 +64,7 @@ use crate::{
         terminate::TermError,
         user_queue,
     },
+    quota::Place,
     srq::Srq,
     tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
     user_queues::{UserQueues, INLINE_LKEY},
@@ -211,8 +212,16 @@ pub(crate) struct Qp {
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
-    place: CountedPlace,
+    /// Its place among the device's QPs.
+    place: Place,
+    /// The device's QPs by number, and whether this QP is listed there ([`Qp::list`]).
+    table: Arc<QpTable>,
+    listed: AtomicBool,
 }
+
+/// A device's QPs by number: what iw_cm finds them by (`iw_get_qp`, with interrupts
+/// disabled).
+pub(crate) type QpTable = XArray<Qp, Irq>;
 
 /// The work item of a QP. It is its own object so that code holding only `&Qp` (the verbs,
 /// the socket callbacks) can queue it; it holds the QP until the QP is destroyed.
@@ -274,7 +283,8 @@ impl Qp {
         scq: Arc<Cq>,
         rcq: Arc<Cq>,
         caps: QpInitAttributes,
-        place: CountedPlace,
+        place: Place,
+        table: Arc<QpTable>,
         queue: Arc<OwnedQueue>,
         user: Option<UserQueues>,
         srq: Option<Arc<Srq>>,
@@ -332,6 +342,8 @@ impl Qp {
                 kicker: own_kicker,
                 queue,
                 place,
+                table,
+                listed: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )?;
@@ -727,6 +739,14 @@ impl Qp {
         Ok(())
     }
 
+    /// Lists the new QP under its number in the device's table; `EBUSY` if a QP created at
+    /// the same time has the number.
+    pub(crate) fn list(self: &Arc<Self>) -> Result {
+        self.table.insert(self.qpn, self.clone(), GFP_KERNEL)?;
+        self.listed.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Whether the consumer destroyed it.
     pub(crate) fn is_destroyed(&self) -> bool {
         self.flags.load(Ordering::Relaxed) & flag::DEAD != 0
@@ -898,6 +918,11 @@ impl QueuePair for Qp {
     fn destroy(&self) {
         self.shut();
         self.place.leave();
+        // Not found by its number any more; the entry's reference is dropped outside the
+        // table's lock (at the end of the statement).
+        if self.listed.swap(false, Ordering::Relaxed) {
+            drop(self.table.remove(self.qpn));
+        }
     }
 
     fn post_recv(&self, wr: &RecvWr<'_>) -> Result {

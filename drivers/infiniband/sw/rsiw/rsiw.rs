@@ -44,6 +44,7 @@ mod kernel_crc32c;
 mod mr;
 pub mod proto;
 mod qp;
+mod quota;
 mod settings;
 mod slots;
 mod srq;

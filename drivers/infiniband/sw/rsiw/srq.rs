@@ -12,7 +12,6 @@
 //! are the valid ones from the next to take on, so "fewer than the limit" is "the entry
 //! `limit - 1` after the next is not valid".
 
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     new_spinlock_bh,
     prelude::*,
@@ -29,11 +28,11 @@ use kernel::{
 };
 
 use crate::{
-    device::CountedPlace,
     proto::{
         qp_engine::{Completion, RecvRequest},
         user_queue,
     },
+    quota::Place,
     user_queues::{rqe_posted, take_rqe},
 };
 
@@ -65,8 +64,7 @@ pub(crate) struct Srq {
     max_wr: u32,
     max_sge: u32,
     events: SrqEvents,
-    destroyed: AtomicBool,
-    place: CountedPlace,
+    place: Place,
 }
 
 impl Srq {
@@ -76,7 +74,7 @@ impl Srq {
         max_sge: u32,
         limit: u32,
         events: SrqEvents,
-        place: CountedPlace,
+        place: Place,
     ) -> Result<Arc<Self>> {
         Self::with_pool(
             Pool::Kernel(FixedRing::new(max_wr as usize, GFP_KERNEL)?),
@@ -95,7 +93,7 @@ impl Srq {
         max_sge: u32,
         limit: u32,
         events: SrqEvents,
-        place: CountedPlace,
+        place: Place,
     ) -> Result<Arc<Self>> {
         let needed = (num as usize)
             .checked_mul(crate::abi::RQE_SIZE)
@@ -113,7 +111,7 @@ impl Srq {
         max_sge: u32,
         limit: u32,
         events: SrqEvents,
-        place: CountedPlace,
+        place: Place,
     ) -> Result<Arc<Self>> {
         if limit > max_wr {
             return Err(EINVAL);
@@ -124,16 +122,10 @@ impl Srq {
                 max_wr,
                 max_sge,
                 events,
-                destroyed: AtomicBool::new(false),
                 place,
             }),
             GFP_KERNEL,
         )
-    }
-
-    /// Whether the consumer destroyed it.
-    pub(crate) fn is_destroyed(&self) -> bool {
-        self.destroyed.load(Ordering::Relaxed)
     }
 
     /// Takes the next receive work request for a QP, if one is posted. A process's malformed
@@ -208,7 +200,6 @@ impl SharedReceiveQueue for Srq {
     }
 
     fn destroy(&self) {
-        self.destroyed.store(true, Ordering::Relaxed);
         // A process's ring leaves with the SRQ; dropped outside the lock, as removing a
         // mapping may sleep.
         let pool = core::mem::replace(&mut self.inner.lock().pool, Pool::Released);

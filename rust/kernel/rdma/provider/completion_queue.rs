@@ -10,7 +10,10 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::objects::{completion_queue, QpHandle};
+use super::{
+    device::Driver,
+    objects::{completion_queue, CompletionQueue, QpHandle},
+};
 use crate::{
     alloc::flags::GFP_KERNEL,
     bindings,
@@ -246,13 +249,13 @@ impl CqNotifier {
 /// # Safety
 ///
 /// Called by the RDMA core with a live CQ of ours and room for `num_entries` in `wc`.
-pub(crate) unsafe extern "C" fn poll_cq_callback(
+pub(crate) unsafe extern "C" fn poll_cq_callback<T: Driver>(
     cq: *mut bindings::ib_cq,
     num_entries: c_int,
     wc: *mut bindings::ib_wc,
 ) -> c_int {
     // SAFETY: A live CQ of ours (the caller's guarantee).
-    let queue = unsafe { completion_queue(cq) };
+    let queue = unsafe { completion_queue::<T>(cq) };
     let mut n = 0;
     while n < num_entries {
         let Some(entry) = queue.poll() else { break };
@@ -268,12 +271,12 @@ pub(crate) unsafe extern "C" fn poll_cq_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live CQ of ours.
-pub(crate) unsafe extern "C" fn req_notify_cq_callback(
+pub(crate) unsafe extern "C" fn req_notify_cq_callback<T: Driver>(
     cq: *mut bindings::ib_cq,
     flags: bindings::ib_cq_notify_flags,
 ) -> c_int {
     // SAFETY: A live CQ of ours (the caller's guarantee).
-    let queue = unsafe { completion_queue(cq) };
+    let queue = unsafe { completion_queue::<T>(cq) };
     let arm = if flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
         == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
     {

@@ -18,15 +18,19 @@
 //!   and waits until every `dealloc_driver` has finished. A module keeps its set until it
 //!   unloads, so no callback can run module code after the module is gone.
 //!
-//! The callbacks of the ops table are non-generic functions of this crate that dispatch to
-//! the driver's [`Driver`] object, so they live in vmlinux rather than in a module.
+//! Each driver has its own ops table ([`Adapter::OPS`], a constant built from its [`Driver`]
+//! implementation), whose callbacks are generic over the driver and find its data in the
+//! device's container with its own types. `dealloc_driver`, after which a module may unload,
+//! is the exception: it is not generic, so it runs in vmlinux.
 //!
 //! Wrapped so far: the device-level verbs here (device and port attributes, the GID, the
 //! port's immutable data, port events), user contexts ([`super::user`]), protection domains,
 //! completion queues and queue pairs (create/destroy, [`super::objects`]) and user mappings
-//! ([`super::user_map`]). Everything else in `ib_device_ops` is left unset: user space gets
-//! `EOPNOTSUPP` for those verbs, and the core does not count the device as a kernel-verbs
-//! provider (see [`crate::rdma::consumer::client`]).
+//! ([`super::user_map`]), shared receive queues, memory regions and the iWARP connection
+//! manager's verbs. Everything else in `ib_device_ops`, and whatever a driver does not
+//! implement, is left unset: user space gets `EOPNOTSUPP` for those verbs, and the core counts
+//! the device as a kernel-verbs provider only if it has the mandatory ones (see
+//! [`crate::rdma::consumer::client`]).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
@@ -45,12 +49,12 @@ use super::{
     objects::{
         alloc_pd_callback, create_cq_callback, create_qp_callback, dealloc_pd_callback,
         destroy_cq_callback, destroy_qp_callback, iw_add_ref_callback, iw_rem_ref_callback,
-        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer, CqId,
-        PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QueuePair,
+        modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer,
+        PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QpQueues, QueuePair,
     },
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
-        query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer, SrqId,
+        query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer,
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
@@ -61,7 +65,7 @@ use super::{
 };
 use crate::{
     bindings,
-    error::{from_result, to_result, Result},
+    error::{from_result, to_result, Result, VTABLE_DEFAULT_ERROR},
     ffi::c_int,
     net::device::NetDevice,
     new_condvar, new_mutex,
@@ -70,7 +74,7 @@ use crate::{
     sync::{Arc, CondVar, Mutex},
     types::ARef,
 };
-use core::mem::ManuallyDrop;
+use core::{marker::PhantomData, mem::ManuallyDrop};
 
 /// The transport of a device's node (`enum rdma_node_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,8 +248,26 @@ impl Device {
     }
 }
 
-/// A provider's verbs. Those with a default are optional: the default answers `EOPNOTSUPP`.
-pub trait Driver: Send + Sync {
+/// A provider's verbs.
+///
+/// The four device queries are required; every other verb is optional, and one the driver does
+/// not implement stays NULL in its ops table ([`Adapter`]), with the verbs that belong to it
+/// (`create_cq` brings `destroy_cq`, `poll_cq` and `req_notify_cq`, and so on). So the RDMA
+/// core sees what the driver has: user space gets `EOPNOTSUPP` for the rest and no command bit
+/// for it, and only a driver with the core's mandatory verbs counts as a kernel-verbs provider
+/// (see [`crate::rdma::consumer::client`]).
+///
+/// The objects the driver creates are of its own types, and the core's objects hand them back
+/// as such: a new QP gets its CQs and SRQ, not names to look them up by.
+#[vtable]
+pub trait Driver: Send + Sync + Sized + 'static {
+    /// The driver's completion queue.
+    type Cq: CompletionQueue;
+    /// The driver's queue pair.
+    type Qp: QueuePair;
+    /// The driver's shared receive queue.
+    type Srq: SharedReceiveQueue;
+
     /// The device attributes.
     fn query_device(&self, dev: &Device) -> Result<DeviceAttributes>;
     /// The attributes of `port`.
@@ -257,26 +279,28 @@ pub trait Driver: Send + Sync {
 
     /// A user-space process opens the device (a user context); `udata` carries the provider
     /// library's request and takes the response. With this verb the device is offered to user
-    /// space (`/dev/infiniband/uverbsN`, `ibv_devices`).
+    /// space (`/dev/infiniband/uverbsN`, `ibv_devices`), and memory can be mapped into it
+    /// ([`super::user_map`]).
     fn alloc_ucontext(&self, _dev: &Device, _udata: &mut UserData<'_>) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
-    /// A user context that `alloc_ucontext` accepted is closed.
+    /// A user context that `alloc_ucontext` accepted is closed (called only for a driver with
+    /// `alloc_ucontext`).
     fn dealloc_ucontext(&self, _dev: &Device) {}
 
     /// A protection domain `pd` is being created, for user space if `user`. An error fails
     /// the creation.
     fn alloc_pd(&self, _dev: &Device, _pd: PdId, _user: bool) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// `pd`, which `alloc_pd` accepted, is being destroyed; the RDMA core guarantees nothing
-    /// uses it any more.
+    /// uses it any more (called only for a driver with `alloc_pd`).
     fn dealloc_pd(&self, _dev: &Device, _pd: PdId) {}
 
     /// Creates a completion queue, for user space if `user` (whose context it may map memory
-    /// into); `notifier` runs the consumer's handler, `id` is how QPs name it. Returns the queue, which lives until the
+    /// into); `notifier` runs the consumer's handler. Returns the queue, which lives until the
     /// CQ is destroyed, and its actual number of entries.
     fn create_cq(
         &self,
@@ -284,28 +308,29 @@ pub trait Driver: Send + Sync {
         _attr: &CqAttributes,
         _user: Option<&mut UserVerb<'_>>,
         _notifier: CqNotifier,
-        _id: CqId,
-    ) -> Result<(Arc<dyn CompletionQueue>, u32)> {
-        Err(EOPNOTSUPP)
+    ) -> Result<(Arc<Self::Cq>, u32)> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Creates a queue pair, for user space if `user`; may lower or raise the capacities in
-    /// `attr` to what it provides. `handle` is the core's object for completions and iw_cm,
-    /// `events` raises its asynchronous events. Returns the queue pair and its number.
+    /// Creates a queue pair on `queues` (its CQs and SRQ, created by this driver), for user
+    /// space if `user`; may lower or raise the capacities in `attr` to what it provides.
+    /// `handle` is the core's object for completions and iw_cm, `events` raises its
+    /// asynchronous events. Returns the queue pair and its number.
     fn create_qp(
         &self,
         _dev: &Device,
         _attr: &mut QpInitAttributes,
+        _queues: QpQueues<'_, Self>,
         _user: Option<&mut UserVerb<'_>>,
         _handle: QpHandle,
         _events: QpEvents,
-    ) -> Result<(Arc<dyn QueuePair>, u32)> {
-        Err(EOPNOTSUPP)
+    ) -> Result<(Arc<Self::Qp>, u32)> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// Creates a shared receive queue of `pd`, for user space if `user`; may raise the sizes
-    /// in `attr` to what it provides. `events` raises its limit event, `id` is how QPs name
-    /// it. Returns the queue, which lives until the SRQ is destroyed.
+    /// in `attr` to what it provides. `events` raises its limit event. Returns the queue,
+    /// which lives until the SRQ is destroyed.
     fn create_srq(
         &self,
         _dev: &Device,
@@ -313,14 +338,13 @@ pub trait Driver: Send + Sync {
         _attr: &mut SrqAttributes,
         _user: Option<&mut UserVerb<'_>>,
         _events: SrqEvents,
-        _id: SrqId,
-    ) -> Result<Arc<dyn SharedReceiveQueue>> {
-        Err(EOPNOTSUPP)
+    ) -> Result<Arc<Self::Srq>> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// Creates a DMA MR of `pd` with `IB_ACCESS_*` rights `access` (kernel consumers only).
     fn get_dma_mr(&self, _dev: &Device, _pd: PdId, _access: u32, _mem: DmaMemory) -> Result<NewMr> {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// Registers the user memory `pages` (pinned by the core) as an MR of `pd` with
@@ -334,49 +358,49 @@ pub trait Driver: Send + Sync {
         _pages: UserPages,
         _udata: &mut UserData<'_>,
     ) -> Result<NewMr> {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// Creates a fast-registration MR of `pd` for up to `max_pages` pages, invalid until a
     /// REG_MR work request registers it.
     fn alloc_mr(&self, _dev: &Device, _pd: PdId, _max_pages: u32) -> Result<NewMr> {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: connects the QP `param.qpn` to the peer of `id`; the answer comes as
     /// [`IwCmId::connected`](super::iw_provider::IwCmId::connected) or an
     /// [`IwEvent::ConnectFailed`](super::iw_provider::IwEvent::ConnectFailed).
     fn iw_connect(&self, _dev: &Device, _id: IwCmId, _param: &IwConnParam<'_>) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: accepts the connection request `id.provider_data()` on QP `param.qpn`.
     fn iw_accept(&self, _dev: &Device, _id: IwCmId, _param: &IwConnParam<'_>) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: rejects the connection request `id.provider_data()` with `private_data`.
     fn iw_reject(&self, _dev: &Device, _id: IwCmId, _private_data: &[u8]) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: listens on the local address of `id`.
     fn iw_create_listen(&self, _dev: &Device, _id: IwCmId, _backlog: u32) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: stops the listener whose id has [`IwCmId::key`] `key`.
     fn iw_destroy_listen(&self, _dev: &Device, _key: usize) -> Result {
-        Err(EOPNOTSUPP)
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// iWARP: the QP numbered `qpn`, if it exists.
     fn iw_get_qp(&self, _dev: &Device, _qpn: u32) -> Option<QpHandle> {
-        None
+        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
     /// The names of the device's settings, files in its sysfs directory
-    /// ([`super::device_settings`]).
+    /// ([`super::device_settings`]); none by default.
     fn settings(&self) -> &'static [&'static CStr] {
         &[]
     }
@@ -418,14 +442,36 @@ pub struct DeviceInfo<'a> {
     pub user_doorbell: bool,
 }
 
-/// The memory `_ib_alloc_device` gives us: the device, then what the driver put behind it.
+/// What every device of ours starts with, whatever its driver: the core's device, then what
+/// [`dealloc_driver_callback`] needs, which is not generic so that it runs in vmlinux.
 #[repr(C)]
-struct Container {
+struct Header {
     ibdev: bindings::ib_device,
-    driver: ManuallyDrop<Arc<dyn Driver>>,
     set: ManuallyDrop<Arc<DeviceSet>>,
     /// The sysfs files of the driver's settings, if it has any.
     settings: ManuallyDrop<Option<KBox<SettingsGroup>>>,
+    /// Drops the driver part of the container (`drop_driver::<T>`, module code).
+    drop_driver: unsafe fn(*mut bindings::ib_device),
+}
+
+/// The memory `_ib_alloc_device` gives us for a device of driver `T`: the header (the device
+/// first), then the driver.
+#[repr(C)]
+struct Container<T: Driver> {
+    header: Header,
+    driver: ManuallyDrop<Arc<T>>,
+}
+
+/// The header of `ibdev`.
+///
+/// # Safety
+///
+/// `ibdev` must be a device allocated by [`DeviceSet::register`] whose `dealloc_driver` has not
+/// finished.
+unsafe fn header<'a>(ibdev: *mut bindings::ib_device) -> &'a Header {
+    // SAFETY: The device is the first field of the header, the header the first field of its
+    // container (the caller's guarantee).
+    unsafe { &*ibdev.cast::<Header>() }
 }
 
 /// The settings group of `ibdev`.
@@ -437,7 +483,20 @@ pub(crate) unsafe fn settings_group<'a>(
     ibdev: *mut bindings::ib_device,
 ) -> Option<&'a SettingsGroup> {
     // SAFETY: The caller's guarantee; `register` wrote the field before registering.
-    unsafe { container(ibdev) }.settings.as_deref()
+    unsafe { header(ibdev) }.settings.as_deref()
+}
+
+/// Drops the driver part of `ibdev`'s container.
+///
+/// # Safety
+///
+/// `ibdev` must be a device that [`DeviceSet::register`] set up for `T`, in its
+/// `dealloc_driver`, and this is called once.
+unsafe fn drop_driver<T: Driver>(ibdev: *mut bindings::ib_device) {
+    let container = ibdev.cast::<Container<T>>();
+    // SAFETY: Written by `register` for this `T` (the caller's guarantee); nothing uses it
+    // after the last callback, and it is taken once.
+    drop(unsafe { ManuallyDrop::take(&mut (*container).driver) });
 }
 
 /// The live devices of one driver; see the module documentation.
@@ -463,33 +522,37 @@ impl DeviceSet {
         )
     }
 
-    /// Creates, registers and records a device served by `driver`.
-    pub fn register(self: &Arc<Self>, info: &DeviceInfo<'_>, driver: Arc<dyn Driver>) -> Result {
+    /// Creates, registers and records a device served by `driver`, with `T`'s ops table
+    /// ([`Adapter`]).
+    pub fn register<T: Driver>(self: &Arc<Self>, info: &DeviceInfo<'_>, driver: Arc<T>) -> Result {
         // Room in the set first, so that recording the device cannot fail after it is live.
         self.devices.lock().reserve(1, GFP_KERNEL)?;
         let names = driver.settings();
         let settings = if names.is_empty() {
             None
         } else {
-            Some(SettingsGroup::new(names)?)
+            Some(SettingsGroup::new::<T>(names)?)
         };
 
-        // SAFETY: The size covers a `Container`, whose first field is the `ib_device`, as
+        // SAFETY: The size covers a `Container<T>`, whose first field is the `ib_device`, as
         // `_ib_alloc_device` requires. It returns zeroed memory or null.
-        let ibdev = unsafe { bindings::_ib_alloc_device(core::mem::size_of::<Container>()) };
+        let ibdev = unsafe { bindings::_ib_alloc_device(core::mem::size_of::<Container<T>>()) };
         if ibdev.is_null() {
             return Err(ENOMEM);
         }
-        let container = ibdev.cast::<Container>();
+        let container = ibdev.cast::<Container<T>>();
         // SAFETY: `container` is the fresh, suitably aligned allocation (kzalloc) of a
-        // `Container`; we initialise the driver part before any callback can run, and the
-        // device fields before registering.
+        // `Container<T>`; we initialise the driver part before any callback can run, and the
+        // device fields before registering. The ops are `T`'s, whose callbacks find this
+        // container's `T`.
         unsafe {
             core::ptr::addr_of_mut!((*container).driver).write(ManuallyDrop::new(driver));
-            core::ptr::addr_of_mut!((*container).set).write(ManuallyDrop::new(self.clone()));
-            core::ptr::addr_of_mut!((*container).settings).write(ManuallyDrop::new(settings));
-            bindings::ib_set_device_ops(ibdev, &DEVICE_OPS.0);
-            if let Some(group) = (*container).settings.as_deref() {
+            let header = core::ptr::addr_of_mut!((*container).header);
+            core::ptr::addr_of_mut!((*header).set).write(ManuallyDrop::new(self.clone()));
+            core::ptr::addr_of_mut!((*header).settings).write(ManuallyDrop::new(settings));
+            core::ptr::addr_of_mut!((*header).drop_driver).write(drop_driver::<T>);
+            bindings::ib_set_device_ops(ibdev, &Adapter::<T>::OPS);
+            if let Some(group) = (*header).settings.as_deref() {
                 (*ibdev).ops.device_group = group.as_raw();
             }
             (*ibdev).ops.owner = info.owner.as_ptr();
@@ -684,30 +747,20 @@ impl Drop for DeviceSetOwner {
     }
 }
 
-/// The container of `ibdev`.
-///
-/// # Safety
-///
-/// `ibdev` must be a device allocated by [`DeviceSet::register`] whose `dealloc_driver` has not
-/// finished.
-unsafe fn container<'a>(ibdev: *mut bindings::ib_device) -> &'a Container {
-    // SAFETY: The device is the first field of its container (the caller's guarantee).
-    unsafe { &*ibdev.cast::<Container>() }
-}
-
 /// Runs `f` with the driver and a `Device` for `ibdev`.
 ///
 /// # Safety
 ///
-/// As for [`container`].
-pub(crate) unsafe fn with_driver<R>(
+/// `ibdev` must be a device that [`DeviceSet::register`] set up for `T` (a callback of
+/// `T`'s ops table gets only those) whose `dealloc_driver` has not started.
+pub(crate) unsafe fn with_driver<T: Driver, R>(
     ibdev: *mut bindings::ib_device,
-    f: impl FnOnce(&dyn Driver, &Device) -> R,
+    f: impl FnOnce(&T, &Device) -> R,
 ) -> R {
-    // SAFETY: The caller's guarantee.
-    let c = unsafe { container(ibdev) };
+    // SAFETY: The device is the first field of a `Container<T>` (the caller's guarantee).
+    let c = unsafe { &*ibdev.cast::<Container<T>>() };
     // INVARIANT: The device is alive for the call.
-    f(&**c.driver, &Device { ptr: ibdev })
+    f(&c.driver, &Device { ptr: ibdev })
 }
 
 pub(crate) fn c_int_of(v: u32) -> c_int {
@@ -732,232 +785,357 @@ fn atomic_cap(cap: AtomicCap) -> bindings::ib_atomic_cap {
     }
 }
 
-/// `query_device`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a device of ours, a writable `attr` and a valid or null
-/// `udata`.
-unsafe extern "C" fn query_device_callback(
-    ibdev: *mut bindings::ib_device,
-    attr: *mut bindings::ib_device_attr,
-    udata: *mut bindings::ib_udata,
-) -> c_int {
-    from_result(|| {
-        // The siw ABI passes no driver data with this verb.
-        // SAFETY: `udata` is valid or null.
-        if let Some(u) = unsafe { udata.as_ref() } {
-            if u.inlen != 0 || u.outlen != 0 {
-                return Err(EINVAL);
-            }
-        }
-        // SAFETY: A device of ours, alive for the call.
-        let a = unsafe { with_driver(ibdev, |d, dev| d.query_device(dev)) }?;
-        let c = bindings::ib_device_attr {
-            sys_image_guid: u64::from_ne_bytes(a.sys_image_guid),
-            max_mr_size: a.max_mr_size,
-            page_size_cap: a.page_size_cap,
-            vendor_id: a.vendor_id,
-            vendor_part_id: a.vendor_part_id,
-            device_cap_flags: a.device_cap_flags,
-            kernel_cap_flags: a.kernel_cap_flags,
-            max_qp: c_int_of(a.max_qp),
-            max_qp_wr: c_int_of(a.max_qp_wr),
-            max_send_sge: c_int_of(a.max_send_sge),
-            max_recv_sge: c_int_of(a.max_recv_sge),
-            max_sge_rd: c_int_of(a.max_sge_rd),
-            max_cq: c_int_of(a.max_cq),
-            max_cqe: c_int_of(a.max_cqe),
-            max_mr: c_int_of(a.max_mr),
-            max_pd: c_int_of(a.max_pd),
-            max_mw: c_int_of(a.max_mw),
-            max_qp_rd_atom: c_int_of(a.max_qp_rd_atom),
-            max_qp_init_rd_atom: c_int_of(a.max_qp_init_rd_atom),
-            max_res_rd_atom: c_int_of(a.max_res_rd_atom),
-            max_srq: c_int_of(a.max_srq),
-            max_srq_wr: c_int_of(a.max_srq_wr),
-            max_srq_sge: c_int_of(a.max_srq_sge),
-            max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,
-            atomic_cap: atomic_cap(a.atomic_cap),
-            masked_atomic_cap: atomic_cap(a.masked_atomic_cap),
-            ..Default::default()
-        };
-        // SAFETY: `attr` is writable (the caller's guarantee).
-        unsafe { attr.write(c) };
-        Ok(0)
-    })
-}
-
-/// `query_port`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a device of ours and a writable `attr`.
-unsafe extern "C" fn query_port_callback(
-    ibdev: *mut bindings::ib_device,
-    port: u32,
-    attr: *mut bindings::ib_port_attr,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: A device of ours, alive for the call.
-        let a = unsafe { with_driver(ibdev, |d, dev| d.query_port(dev, port)) }?;
-        let mut c = bindings::ib_port_attr {
-            state: match a.state {
-                PortState::Down => bindings::ib_port_state_IB_PORT_DOWN,
-                PortState::Active => bindings::ib_port_state_IB_PORT_ACTIVE,
-            },
-            phys_state: if a.link_up {
-                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
-            } else {
-                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
-            },
-            max_mtu: mtu_enum(a.max_mtu),
-            active_mtu: mtu_enum(a.active_mtu),
-            gid_tbl_len: c_int_of(a.gid_tbl_len),
-            port_cap_flags: a.port_cap_flags,
-            max_msg_sz: a.max_msg_sz,
-            ..Default::default()
-        };
-        // SAFETY: A device of ours; the out pointers are fields of `c`.
-        to_result(unsafe {
-            bindings::ib_get_eth_speed(ibdev, port, &mut c.active_speed, &mut c.active_width)
-        })?;
-        // SAFETY: `attr` is writable (the caller's guarantee).
-        unsafe { attr.write(c) };
-        Ok(0)
-    })
-}
-
-/// `get_port_immutable`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a device of ours and a writable `imm`.
-unsafe extern "C" fn port_immutable_callback(
-    ibdev: *mut bindings::ib_device,
-    port: u32,
-    imm: *mut bindings::ib_port_immutable,
-) -> c_int {
-    from_result(|| {
-        // SAFETY: A device of ours, alive for the call.
-        let p = unsafe { with_driver(ibdev, |d, dev| d.port_immutable(dev, port)) }?;
-        // SAFETY: `imm` is writable (the caller's guarantee).
-        unsafe {
-            (*imm).gid_tbl_len = c_int_of(p.gid_tbl_len);
-            (*imm).pkey_tbl_len = c_int_of(p.pkey_tbl_len);
-            (*imm).core_cap_flags = p.core_cap_flags;
-        }
-        Ok(0)
-    })
-}
-
-/// `query_gid`.
-///
-/// # Safety
-///
-/// Called by the RDMA core with a device of ours and a writable `gid`.
-unsafe extern "C" fn query_gid_callback(
-    ibdev: *mut bindings::ib_device,
-    port: u32,
-    index: c_int,
-    gid: *mut bindings::ib_gid,
-) -> c_int {
-    from_result(|| {
-        let index = u32::try_from(index).map_err(|_| EINVAL)?;
-        // SAFETY: A device of ours, alive for the call.
-        let raw = unsafe { with_driver(ibdev, |d, dev| d.query_gid(dev, port, index)) }?;
-        // SAFETY: `gid` is writable (the caller's guarantee); the union is plain bytes.
-        unsafe { (*gid).raw = raw };
-        Ok(0)
-    })
-}
-
-/// `dealloc_driver`: the last callback of a device, before the core frees it.
+/// `dealloc_driver`: the last callback of a device, before the core frees it. Not generic, so
+/// that it runs in vmlinux: once the set hears of it, the driver's module may go.
 ///
 /// # Safety
 ///
 /// Called once by the RDMA core with a device of ours, after every other callback.
 unsafe extern "C" fn dealloc_driver_callback(ibdev: *mut bindings::ib_device) {
-    let container = ibdev.cast::<Container>();
-    // SAFETY: The driver part was initialised by `register` and nothing uses it after this
-    // last callback; `ManuallyDrop::take` moves each out exactly once.
-    let (driver, set, settings) = unsafe {
+    let header = ibdev.cast::<Header>();
+    // SAFETY: The header was initialised by `register` and nothing uses it after this last
+    // callback; `ManuallyDrop::take` moves each out exactly once.
+    let (set, settings, drop_driver) = unsafe {
         (
-            ManuallyDrop::take(&mut (*container).driver),
-            ManuallyDrop::take(&mut (*container).set),
-            ManuallyDrop::take(&mut (*container).settings),
+            ManuallyDrop::take(&mut (*header).set),
+            ManuallyDrop::take(&mut (*header).settings),
+            (*header).drop_driver,
         )
     };
     // The core removed the settings' files when it unregistered the device.
     drop(settings);
-    // The driver's data (module code may run here) goes before the set hears of it, so a
-    // module waiting in `unregister_all` cannot unload under it.
-    drop(driver);
+    // The driver's data (module code runs here) goes before the set hears of it, so a module
+    // waiting in `unregister_all` cannot unload under it.
+    // SAFETY: `register` stored the function for the container's driver type; called once.
+    unsafe { drop_driver(ibdev) };
     set.forget(ibdev);
 }
 
-/// An ops table in a `static`.
-#[repr(transparent)]
-struct OpsTable(bindings::ib_device_ops);
+/// The trampolines of driver `T`'s device verbs, and its ops table: the callbacks the RDMA core
+/// calls for a device of `T`, each finding `T`'s data in the device's container. Those of the
+/// objects (CQs, QPs, SRQs, MRs, user contexts, iw_cm) are generic functions of the modules
+/// that wrap them, over the same `T`.
+pub struct Adapter<T: Driver>(PhantomData<T>);
 
-// SAFETY: The table is never written after initialisation; its pointers (functions, the
-// null module and attribute groups) are only read.
-unsafe impl Sync for OpsTable {}
+impl<T: Driver> Adapter<T> {
+    /// `query_device`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the RDMA core with a device of ours, a writable `attr` and a valid or null
+    /// `udata`.
+    pub(crate) unsafe extern "C" fn query_device(
+        ibdev: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // The siw ABI passes no driver data with this verb.
+            // SAFETY: `udata` is valid or null.
+            if let Some(u) = unsafe { udata.as_ref() } {
+                if u.inlen != 0 || u.outlen != 0 {
+                    return Err(EINVAL);
+                }
+            }
+            // SAFETY: A device of ours, alive for the call.
+            let a = unsafe { with_driver::<T, _>(ibdev, |d, dev| d.query_device(dev)) }?;
+            let c = bindings::ib_device_attr {
+                sys_image_guid: u64::from_ne_bytes(a.sys_image_guid),
+                max_mr_size: a.max_mr_size,
+                page_size_cap: a.page_size_cap,
+                vendor_id: a.vendor_id,
+                vendor_part_id: a.vendor_part_id,
+                device_cap_flags: a.device_cap_flags,
+                kernel_cap_flags: a.kernel_cap_flags,
+                max_qp: c_int_of(a.max_qp),
+                max_qp_wr: c_int_of(a.max_qp_wr),
+                max_send_sge: c_int_of(a.max_send_sge),
+                max_recv_sge: c_int_of(a.max_recv_sge),
+                max_sge_rd: c_int_of(a.max_sge_rd),
+                max_cq: c_int_of(a.max_cq),
+                max_cqe: c_int_of(a.max_cqe),
+                max_mr: c_int_of(a.max_mr),
+                max_pd: c_int_of(a.max_pd),
+                max_mw: c_int_of(a.max_mw),
+                max_qp_rd_atom: c_int_of(a.max_qp_rd_atom),
+                max_qp_init_rd_atom: c_int_of(a.max_qp_init_rd_atom),
+                max_res_rd_atom: c_int_of(a.max_res_rd_atom),
+                max_srq: c_int_of(a.max_srq),
+                max_srq_wr: c_int_of(a.max_srq_wr),
+                max_srq_sge: c_int_of(a.max_srq_sge),
+                max_fast_reg_page_list_len: a.max_fast_reg_page_list_len,
+                atomic_cap: atomic_cap(a.atomic_cap),
+                masked_atomic_cap: atomic_cap(a.masked_atomic_cap),
+                ..Default::default()
+            };
+            // SAFETY: `attr` is writable (the caller's guarantee).
+            unsafe { attr.write(c) };
+            Ok(0)
+        })
+    }
 
-/// The ops table shared by every device of every Rust driver.
-static DEVICE_OPS: OpsTable = OpsTable({
-    // SAFETY: `ib_device_ops` is plain data (function pointers and integers), for which all
-    // zeroes is valid: no callback, no values.
-    let mut ops: bindings::ib_device_ops = unsafe { core::mem::zeroed() };
-    ops.query_device = Some(query_device_callback);
-    ops.query_port = Some(query_port_callback);
-    ops.get_port_immutable = Some(port_immutable_callback);
-    ops.query_gid = Some(query_gid_callback);
-    ops.dealloc_driver = Some(dealloc_driver_callback);
-    ops.alloc_ucontext = Some(alloc_ucontext_callback);
-    ops.dealloc_ucontext = Some(dealloc_ucontext_callback);
-    ops.disassociate_ucontext = Some(disassociate_ucontext_callback);
-    ops.alloc_pd = Some(alloc_pd_callback);
-    ops.dealloc_pd = Some(dealloc_pd_callback);
-    ops.size_ib_pd = core::mem::size_of::<PdContainer>();
-    ops.create_cq = Some(create_cq_callback);
-    ops.destroy_cq = Some(destroy_cq_callback);
-    ops.size_ib_cq = core::mem::size_of::<CqContainer>();
-    ops.create_qp = Some(create_qp_callback);
-    ops.destroy_qp = Some(destroy_qp_callback);
-    ops.modify_qp = Some(modify_qp_callback);
-    ops.query_qp = Some(query_qp_callback);
-    ops.size_ib_qp = core::mem::size_of::<QpContainer>();
-    ops.create_srq = Some(create_srq_callback);
-    ops.modify_srq = Some(modify_srq_callback);
-    ops.query_srq = Some(query_srq_callback);
-    ops.destroy_srq = Some(destroy_srq_callback);
-    ops.post_srq_recv = Some(post_srq_recv_callback);
-    ops.size_ib_srq = core::mem::size_of::<SrqContainer>();
-    ops.post_send = Some(post_send_callback);
-    ops.post_recv = Some(post_recv_callback);
-    ops.poll_cq = Some(poll_cq_callback);
-    ops.req_notify_cq = Some(req_notify_cq_callback);
-    ops.get_dma_mr = Some(get_dma_mr_callback);
-    ops.alloc_mr = Some(alloc_mr_callback);
-    ops.map_mr_sg = Some(map_mr_sg_callback);
-    ops.reg_user_mr = Some(reg_user_mr_callback);
-    ops.dereg_mr = Some(dereg_mr_callback);
-    ops.iw_connect = Some(iw_connect_callback);
-    ops.iw_accept = Some(iw_accept_callback);
-    ops.iw_reject = Some(iw_reject_callback);
-    ops.iw_create_listen = Some(iw_create_listen_callback);
-    ops.iw_destroy_listen = Some(iw_destroy_listen_callback);
-    ops.iw_add_ref = Some(iw_add_ref_callback);
-    ops.iw_rem_ref = Some(iw_rem_ref_callback);
-    ops.iw_get_qp = Some(iw_get_qp_callback);
-    ops.mmap = Some(mmap_callback);
-    ops.mmap_free = Some(mmap_free_callback);
-    // The object-size model: the core allocates objects of these sizes. No driver data is
-    // embedded, so each is the bare core object.
-    ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();
-    ops
-});
+    /// `query_port`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the RDMA core with a device of ours and a writable `attr`.
+    pub(crate) unsafe extern "C" fn query_port(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: A device of ours, alive for the call.
+            let a = unsafe { with_driver::<T, _>(ibdev, |d, dev| d.query_port(dev, port)) }?;
+            let mut c = bindings::ib_port_attr {
+                state: match a.state {
+                    PortState::Down => bindings::ib_port_state_IB_PORT_DOWN,
+                    PortState::Active => bindings::ib_port_state_IB_PORT_ACTIVE,
+                },
+                phys_state: if a.link_up {
+                    bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
+                } else {
+                    bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
+                },
+                max_mtu: mtu_enum(a.max_mtu),
+                active_mtu: mtu_enum(a.active_mtu),
+                gid_tbl_len: c_int_of(a.gid_tbl_len),
+                port_cap_flags: a.port_cap_flags,
+                max_msg_sz: a.max_msg_sz,
+                ..Default::default()
+            };
+            // SAFETY: A device of ours; the out pointers are fields of `c`.
+            to_result(unsafe {
+                bindings::ib_get_eth_speed(ibdev, port, &mut c.active_speed, &mut c.active_width)
+            })?;
+            // SAFETY: `attr` is writable (the caller's guarantee).
+            unsafe { attr.write(c) };
+            Ok(0)
+        })
+    }
+
+    /// `get_port_immutable`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the RDMA core with a device of ours and a writable `imm`.
+    pub(crate) unsafe extern "C" fn port_immutable(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        imm: *mut bindings::ib_port_immutable,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: A device of ours, alive for the call.
+            let p = unsafe { with_driver::<T, _>(ibdev, |d, dev| d.port_immutable(dev, port)) }?;
+            // SAFETY: `imm` is writable (the caller's guarantee).
+            unsafe {
+                (*imm).gid_tbl_len = c_int_of(p.gid_tbl_len);
+                (*imm).pkey_tbl_len = c_int_of(p.pkey_tbl_len);
+                (*imm).core_cap_flags = p.core_cap_flags;
+            }
+            Ok(0)
+        })
+    }
+
+    /// `query_gid`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the RDMA core with a device of ours and a writable `gid`.
+    pub(crate) unsafe extern "C" fn query_gid(
+        ibdev: *mut bindings::ib_device,
+        port: u32,
+        index: c_int,
+        gid: *mut bindings::ib_gid,
+    ) -> c_int {
+        from_result(|| {
+            let index = u32::try_from(index).map_err(|_| EINVAL)?;
+            // SAFETY: A device of ours, alive for the call.
+            let raw =
+                unsafe { with_driver::<T, _>(ibdev, |d, dev| d.query_gid(dev, port, index)) }?;
+            // SAFETY: `gid` is writable (the caller's guarantee); the union is plain bytes.
+            unsafe { (*gid).raw = raw };
+            Ok(0)
+        })
+    }
+
+    /// `T`'s ops table: the verbs it implements, the others NULL ([`Driver`]). The core copies
+    /// it into each device (`ib_set_device_ops`).
+    pub const OPS: bindings::ib_device_ops = {
+        // SAFETY: `ib_device_ops` is plain data (function pointers and integers), for which
+        // all zeroes is valid: no callback, no values.
+        let mut ops: bindings::ib_device_ops = unsafe { core::mem::zeroed() };
+        ops.query_device = Some(Self::query_device);
+        ops.query_port = Some(Self::query_port);
+        ops.get_port_immutable = Some(Self::port_immutable);
+        ops.query_gid = Some(Self::query_gid);
+        ops.dealloc_driver = Some(dealloc_driver_callback);
+        if T::HAS_ALLOC_UCONTEXT {
+            ops.alloc_ucontext = Some(alloc_ucontext_callback::<T>);
+            ops.dealloc_ucontext = Some(dealloc_ucontext_callback::<T>);
+            ops.disassociate_ucontext = Some(disassociate_ucontext_callback);
+            ops.mmap = Some(mmap_callback);
+            ops.mmap_free = Some(mmap_free_callback);
+            // No driver data is embedded: the bare core object.
+            ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();
+        }
+        if T::HAS_ALLOC_PD {
+            ops.alloc_pd = Some(alloc_pd_callback::<T>);
+            ops.dealloc_pd = Some(dealloc_pd_callback::<T>);
+            ops.size_ib_pd = core::mem::size_of::<PdContainer>();
+        }
+        if T::HAS_CREATE_CQ {
+            ops.create_cq = Some(create_cq_callback::<T>);
+            ops.destroy_cq = Some(destroy_cq_callback::<T>);
+            ops.poll_cq = Some(poll_cq_callback::<T>);
+            ops.req_notify_cq = Some(req_notify_cq_callback::<T>);
+            ops.size_ib_cq = core::mem::size_of::<CqContainer<T::Cq>>();
+        }
+        if T::HAS_CREATE_QP {
+            ops.create_qp = Some(create_qp_callback::<T>);
+            ops.destroy_qp = Some(destroy_qp_callback::<T>);
+            ops.modify_qp = Some(modify_qp_callback::<T>);
+            ops.query_qp = Some(query_qp_callback::<T>);
+            ops.post_send = Some(post_send_callback::<T>);
+            ops.post_recv = Some(post_recv_callback::<T>);
+            ops.iw_add_ref = Some(iw_add_ref_callback::<T>);
+            ops.iw_rem_ref = Some(iw_rem_ref_callback::<T>);
+            ops.size_ib_qp = core::mem::size_of::<QpContainer<T::Qp>>();
+        }
+        if T::HAS_CREATE_SRQ {
+            ops.create_srq = Some(create_srq_callback::<T>);
+            ops.modify_srq = Some(modify_srq_callback::<T>);
+            ops.query_srq = Some(query_srq_callback::<T>);
+            ops.destroy_srq = Some(destroy_srq_callback::<T>);
+            ops.post_srq_recv = Some(post_srq_recv_callback::<T>);
+            ops.size_ib_srq = core::mem::size_of::<SrqContainer<T::Srq>>();
+        }
+        if T::HAS_GET_DMA_MR {
+            ops.get_dma_mr = Some(get_dma_mr_callback::<T>);
+        }
+        if T::HAS_ALLOC_MR {
+            ops.alloc_mr = Some(alloc_mr_callback::<T>);
+            ops.map_mr_sg = Some(map_mr_sg_callback);
+        }
+        if T::HAS_REG_USER_MR {
+            ops.reg_user_mr = Some(reg_user_mr_callback::<T>);
+        }
+        if T::HAS_GET_DMA_MR || T::HAS_ALLOC_MR || T::HAS_REG_USER_MR {
+            ops.dereg_mr = Some(dereg_mr_callback);
+        }
+        if T::HAS_IW_CONNECT {
+            ops.iw_connect = Some(iw_connect_callback::<T>);
+        }
+        if T::HAS_IW_ACCEPT {
+            ops.iw_accept = Some(iw_accept_callback::<T>);
+        }
+        if T::HAS_IW_REJECT {
+            ops.iw_reject = Some(iw_reject_callback::<T>);
+        }
+        if T::HAS_IW_CREATE_LISTEN {
+            ops.iw_create_listen = Some(iw_create_listen_callback::<T>);
+        }
+        if T::HAS_IW_DESTROY_LISTEN {
+            ops.iw_destroy_listen = Some(iw_destroy_listen_callback::<T>);
+        }
+        if T::HAS_IW_GET_QP {
+            ops.iw_get_qp = Some(iw_get_qp_callback::<T>);
+        }
+        ops
+    };
+}
+
+/// The ops tables of two drivers, checked when the crate is built: the verbs a driver does not
+/// implement are NULL, those it does are set with what belongs to them.
+mod ops_checks {
+    use super::*;
+    use crate::rdma::provider::objects::Unsupported;
+
+    /// Only the required device queries.
+    struct Queries;
+
+    #[vtable]
+    impl Driver for Queries {
+        type Cq = Unsupported;
+        type Qp = Unsupported;
+        type Srq = Unsupported;
+
+        fn query_device(&self, _dev: &Device) -> Result<DeviceAttributes> {
+            Err(EINVAL)
+        }
+        fn query_port(&self, _dev: &Device, _port: u32) -> Result<PortAttributes> {
+            Err(EINVAL)
+        }
+        fn port_immutable(&self, _dev: &Device, _port: u32) -> Result<PortImmutable> {
+            Err(EINVAL)
+        }
+        fn query_gid(&self, _dev: &Device, _port: u32, _index: u32) -> Result<[u8; 16]> {
+            Err(EINVAL)
+        }
+    }
+
+    /// The queries, PDs and CQs.
+    struct WithCqs;
+
+    #[vtable]
+    impl Driver for WithCqs {
+        type Cq = Unsupported;
+        type Qp = Unsupported;
+        type Srq = Unsupported;
+
+        fn query_device(&self, _dev: &Device) -> Result<DeviceAttributes> {
+            Err(EINVAL)
+        }
+        fn query_port(&self, _dev: &Device, _port: u32) -> Result<PortAttributes> {
+            Err(EINVAL)
+        }
+        fn port_immutable(&self, _dev: &Device, _port: u32) -> Result<PortImmutable> {
+            Err(EINVAL)
+        }
+        fn query_gid(&self, _dev: &Device, _port: u32, _index: u32) -> Result<[u8; 16]> {
+            Err(EINVAL)
+        }
+        fn alloc_pd(&self, _dev: &Device, _pd: PdId, _user: bool) -> Result {
+            Ok(())
+        }
+        fn create_cq(
+            &self,
+            _dev: &Device,
+            _attr: &CqAttributes,
+            _user: Option<&mut UserVerb<'_>>,
+            _notifier: CqNotifier,
+        ) -> Result<(Arc<Unsupported>, u32)> {
+            Err(EINVAL)
+        }
+    }
+
+    const QUERIES: bindings::ib_device_ops = Adapter::<Queries>::OPS;
+    const WITH_CQS: bindings::ib_device_ops = Adapter::<WithCqs>::OPS;
+
+    const _: () = {
+        assert!(QUERIES.query_device.is_some() && QUERIES.query_port.is_some());
+        assert!(QUERIES.get_port_immutable.is_some() && QUERIES.query_gid.is_some());
+        assert!(QUERIES.dealloc_driver.is_some());
+        assert!(QUERIES.alloc_ucontext.is_none() && QUERIES.mmap.is_none());
+        assert!(QUERIES.alloc_pd.is_none() && QUERIES.dealloc_pd.is_none());
+        assert!(QUERIES.create_cq.is_none() && QUERIES.poll_cq.is_none());
+        assert!(QUERIES.create_qp.is_none() && QUERIES.post_send.is_none());
+        assert!(QUERIES.create_srq.is_none() && QUERIES.post_srq_recv.is_none());
+        assert!(QUERIES.get_dma_mr.is_none() && QUERIES.dereg_mr.is_none());
+        assert!(QUERIES.reg_user_mr.is_none() && QUERIES.alloc_mr.is_none());
+        assert!(QUERIES.iw_connect.is_none() && QUERIES.iw_get_qp.is_none());
+        assert!(QUERIES.iw_add_ref.is_none());
+        assert!(QUERIES.size_ib_pd == 0 && QUERIES.size_ib_cq == 0 && QUERIES.size_ib_qp == 0);
+
+        assert!(WITH_CQS.alloc_pd.is_some() && WITH_CQS.dealloc_pd.is_some());
+        assert!(WITH_CQS.size_ib_pd == core::mem::size_of::<PdContainer>());
+        assert!(WITH_CQS.create_cq.is_some() && WITH_CQS.destroy_cq.is_some());
+        assert!(WITH_CQS.poll_cq.is_some() && WITH_CQS.req_notify_cq.is_some());
+        assert!(WITH_CQS.size_ib_cq == core::mem::size_of::<CqContainer<Unsupported>>());
+        assert!(WITH_CQS.create_qp.is_none() && WITH_CQS.size_ib_qp == 0);
+        assert!(WITH_CQS.alloc_ucontext.is_none() && WITH_CQS.get_dma_mr.is_none());
+    };
+}
 
 /// Whether `netdev` already has a device of driver `id` bound to it.
 pub fn netdev_has_device(netdev: &NetDevice, id: DriverId) -> bool {

@@ -37,7 +37,7 @@ pub(crate) struct SettingsGroup {
 
 impl SettingsGroup {
     /// A group for `names`, read-write for root, read-only for others.
-    pub(crate) fn new(names: &[&'static CStr]) -> Result<KBox<Self>> {
+    pub(crate) fn new<T: Driver>(names: &[&'static CStr]) -> Result<KBox<Self>> {
         #[cfg(CONFIG_DEBUG_LOCK_ALLOC)]
         let key = crate::static_lock_class!();
         let mut attrs = KVec::with_capacity(names.len(), GFP_KERNEL)?;
@@ -50,8 +50,8 @@ impl SettingsGroup {
             {
                 a.attr.key = key.as_ptr();
             }
-            a.show = Some(show_callback);
-            a.store = Some(store_callback);
+            a.show = Some(show_callback::<T>);
+            a.store = Some(store_callback::<T>);
             attrs.push(a, GFP_KERNEL)?;
         }
         let mut ptrs = KVec::with_capacity(names.len() + 1, GFP_KERNEL)?;
@@ -118,10 +118,10 @@ impl core::fmt::Write for SettingOutput<'_> {
 ///
 /// `dev` must be the `struct device` of one of our registered devices and `attr` one of its
 /// settings' attributes.
-unsafe fn lookup<R>(
+unsafe fn lookup<T: Driver, R>(
     dev: *mut bindings::device,
     attr: *mut bindings::device_attribute,
-    f: impl FnOnce(&dyn Driver, &Device, usize) -> Result<R>,
+    f: impl FnOnce(&T, &Device, usize) -> Result<R>,
 ) -> Result<R> {
     // SAFETY: `dev` is the core device of an `ib_device` (the caller's guarantee).
     let ibdev = unsafe { bindings::rdma_device_to_ibdev(dev) };
@@ -130,7 +130,7 @@ unsafe fn lookup<R>(
     let group = unsafe { super::device::settings_group(ibdev) }.ok_or(EINVAL)?;
     let index = group.index_of(attr).ok_or(EINVAL)?;
     // SAFETY: As above.
-    unsafe { with_driver(ibdev, |d, device| f(d, device, index)) }
+    unsafe { with_driver::<T, _>(ibdev, |d, device| f(d, device, index)) }
 }
 
 /// `show` of a setting.
@@ -138,7 +138,7 @@ unsafe fn lookup<R>(
 /// # Safety
 ///
 /// Called by sysfs with one of our devices, one of its settings and a page-sized buffer.
-unsafe extern "C" fn show_callback(
+unsafe extern "C" fn show_callback<T: Driver>(
     dev: *mut bindings::device,
     attr: *mut bindings::device_attribute,
     buf: *mut c_char,
@@ -148,7 +148,7 @@ unsafe extern "C" fn show_callback(
     let mut out = SettingOutput { buf: page, len: 0 };
     // SAFETY: The caller's guarantee.
     let shown = unsafe {
-        lookup(dev, attr, |d, device, i| {
+        lookup::<T, _>(dev, attr, |d, device, i| {
             d.show_setting(device, i, &mut out)
         })
     };
@@ -166,7 +166,7 @@ unsafe extern "C" fn show_callback(
 /// # Safety
 ///
 /// Called by sysfs with one of our devices, one of its settings and `count` bytes.
-unsafe extern "C" fn store_callback(
+unsafe extern "C" fn store_callback<T: Driver>(
     dev: *mut bindings::device,
     attr: *mut bindings::device_attribute,
     buf: *const c_char,
@@ -179,7 +179,8 @@ unsafe extern "C" fn store_callback(
         Err(_) => return EINVAL.to_errno() as isize,
     };
     // SAFETY: The caller's guarantee.
-    let stored = unsafe { lookup(dev, attr, |d, device, i| d.store_setting(device, i, text)) };
+    let stored =
+        unsafe { lookup::<T, _>(dev, attr, |d, device, i| d.store_setting(device, i, text)) };
     match stored {
         Ok(()) => count as isize,
         Err(e) => e.to_errno() as isize,

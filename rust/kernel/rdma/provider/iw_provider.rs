@@ -21,7 +21,7 @@
 //! C header: [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h)
 
 use super::{
-    device::{with_driver, Device, Driver},
+    device::{with_driver, Driver},
     objects::QpHandle,
 };
 use crate::{
@@ -378,7 +378,7 @@ unsafe fn conn_param<'a>(p: *const bindings::iw_cm_conn_param) -> IwConnParam<'a
 /// # Safety
 ///
 /// Called by iw_cm with a live id of one of our devices and valid parameters.
-pub(crate) unsafe extern "C" fn iw_connect_callback(
+pub(crate) unsafe extern "C" fn iw_connect_callback<T: Driver>(
     id: *mut bindings::iw_cm_id,
     param: *mut bindings::iw_cm_conn_param,
 ) -> c_int {
@@ -386,11 +386,7 @@ pub(crate) unsafe extern "C" fn iw_connect_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe {
-            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
-                d.iw_connect(dev, id, &param)
-            })
-        }?;
+        unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_connect(dev, id, &param)) }?;
         Ok(0)
     })
 }
@@ -401,7 +397,7 @@ pub(crate) unsafe extern "C" fn iw_connect_callback(
 ///
 /// Called by iw_cm with a live connection-request id of one of our devices and valid
 /// parameters.
-pub(crate) unsafe extern "C" fn iw_accept_callback(
+pub(crate) unsafe extern "C" fn iw_accept_callback<T: Driver>(
     id: *mut bindings::iw_cm_id,
     param: *mut bindings::iw_cm_conn_param,
 ) -> c_int {
@@ -409,11 +405,7 @@ pub(crate) unsafe extern "C" fn iw_accept_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, param, id) = unsafe { ((*id).device, conn_param(param), IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe {
-            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
-                d.iw_accept(dev, id, &param)
-            })
-        }?;
+        unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_accept(dev, id, &param)) }?;
         Ok(0)
     })
 }
@@ -424,7 +416,7 @@ pub(crate) unsafe extern "C" fn iw_accept_callback(
 ///
 /// Called by iw_cm with a live connection-request id of one of our devices and `len` bytes of
 /// private data (or null).
-pub(crate) unsafe extern "C" fn iw_reject_callback(
+pub(crate) unsafe extern "C" fn iw_reject_callback<T: Driver>(
     id: *mut bindings::iw_cm_id,
     pdata: *const c_void,
     len: u8,
@@ -439,11 +431,7 @@ pub(crate) unsafe extern "C" fn iw_reject_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, id) = unsafe { ((*id).device, IwCmId::get(id)) };
         // SAFETY: A device of ours with connections.
-        unsafe {
-            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
-                d.iw_reject(dev, id, data)
-            })
-        }?;
+        unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_reject(dev, id, data)) }?;
         Ok(0)
     })
 }
@@ -453,7 +441,7 @@ pub(crate) unsafe extern "C" fn iw_reject_callback(
 /// # Safety
 ///
 /// Called by iw_cm with a live id of one of our devices.
-pub(crate) unsafe extern "C" fn iw_create_listen_callback(
+pub(crate) unsafe extern "C" fn iw_create_listen_callback<T: Driver>(
     id: *mut bindings::iw_cm_id,
     backlog: c_int,
 ) -> c_int {
@@ -461,9 +449,9 @@ pub(crate) unsafe extern "C" fn iw_create_listen_callback(
         // SAFETY: Live for the call (the caller's guarantee).
         let (ibdev, id) = unsafe { ((*id).device, IwCmId::get(id)) };
         let backlog = u32::try_from(backlog).unwrap_or(0);
-        let listen = |d: &dyn Driver, dev: &Device| d.iw_create_listen(dev, id, backlog);
+        let listen = |d: &T, dev: &_| d.iw_create_listen(dev, id, backlog);
         // SAFETY: A device of ours.
-        unsafe { with_driver(ibdev, listen) }?;
+        unsafe { with_driver::<T, _>(ibdev, listen) }?;
         Ok(0)
     })
 }
@@ -473,17 +461,15 @@ pub(crate) unsafe extern "C" fn iw_create_listen_callback(
 /// # Safety
 ///
 /// Called by iw_cm with an id that `iw_create_listen_callback` accepted.
-pub(crate) unsafe extern "C" fn iw_destroy_listen_callback(id: *mut bindings::iw_cm_id) -> c_int {
+pub(crate) unsafe extern "C" fn iw_destroy_listen_callback<T: Driver>(
+    id: *mut bindings::iw_cm_id,
+) -> c_int {
     from_result(|| {
         // SAFETY: Live for the call (the caller's guarantee).
         let ibdev = unsafe { (*id).device };
         let key = id as usize;
         // SAFETY: A device of ours.
-        unsafe {
-            with_driver(ibdev, |d: &dyn Driver, dev: &Device| {
-                d.iw_destroy_listen(dev, key)
-            })
-        }?;
+        unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_destroy_listen(dev, key)) }?;
         Ok(0)
     })
 }
@@ -493,7 +479,7 @@ pub(crate) unsafe extern "C" fn iw_destroy_listen_callback(id: *mut bindings::iw
 /// # Safety
 ///
 /// Called by iw_cm with one of our devices.
-pub(crate) unsafe extern "C" fn iw_get_qp_callback(
+pub(crate) unsafe extern "C" fn iw_get_qp_callback<T: Driver>(
     ibdev: *mut bindings::ib_device,
     qpn: c_int,
 ) -> *mut bindings::ib_qp {
@@ -501,6 +487,6 @@ pub(crate) unsafe extern "C" fn iw_get_qp_callback(
         return core::ptr::null_mut();
     };
     // SAFETY: A device of ours.
-    let found = unsafe { with_driver(ibdev, |d: &dyn Driver, dev: &Device| d.iw_get_qp(dev, qpn)) };
+    let found = unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_get_qp(dev, qpn)) };
     found.map_or(core::ptr::null_mut(), QpHandle::as_raw)
 }

@@ -26,7 +26,7 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    device::{with_driver, Device, Driver},
+    device::{with_driver, Driver},
     objects::PdId,
 };
 #[cfg(CONFIG_INET)]
@@ -330,7 +330,7 @@ fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
 /// # Safety
 ///
 /// Called by the RDMA core with a live PD of one of our devices.
-pub(crate) unsafe extern "C" fn get_dma_mr_callback(
+pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
     pd: *mut bindings::ib_pd,
     access: c_int,
 ) -> *mut bindings::ib_mr {
@@ -338,9 +338,9 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback(
     let ibdev = unsafe { (*pd).device };
     // SAFETY: A live PD of one of our devices (the caller's guarantee).
     let id = unsafe { PdId::of(pd) };
-    let create = |d: &dyn Driver, dev: &Device| d.get_dma_mr(dev, id, access as u32, DmaMemory(()));
+    let create = |d: &T, dev: &_| d.get_dma_mr(dev, id, access as u32, DmaMemory(()));
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
 }
 
 /// `alloc_mr`.
@@ -348,7 +348,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live PD of one of our devices.
-pub(crate) unsafe extern "C" fn alloc_mr_callback(
+pub(crate) unsafe extern "C" fn alloc_mr_callback<T: Driver>(
     pd: *mut bindings::ib_pd,
     mr_type: bindings::ib_mr_type,
     max_num_sg: u32,
@@ -360,9 +360,9 @@ pub(crate) unsafe extern "C" fn alloc_mr_callback(
     let ibdev = unsafe { (*pd).device };
     // SAFETY: A live PD of one of our devices (the caller's guarantee).
     let id = unsafe { PdId::of(pd) };
-    let create = |d: &dyn Driver, dev: &Device| d.alloc_mr(dev, id, max_num_sg);
+    let create = |d: &T, dev: &_| d.alloc_mr(dev, id, max_num_sg);
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
 }
 
 /// User memory pinned for a memory region (`ib_umem`), with its pages as a page list.
@@ -495,7 +495,7 @@ impl Drop for UserPages {
 ///
 /// Called by the RDMA core for a user verb, in the process's context, with a live PD of one
 /// of our devices and the verb's `udata`.
-pub(crate) unsafe extern "C" fn reg_user_mr_callback(
+pub(crate) unsafe extern "C" fn reg_user_mr_callback<T: Driver>(
     pd: *mut bindings::ib_pd,
     start: u64,
     length: u64,
@@ -521,10 +521,9 @@ pub(crate) unsafe extern "C" fn reg_user_mr_callback(
     let mut udata = super::user::UserData { inner };
     // SAFETY: A live PD of one of our devices (the caller's guarantee).
     let id = unsafe { PdId::of(pd) };
-    let create =
-        |d: &dyn Driver, dev: &Device| d.reg_user_mr(dev, id, access as u32, pages, &mut udata);
+    let create = |d: &T, dev: &_| d.reg_user_mr(dev, id, access as u32, pages, &mut udata);
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
 }
 
 /// The `set_page` callback of `ib_sg_to_pages`: appends a page to the list being filled.

@@ -4,8 +4,8 @@
 //!
 //! The RDMA core allocates each object (the object-size model: `size_ib_pd`, `size_ib_cq`,
 //! `size_ib_qp`) and hands it to the provider to set up; here the object is the core's struct
-//! followed by the provider's queue, an `Arc<dyn CompletionQueue>` or `Arc<dyn QueuePair>`,
-//! written on creation and dropped on destruction. The core guarantees nothing uses an object
+//! followed by the provider's queue, an `Arc` of its [`Driver::Cq`] or [`Driver::Qp`], written
+//! on creation and dropped on destruction. The core guarantees nothing uses an object
 //! when it destroys it, and destroys every object before its device's `dealloc_driver`.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
@@ -13,8 +13,8 @@
 use super::{
     async_event::QpEvents,
     completion_queue::{Arm, CqNotifier, Wc},
-    device::{c_int_of, with_driver, Device, Driver},
-    shared_receive_queue::SrqId,
+    device::{c_int_of, with_driver, Driver},
+    shared_receive_queue::{shared_queue, SharedReceiveQueue, SrqAttributes},
     user::user_verb,
     work_request::{RecvWr, SendWr},
 };
@@ -53,11 +53,6 @@ impl PdId {
     }
 }
 
-/// A completion queue's identity, stable while it exists: what a provider finds the CQs of a
-/// new queue pair by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CqId(pub(crate) usize);
-
 /// What a queue pair is asked to be (`struct ib_qp_init_attr`). The provider updates the
 /// capacities to what it provides.
 #[derive(Clone, Copy, Debug)]
@@ -76,20 +71,21 @@ pub struct QpInitAttributes {
     pub max_inline_data: u32,
     /// Every send completes (`IB_SIGNAL_ALL_WR`), not only the signalled ones.
     pub signal_all: bool,
-    /// A send CQ was given.
-    pub has_send_cq: bool,
-    /// A receive CQ was given.
-    pub has_recv_cq: bool,
     /// The protection domain.
     pub pd: PdId,
-    /// The send CQ.
-    pub send_cq: Option<CqId>,
-    /// The receive CQ.
-    pub recv_cq: Option<CqId>,
-    /// The shared receive queue its receives come from, if any.
-    pub srq: Option<SrqId>,
     /// `IB_QP_CREATE_*` flags.
     pub create_flags: u32,
+}
+
+/// The queues a new queue pair is created on, the driver's own objects: its completion queues
+/// (the core may leave either out) and the shared receive queue its receives come from.
+pub struct QpQueues<'a, T: Driver> {
+    /// The send CQ.
+    pub send_cq: Option<&'a Arc<T::Cq>>,
+    /// The receive CQ.
+    pub recv_cq: Option<&'a Arc<T::Cq>>,
+    /// The shared receive queue, if any.
+    pub srq: Option<&'a Arc<T::Srq>>,
 }
 
 /// A verbs request to change a queue pair (`struct ib_qp_attr` and its mask), as far as
@@ -209,13 +205,27 @@ pub trait CompletionQueue: Send + Sync {
     fn destroy(&self) {}
 }
 
+/// The object type of a kind of verbs object a driver does not create (its [`Driver::Srq`]
+/// when it has no `create_srq`, say). It has no values, so no such object ever exists.
+pub enum Unsupported {}
+
+impl CompletionQueue for Unsupported {}
+
+impl QueuePair for Unsupported {}
+
+impl SharedReceiveQueue for Unsupported {
+    fn query(&self) -> Result<SrqAttributes> {
+        match *self {}
+    }
+}
+
 /// `alloc_pd`: the core allocated `pd` (object-size model, the bare `ib_pd`) and asks the
 /// driver to accept it.
 ///
 /// # Safety
 ///
 /// Called by the RDMA core with a PD of one of our devices and a valid or null `udata`.
-pub(crate) unsafe extern "C" fn alloc_pd_callback(
+pub(crate) unsafe extern "C" fn alloc_pd_callback<T: Driver>(
     pd: *mut bindings::ib_pd,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -226,7 +236,9 @@ pub(crate) unsafe extern "C" fn alloc_pd_callback(
         // SAFETY: The core allocated `size_ib_pd` bytes, a `PdContainer` that `pd` starts.
         unsafe { (*pd.cast::<PdContainer>()).id = id };
         // SAFETY: A device of ours, alive while it has PDs.
-        unsafe { with_driver(ibdev, |d, dev| d.alloc_pd(dev, PdId(id), !udata.is_null())) }?;
+        unsafe {
+            with_driver::<T, _>(ibdev, |d, dev| d.alloc_pd(dev, PdId(id), !udata.is_null()))
+        }?;
         Ok(0)
     })
 }
@@ -236,7 +248,7 @@ pub(crate) unsafe extern "C" fn alloc_pd_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a PD that `alloc_pd_callback` accepted.
-pub(crate) unsafe extern "C" fn dealloc_pd_callback(
+pub(crate) unsafe extern "C" fn dealloc_pd_callback<T: Driver>(
     pd: *mut bindings::ib_pd,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -245,15 +257,15 @@ pub(crate) unsafe extern "C" fn dealloc_pd_callback(
     // SAFETY: A PD `alloc_pd_callback` accepted (the caller's guarantee).
     let id = unsafe { PdId::of(pd) };
     // SAFETY: A device of ours, alive while it has PDs.
-    unsafe { with_driver(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
+    unsafe { with_driver::<T, _>(ibdev, |d, dev| d.dealloc_pd(dev, id)) };
     0
 }
 
 /// A CQ as the core allocates it (`size_ib_cq`): the core object, then the provider's queue.
 #[repr(C)]
-pub(crate) struct CqContainer {
+pub(crate) struct CqContainer<Q> {
     ibcq: bindings::ib_cq,
-    queue: ManuallyDrop<Arc<dyn CompletionQueue>>,
+    queue: ManuallyDrop<Arc<Q>>,
     notifier: ManuallyDrop<CqNotifier>,
 }
 
@@ -261,10 +273,12 @@ pub(crate) struct CqContainer {
 ///
 /// # Safety
 ///
-/// `cq` must be a CQ that `create_cq_callback` created and that is not destroyed yet.
-pub(crate) unsafe fn completion_queue<'a>(cq: *mut bindings::ib_cq) -> &'a dyn CompletionQueue {
-    // SAFETY: Written by `create_cq_callback` (the caller's guarantee), alive until destroy.
-    unsafe { &**(*cq.cast::<CqContainer>()).queue }
+/// `cq` must be a CQ that `create_cq_callback::<T>` created and that is not destroyed yet,
+/// for the lifetime `'a`.
+pub(crate) unsafe fn completion_queue<'a, T: Driver>(cq: *mut bindings::ib_cq) -> &'a Arc<T::Cq> {
+    // SAFETY: Written by `create_cq_callback::<T>` (the caller's guarantee), alive until
+    // destroy.
+    unsafe { &(*cq.cast::<CqContainer<T::Cq>>()).queue }
 }
 
 /// `create_cq`.
@@ -273,7 +287,7 @@ pub(crate) unsafe fn completion_queue<'a>(cq: *mut bindings::ib_cq) -> &'a dyn C
 ///
 /// Called by the RDMA core with a zeroed CQ container of one of our devices, valid `attr`, and
 /// the user verb's attribute bundle or null for a kernel CQ.
-pub(crate) unsafe extern "C" fn create_cq_callback(
+pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
     cq: *mut bindings::ib_cq,
     attr: *const bindings::ib_cq_init_attr,
     attrs: *mut bindings::uverbs_attr_bundle,
@@ -300,11 +314,10 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
         };
         let notifier = CqNotifier::new(cq)?;
         let given = notifier.clone();
-        let id = CqId(cq as usize);
-        let create = |d: &dyn Driver, dev: &Device| d.create_cq(dev, &a, user.as_mut(), given, id);
-        // SAFETY: A device of ours, alive while it has CQs.
-        let (queue, entries) = unsafe { with_driver(ibdev, create) }?;
-        let container = cq.cast::<CqContainer>();
+        let create = |d: &T, dev: &_| d.create_cq(dev, &a, user.as_mut(), given);
+        // SAFETY: A device of `T`'s, alive while it has CQs.
+        let (queue, entries) = unsafe { with_driver::<T, _>(ibdev, create) }?;
+        let container = cq.cast::<CqContainer<T::Cq>>();
         // SAFETY: The core allocated `size_ib_cq` bytes, a `CqContainer`; `queue` and
         // `notifier` are written once here and taken once in `destroy_cq_callback`.
         unsafe {
@@ -322,11 +335,11 @@ pub(crate) unsafe extern "C" fn create_cq_callback(
 ///
 /// Called by the RDMA core with a CQ that `create_cq_callback` created, once, with no user
 /// left.
-pub(crate) unsafe extern "C" fn destroy_cq_callback(
+pub(crate) unsafe extern "C" fn destroy_cq_callback<T: Driver>(
     cq: *mut bindings::ib_cq,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    let container = cq.cast::<CqContainer>();
+    let container = cq.cast::<CqContainer<T::Cq>>();
     // SAFETY: Written by `create_cq_callback`; nothing uses them after this.
     let (queue, notifier) = unsafe {
         (
@@ -347,9 +360,9 @@ pub(crate) unsafe extern "C" fn destroy_cq_callback(
 ///
 /// `refs` counts the creation's reference and those the iWARP connection manager holds
 /// (`iw_add_ref`); `released` is completed when it drops to zero.
-pub(crate) struct QpContainer {
+pub(crate) struct QpContainer<Q> {
     ibqp: bindings::ib_qp,
-    qp: ManuallyDrop<Arc<dyn QueuePair>>,
+    qp: ManuallyDrop<Arc<Q>>,
     events: ManuallyDrop<QpEvents>,
     refs: AtomicUsize,
     released: bindings::completion,
@@ -361,7 +374,7 @@ pub(crate) struct QpContainer {
 ///
 /// Called by the RDMA core with a zeroed QP container of one of our devices, valid `init`, and
 /// the user verb's udata (inside its attribute bundle) or null for a kernel QP.
-pub(crate) unsafe extern "C" fn create_qp_callback(
+pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     init: *mut bindings::ib_qp_init_attr,
     udata: *mut bindings::ib_udata,
@@ -377,14 +390,29 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
             max_recv_sge: i.cap.max_recv_sge,
             max_inline_data: i.cap.max_inline_data,
             signal_all: i.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
-            has_send_cq: !i.send_cq.is_null(),
-            has_recv_cq: !i.recv_cq.is_null(),
             // SAFETY: The core hands a QP of a live PD of this device.
             pd: unsafe { PdId::of(pd) },
-            send_cq: (!i.send_cq.is_null()).then_some(CqId(i.send_cq as usize)),
-            recv_cq: (!i.recv_cq.is_null()).then_some(CqId(i.recv_cq as usize)),
-            srq: (!i.srq.is_null()).then_some(SrqId(i.srq as usize)),
             create_flags: i.create_flags,
+        };
+        // The queues are live objects the core holds for the call. Those of this device are
+        // `T`'s, created by its callbacks; another device's are refused.
+        // SAFETY: Each non-null queue is a live object of the core's, its device set.
+        let foreign = unsafe {
+            (!i.send_cq.is_null() && (*i.send_cq).device != ibdev)
+                || (!i.recv_cq.is_null() && (*i.recv_cq).device != ibdev)
+                || (!i.srq.is_null() && (*i.srq).device != ibdev)
+        };
+        if foreign {
+            return Err(EINVAL);
+        }
+        // SAFETY: Live CQs and SRQ of this device, which `T`'s callbacks created; the core
+        // keeps them (their use counts) while the call runs.
+        let queues = unsafe {
+            QpQueues::<T> {
+                send_cq: (!i.send_cq.is_null()).then(|| completion_queue::<T>(i.send_cq)),
+                recv_cq: (!i.recv_cq.is_null()).then(|| completion_queue::<T>(i.recv_cq)),
+                srq: (!i.srq.is_null()).then(|| shared_queue::<T>(i.srq)),
+            }
         };
         // SAFETY: A non-null udata is the user verb's, valid for the call.
         let mut user = unsafe { user_verb(udata) };
@@ -393,15 +421,15 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
         let events = QpEvents::new(qp)?;
         let given = events.clone();
         let create =
-            |d: &dyn Driver, dev: &Device| d.create_qp(dev, &mut a, user.as_mut(), handle, given);
-        // SAFETY: A device of ours, alive while it has QPs.
-        let (queue, qpn) = unsafe { with_driver(ibdev, create) }?;
+            |d: &T, dev: &_| d.create_qp(dev, &mut a, queues, user.as_mut(), handle, given);
+        // SAFETY: A device of `T`'s, alive while it has QPs.
+        let (queue, qpn) = unsafe { with_driver::<T, _>(ibdev, create) }?;
         i.cap.max_send_wr = a.max_send_wr;
         i.cap.max_recv_wr = a.max_recv_wr;
         i.cap.max_send_sge = a.max_send_sge;
         i.cap.max_recv_sge = a.max_recv_sge;
         i.cap.max_inline_data = a.max_inline_data;
-        let container = qp.cast::<QpContainer>();
+        let container = qp.cast::<QpContainer<T::Qp>>();
         // SAFETY: The core allocated `size_ib_qp` bytes, a `QpContainer`; `qp` is written once
         // here and taken once in `destroy_qp_callback`.
         unsafe {
@@ -419,10 +447,12 @@ pub(crate) unsafe extern "C" fn create_qp_callback(
 ///
 /// # Safety
 ///
-/// `qp` must be a QP that `create_qp_callback` created and that is not destroyed yet.
-pub(crate) unsafe fn queue_pair<'a>(qp: *mut bindings::ib_qp) -> &'a dyn QueuePair {
-    // SAFETY: Written by `create_qp_callback` (the caller's guarantee) and alive until destroy.
-    unsafe { &**(*qp.cast::<QpContainer>()).qp }
+/// `qp` must be a QP that `create_qp_callback::<T>` created and that is not destroyed yet,
+/// for the lifetime `'a`.
+pub(crate) unsafe fn queue_pair<'a, T: Driver>(qp: *mut bindings::ib_qp) -> &'a T::Qp {
+    // SAFETY: Written by `create_qp_callback::<T>` (the caller's guarantee) and alive until
+    // destroy.
+    unsafe { &(*qp.cast::<QpContainer<T::Qp>>()).qp }
 }
 
 /// `modify_qp`.
@@ -430,7 +460,7 @@ pub(crate) unsafe fn queue_pair<'a>(qp: *mut bindings::ib_qp) -> &'a dyn QueuePa
 /// # Safety
 ///
 /// Called by the RDMA core with a live QP of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn modify_qp_callback(
+pub(crate) unsafe extern "C" fn modify_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     mask: c_int,
@@ -448,7 +478,7 @@ pub(crate) unsafe extern "C" fn modify_qp_callback(
                 .then_some(a.qp_access_flags as u32),
         };
         // SAFETY: A live QP of ours (the caller's guarantee).
-        unsafe { queue_pair(qp) }.modify(&req)?;
+        unsafe { queue_pair::<T>(qp) }.modify(&req)?;
         Ok(0)
     })
 }
@@ -458,7 +488,7 @@ pub(crate) unsafe extern "C" fn modify_qp_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live QP of ours and valid `attr` and `init`.
-pub(crate) unsafe extern "C" fn query_qp_callback(
+pub(crate) unsafe extern "C" fn query_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     _mask: c_int,
@@ -466,7 +496,7 @@ pub(crate) unsafe extern "C" fn query_qp_callback(
 ) -> c_int {
     from_result(|| {
         // SAFETY: A live QP of ours (the caller's guarantee).
-        let q = unsafe { queue_pair(qp) }.query()?;
+        let q = unsafe { queue_pair::<T>(qp) }.query()?;
         let cap = bindings::ib_qp_cap {
             max_send_wr: q.max_send_wr,
             max_recv_wr: q.max_recv_wr,
@@ -495,11 +525,11 @@ pub(crate) unsafe extern "C" fn query_qp_callback(
 ///
 /// Called by the RDMA core with a QP that `create_qp_callback` created, once, with no user
 /// left.
-pub(crate) unsafe extern "C" fn destroy_qp_callback(
+pub(crate) unsafe extern "C" fn destroy_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    let container = qp.cast::<QpContainer>();
+    let container = qp.cast::<QpContainer<T::Qp>>();
     // SAFETY: Written by `create_qp_callback`; no verb uses them after this.
     let (queue, events) = unsafe {
         (
@@ -514,7 +544,7 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
     // wait until the last reference is gone, as the C siw does.
     // SAFETY: `create_qp_callback` initialised both.
     unsafe {
-        iw_rem_ref_callback(qp);
+        iw_rem_ref_callback::<T>(qp);
         bindings::wait_for_completion(core::ptr::addr_of_mut!((*container).released));
     }
     0
@@ -525,10 +555,10 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback(
 /// # Safety
 ///
 /// Called with a QP that `create_qp_callback` set up and whose last reference is not gone.
-pub(crate) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
-    // SAFETY: Set up by `create_qp_callback`, alive (the caller's guarantee).
+pub(crate) unsafe extern "C" fn iw_add_ref_callback<T: Driver>(qp: *mut bindings::ib_qp) {
+    // SAFETY: Set up by `create_qp_callback::<T>`, alive (the caller's guarantee).
     unsafe {
-        (*qp.cast::<QpContainer>())
+        (*qp.cast::<QpContainer<T::Qp>>())
             .refs
             .fetch_add(1, Ordering::Relaxed)
     };
@@ -539,8 +569,8 @@ pub(crate) unsafe extern "C" fn iw_add_ref_callback(qp: *mut bindings::ib_qp) {
 /// # Safety
 ///
 /// Called with a QP that `create_qp_callback` set up, by the holder of a reference.
-pub(crate) unsafe extern "C" fn iw_rem_ref_callback(qp: *mut bindings::ib_qp) {
-    let container = qp.cast::<QpContainer>();
+pub(crate) unsafe extern "C" fn iw_rem_ref_callback<T: Driver>(qp: *mut bindings::ib_qp) {
+    let container = qp.cast::<QpContainer<T::Qp>>();
     // SAFETY: Alive while the caller holds its reference; after the last one only
     // `destroy_qp_callback`, which waits for `released`, still uses it.
     unsafe {

@@ -6,7 +6,8 @@
 //! with many connections (an NVMe-oF target, say) posts receive buffers once for all. Like the
 //! other verbs objects it follows the object-size model (`size_ib_srq`): the core allocates an
 //! `SrqContainer`, the core's `ib_srq` followed by the provider's queue, written on creation
-//! and dropped on destruction. A queue pair created with an SRQ names it by [`SrqId`].
+//! and dropped on destruction. A queue pair created on an SRQ gets the provider's queue
+//! ([`super::objects::QpQueues`]).
 //!
 //! The consumer arms a limit (`ib_modify_srq` with `IB_SRQ_LIMIT`); when fewer receives than
 //! that are posted, the provider raises `IB_EVENT_SRQ_LIMIT_REACHED` through [`SrqEvents`] and
@@ -16,18 +17,13 @@
 
 use super::{
     async_event::SrqEvents,
-    device::{with_driver, Device, Driver},
+    device::{with_driver, Driver},
     objects::PdId,
     user::user_verb,
     work_request::{recv_wr, RecvWr},
 };
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
 use core::mem::ManuallyDrop;
-
-/// A shared receive queue's identity, stable while it exists: what a provider finds the SRQ
-/// of a new queue pair by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SrqId(pub(crate) usize);
 
 /// The sizes and limit of an SRQ (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,9 +66,9 @@ pub trait SharedReceiveQueue: Send + Sync {
 
 /// An SRQ as the core allocates it (`size_ib_srq`): the core object, then the provider's queue.
 #[repr(C)]
-pub(crate) struct SrqContainer {
+pub(crate) struct SrqContainer<Q> {
     ibsrq: bindings::ib_srq,
-    queue: ManuallyDrop<Arc<dyn SharedReceiveQueue>>,
+    queue: ManuallyDrop<Arc<Q>>,
     events: ManuallyDrop<SrqEvents>,
 }
 
@@ -80,10 +76,12 @@ pub(crate) struct SrqContainer {
 ///
 /// # Safety
 ///
-/// `srq` must be an SRQ that `create_srq_callback` created and that is not destroyed yet.
-unsafe fn shared_queue<'a>(srq: *mut bindings::ib_srq) -> &'a dyn SharedReceiveQueue {
-    // SAFETY: Written by `create_srq_callback` (the caller's guarantee), alive until destroy.
-    unsafe { &**(*srq.cast::<SrqContainer>()).queue }
+/// `srq` must be an SRQ that `create_srq_callback::<T>` created and that is not destroyed
+/// yet, for the lifetime `'a`.
+pub(crate) unsafe fn shared_queue<'a, T: Driver>(srq: *mut bindings::ib_srq) -> &'a Arc<T::Srq> {
+    // SAFETY: Written by `create_srq_callback::<T>` (the caller's guarantee), alive until
+    // destroy.
+    unsafe { &(*srq.cast::<SrqContainer<T::Srq>>()).queue }
 }
 
 /// `create_srq`.
@@ -92,7 +90,7 @@ unsafe fn shared_queue<'a>(srq: *mut bindings::ib_srq) -> &'a dyn SharedReceiveQ
 ///
 /// Called by the RDMA core with a zeroed SRQ container of one of our devices (its `device`
 /// and `pd` set), valid `init`, and the user verb's udata or null for a kernel SRQ.
-pub(crate) unsafe extern "C" fn create_srq_callback(
+pub(crate) unsafe extern "C" fn create_srq_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     init: *mut bindings::ib_srq_init_attr,
     udata: *mut bindings::ib_udata,
@@ -112,17 +110,14 @@ pub(crate) unsafe extern "C" fn create_srq_callback(
         let mut user = unsafe { user_verb(udata) };
         let events = SrqEvents::new(srq)?;
         let given = events.clone();
-        let id = SrqId(srq as usize);
         // SAFETY: The core hands an SRQ of a live PD of this device.
         let pd = unsafe { PdId::of(pd) };
-        let create = |d: &dyn Driver, dev: &Device| {
-            d.create_srq(dev, pd, &mut attr, user.as_mut(), given, id)
-        };
-        // SAFETY: A device of ours, alive while it has SRQs.
-        let queue = unsafe { with_driver(ibdev, create) }?;
+        let create = |d: &T, dev: &_| d.create_srq(dev, pd, &mut attr, user.as_mut(), given);
+        // SAFETY: A device of `T`'s, alive while it has SRQs.
+        let queue = unsafe { with_driver::<T, _>(ibdev, create) }?;
         i.attr.max_wr = attr.max_wr;
         i.attr.max_sge = attr.max_sge;
-        let container = srq.cast::<SrqContainer>();
+        let container = srq.cast::<SrqContainer<T::Srq>>();
         // SAFETY: The core allocated `size_ib_srq` bytes, an `SrqContainer`; `queue` and
         // `events` are written once here and taken once in `destroy_srq_callback`.
         unsafe {
@@ -138,7 +133,7 @@ pub(crate) unsafe extern "C" fn create_srq_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live SRQ of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn modify_srq_callback(
+pub(crate) unsafe extern "C" fn modify_srq_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
@@ -152,7 +147,7 @@ pub(crate) unsafe extern "C" fn modify_srq_callback(
             limit: (mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0).then_some(a.srq_limit),
         };
         // SAFETY: A live SRQ of ours (the caller's guarantee).
-        unsafe { shared_queue(srq) }.modify(&req)?;
+        unsafe { shared_queue::<T>(srq) }.modify(&req)?;
         Ok(0)
     })
 }
@@ -162,13 +157,13 @@ pub(crate) unsafe extern "C" fn modify_srq_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live SRQ of ours and a valid `attr`.
-pub(crate) unsafe extern "C" fn query_srq_callback(
+pub(crate) unsafe extern "C" fn query_srq_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
 ) -> c_int {
     from_result(|| {
         // SAFETY: A live SRQ of ours (the caller's guarantee).
-        let q = unsafe { shared_queue(srq) }.query()?;
+        let q = unsafe { shared_queue::<T>(srq) }.query()?;
         // SAFETY: `attr` is valid for writes (the caller's guarantee).
         unsafe {
             (*attr).max_wr = q.max_wr;
@@ -185,11 +180,11 @@ pub(crate) unsafe extern "C" fn query_srq_callback(
 ///
 /// Called by the RDMA core with an SRQ that `create_srq_callback` created, once, with no user
 /// left (no QP uses it).
-pub(crate) unsafe extern "C" fn destroy_srq_callback(
+pub(crate) unsafe extern "C" fn destroy_srq_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    let container = srq.cast::<SrqContainer>();
+    let container = srq.cast::<SrqContainer<T::Srq>>();
     // SAFETY: Written by `create_srq_callback`; nothing uses them after this.
     let (queue, events) = unsafe {
         (
@@ -209,13 +204,13 @@ pub(crate) unsafe extern "C" fn destroy_srq_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a live SRQ of ours, a valid chain and a valid `bad`.
-pub(crate) unsafe extern "C" fn post_srq_recv_callback(
+pub(crate) unsafe extern "C" fn post_srq_recv_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     mut wr: *const bindings::ib_recv_wr,
     bad: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
     // SAFETY: A live SRQ of ours (the caller's guarantee).
-    let queue = unsafe { shared_queue(srq) };
+    let queue = unsafe { shared_queue::<T>(srq) };
     while !wr.is_null() {
         // SAFETY: Each element of the chain is a valid request for the call.
         let posted = unsafe { recv_wr(wr) }.and_then(|view| queue.post_recv(&view));

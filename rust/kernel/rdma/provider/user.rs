@@ -8,7 +8,7 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/uverbs_ioctl.h`](srctree/include/rdma/uverbs_ioctl.h)
 
-use super::device::with_driver;
+use super::device::{with_driver, Driver};
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*};
 
 /// The driver-specific data a user-space verb carries (`struct ib_udata`): the request the
@@ -51,7 +51,7 @@ impl UserData<'_> {
 /// # Safety
 ///
 /// Called by the RDMA core with a context of one of our devices and the verb's `udata`.
-pub(crate) unsafe extern "C" fn alloc_ucontext_callback(
+pub(crate) unsafe extern "C" fn alloc_ucontext_callback<T: Driver>(
     uctx: *mut bindings::ib_ucontext,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
@@ -64,7 +64,7 @@ pub(crate) unsafe extern "C" fn alloc_ucontext_callback(
             inner: udata.ok_or(EINVAL)?,
         };
         // SAFETY: A device of ours, alive while it has contexts.
-        unsafe { with_driver(ibdev, |d, dev| d.alloc_ucontext(dev, &mut udata)) }?;
+        unsafe { with_driver::<T, _>(ibdev, |d, dev| d.alloc_ucontext(dev, &mut udata)) }?;
         Ok(0)
     })
 }
@@ -74,11 +74,13 @@ pub(crate) unsafe extern "C" fn alloc_ucontext_callback(
 /// # Safety
 ///
 /// Called by the RDMA core with a context that `alloc_ucontext_callback` accepted.
-pub(crate) unsafe extern "C" fn dealloc_ucontext_callback(uctx: *mut bindings::ib_ucontext) {
+pub(crate) unsafe extern "C" fn dealloc_ucontext_callback<T: Driver>(
+    uctx: *mut bindings::ib_ucontext,
+) {
     // SAFETY: `uctx` is valid and its `device` set by the core.
     let ibdev = unsafe { (*uctx).device };
     // SAFETY: A device of ours, alive while it has contexts.
-    unsafe { with_driver(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
+    unsafe { with_driver::<T, _>(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
 }
 
 /// The user verb a creation callback runs for, or `None` for a kernel object.

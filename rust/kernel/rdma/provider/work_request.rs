@@ -10,7 +10,10 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::objects::{queue_pair, QueuePair};
+use super::{
+    device::Driver,
+    objects::{queue_pair, QueuePair},
+};
 use crate::{bindings, error::Result, ffi::c_int, prelude::*};
 
 /// A scatter/gather entry (`struct ib_sge`): `length` bytes at `addr` under key `lkey`.
@@ -283,13 +286,13 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
 ///
 /// Called by the RDMA core with a live QP of ours, a valid chain (null for a doorbell) and a
 /// valid `bad`.
-pub(crate) unsafe extern "C" fn post_send_callback(
+pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_send_wr,
     bad: *mut *const bindings::ib_send_wr,
 ) -> c_int {
     // SAFETY: A live QP of ours (the caller's guarantee).
-    let queue: &dyn QueuePair = unsafe { queue_pair(qp) };
+    let queue = unsafe { queue_pair::<T>(qp) };
     if wr.is_null() {
         // An empty post from user space (`wr_count` 0): the doorbell of a send queue that
         // lives in memory shared with the process.
@@ -318,13 +321,13 @@ pub(crate) unsafe extern "C" fn post_send_callback(
 ///
 /// Called by the RDMA core with a live QP of ours, a valid chain (null for a doorbell) and a
 /// valid `bad`.
-pub(crate) unsafe extern "C" fn post_recv_callback(
+pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     mut wr: *const bindings::ib_recv_wr,
     bad: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
     // SAFETY: A live QP of ours (the caller's guarantee).
-    let queue: &dyn QueuePair = unsafe { queue_pair(qp) };
+    let queue = unsafe { queue_pair::<T>(qp) };
     while !wr.is_null() {
         // SAFETY: Each element of the chain is a valid request for the call.
         let posted = unsafe { recv_wr(wr) }.and_then(|view| queue.post_recv(&view));
