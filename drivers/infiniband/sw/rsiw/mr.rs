@@ -148,7 +148,12 @@ impl MrState {
     /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
     /// The caller has checked the region's key, state, rights and bounds under the same lock.
     #[inline]
-    fn with_memory(&self, addr: u64, len: u64, mut f: impl FnMut(DmaRange) -> Result) -> Result {
+    fn with_memory(
+        &self,
+        addr: u64,
+        len: u64,
+        mut f: impl FnMut(DmaRange<'_>) -> Result,
+    ) -> Result {
         match &self.backing {
             Backing::Dma(mem) => {
                 let len = u32::try_from(len).map_err(|_| EINVAL)?;
@@ -379,7 +384,7 @@ impl MrTable {
         cache: &mut Option<Arc<Mr>>,
         pd: PdId,
         grant: &Grant,
-        f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> core::result::Result<(), TermError> {
         // Nothing to access passes; otherwise this is what an STag naming nothing gets.
         let no_region = match grant.recheck(None, 0) {
@@ -440,7 +445,7 @@ impl MrTable {
         s: &MrState,
         offset: u64,
         len: u64,
-        f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> Result {
         let base = s.backing.bounds().map_or(0, |(base, _)| base);
         s.with_memory(base.checked_add(offset).ok_or(EINVAL)?, len, f)
@@ -456,7 +461,7 @@ impl MrTable {
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         access: LocalAccess,
-        f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> core::result::Result<(), LocalError> {
         let LocalAccess {
             pd,
@@ -486,7 +491,7 @@ impl MrTable {
         addr: u64,
         len: u64,
         write: bool,
-        f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> core::result::Result<(), LocalError> {
         if write && s.access & ACCESS_LOCAL_WRITE == 0 {
             return Err(LocalError::Access);

@@ -39,7 +39,7 @@ use crate::{
     prelude::*,
     sync::Arc,
 };
-use core::{mem::ManuallyDrop, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, ptr::NonNull};
 
 /// `IB_ACCESS_LOCAL_WRITE`.
 pub const ACCESS_LOCAL_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
@@ -50,22 +50,39 @@ pub const ACCESS_REMOTE_READ: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_R
 /// `IB_ACCESS_REMOTE_ATOMIC`.
 pub const ACCESS_REMOTE_ATOMIC: u32 = bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
 
-/// A byte range of kernel memory a consumer made available to a software device.
+/// A byte range of kernel memory a consumer made available to a software device, for as long
+/// as `'a`: the borrow of what grants it (a [`DmaMemory`], a [`PageList`], [`UserPages`]),
+/// which a driver holds under the lock of the memory region it checked. A range cannot be kept
+/// beyond that borrow: the callbacks that hand ranges out take any lifetime.
 ///
 /// # Invariants
 ///
 /// `addr..addr + len` is a kernel virtual address range that a kernel consumer handed to the
 /// device through the verbs (a posted scatter/gather entry under a DMA MR, or a page of a
 /// fast-registration MR), or part of a page pinned for a user MR, as described in the module
-/// documentation. The provider uses it only
-/// while the consumer's contract keeps it mapped.
+/// documentation, and stays so for `'a`.
 #[derive(Clone, Copy, Debug)]
-pub struct DmaRange {
+pub struct DmaRange<'a> {
     addr: usize,
     len: usize,
+    _grant: PhantomData<&'a ()>,
 }
 
-impl DmaRange {
+impl<'a> DmaRange<'a> {
+    /// A range of what `_grant` grants.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must meet the type invariant for `'a`.
+    unsafe fn new(_grant: &'a impl ?Sized, addr: usize, len: usize) -> Self {
+        // INVARIANT: The caller's guarantee.
+        Self {
+            addr,
+            len,
+            _grant: PhantomData,
+        }
+    }
+
     /// Its length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
@@ -85,10 +102,11 @@ impl DmaRange {
         if end > self.len {
             return None;
         }
-        // INVARIANT: A part of a range the consumer made available.
+        // INVARIANT: A part of a range the consumer made available, for as long.
         Some(Self {
             addr: self.addr.checked_add(offset)?,
             len,
+            _grant: PhantomData,
         })
     }
 
@@ -150,12 +168,12 @@ pub struct DmaMemory(());
 
 impl DmaMemory {
     /// The range a consumer posted as `addr`, `len` under the DMA MR's key.
-    pub fn range(&self, addr: u64, len: u32) -> Option<DmaRange> {
+    pub fn range(&self, addr: u64, len: u32) -> Option<DmaRange<'_>> {
         let addr = usize::try_from(addr).ok()?;
         let len = len as usize;
         addr.checked_add(len)?;
-        // INVARIANT: A DMA MR covers every address a consumer posts with its key.
-        Some(DmaRange { addr, len })
+        // SAFETY: A DMA MR covers every address a consumer posts with its key.
+        Some(unsafe { DmaRange::new(self, addr, len) })
     }
 }
 
@@ -223,7 +241,7 @@ impl PageList {
         &self,
         offset: u64,
         len: u64,
-        mut f: impl FnMut(DmaRange) -> Result,
+        mut f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> Result {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         if end > self.length {
@@ -245,11 +263,9 @@ impl PageList {
                 usize::try_from(page.checked_add(in_page).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
             let piece_len = usize::try_from(piece).map_err(|_| EINVAL)?;
             addr.checked_add(piece_len).ok_or(EINVAL)?;
-            // INVARIANT: A piece of a page the core mapped for the consumer.
-            f(DmaRange {
-                addr,
-                len: piece_len,
-            })?;
+            // SAFETY: A piece of a page the core mapped for the consumer, which stays mapped
+            // while the list is borrowed (it is the MR's).
+            f(unsafe { DmaRange::new(self, addr, piece_len) })?;
             at += piece;
             left -= piece;
         }
@@ -475,7 +491,7 @@ impl UserPages {
         &self,
         offset: u64,
         len: u64,
-        f: impl FnMut(DmaRange) -> Result,
+        f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> Result {
         self.list.for_each_range(offset, len, f)
     }

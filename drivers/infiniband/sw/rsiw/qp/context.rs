@@ -94,14 +94,14 @@ impl MemAccess<'_> {
         offset: u32,
         len: usize,
         write: bool,
-        mut f: impl FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
     ) -> core::result::Result<(), WcStatus> {
         let addr = sge
             .addr
             .checked_add(u64::from(offset))
             .ok_or(WcStatus::LocLenErr)?;
         let mut at = 0;
-        let mut piece = |r: DmaRange| {
+        let mut piece = |r: DmaRange<'_>| {
             f(r, at)?;
             at += r.len();
             Ok(())
@@ -132,10 +132,10 @@ impl MemAccess<'_> {
         self,
         cache: &mut Option<Arc<Mr>>,
         grant: &Grant,
-        mut f: impl FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
     ) -> core::result::Result<(), TermError> {
         let mut at = 0;
-        let mut piece = |r: DmaRange| {
+        let mut piece = |r: DmaRange<'_>| {
             f(r, at)?;
             at += r.len();
             Ok(())
@@ -365,7 +365,7 @@ impl QpContext for Ctx<'_> {
         let taken = refs.take(at, |push| {
             // A range that cannot be spliced, or fails a check, aborts the walk: the engine
             // then copies it, and finds and reports any error on the way.
-            let mut pieces = |r: DmaRange, _: usize| match r.page_pieces(push)? {
+            let mut pieces = |r: DmaRange<'_>, _: usize| match r.page_pieces(push)? {
                 true => Ok(()),
                 false => Err(EAGAIN),
             };
@@ -393,7 +393,7 @@ impl Ctx<'_> {
         sges: &[Sge],
         offset: u32,
         len: u32,
-        mut f: impl FnMut(DmaRange, usize) -> Result,
+        mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
     ) -> Result<bool> {
         let mut skip = offset;
         let mut left = len;
