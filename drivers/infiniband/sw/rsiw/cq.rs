@@ -26,7 +26,7 @@ use kernel::{
         fixed_ring::FixedRing,
         provider::{
             completion_queue::{self as wc, Arm, CqNotifier, Wc},
-            objects::{CompletionQueue, QpHandle},
+            objects::{CompletionQueue, WcQp},
             user_map::UserMapping,
         },
     },
@@ -136,14 +136,14 @@ impl Cq {
     }
 
     /// Adds the completion `c` of a work request of QP `qpn` (`qp` to the RDMA core).
-    pub(crate) fn push(&self, c: &Completion, qp: QpHandle, qpn: u32) {
+    pub(crate) fn push(&self, c: &Completion, qp: WcQp, qpn: u32) {
         let stored = Self::store(&mut self.ring.lock(), c, qp, qpn);
         self.stored(stored);
     }
 
     /// [`Self::push`] where bottom halves are disabled already (`bh`: the QP's lock is held),
     /// which spares disabling them again and the check for pending softirqs on release.
-    pub(crate) fn push_in_bh(&self, bh: BhDisabled<'_>, c: &Completion, qp: QpHandle, qpn: u32) {
+    pub(crate) fn push_in_bh(&self, bh: BhDisabled<'_>, c: &Completion, qp: WcQp, qpn: u32) {
         let stored = Self::store(&mut self.ring.lock_in_bh(bh), c, qp, qpn);
         self.stored(stored);
     }
@@ -152,7 +152,7 @@ impl Cq {
     /// an error if it did not fit. Inlined into both callers: a completion's call chain is
     /// short enough already.
     #[inline(always)]
-    fn store(r: &mut Ring, c: &Completion, qp: QpHandle, qpn: u32) -> Result<bool> {
+    fn store(r: &mut Ring, c: &Completion, qp: WcQp, qpn: u32) -> Result<bool> {
         let solicited = c.solicited || c.status != WcStatus::Success;
         let Ring { entries, armed } = r;
         match entries {
@@ -235,7 +235,7 @@ impl Cq {
 }
 
 /// The kernel consumer's view of completion `c` of QP `qp`.
-fn to_wc(c: &Completion, qp: QpHandle) -> Wc {
+fn to_wc(c: &Completion, qp: WcQp) -> Wc {
     let status = match c.status {
         WcStatus::Success => wc::WcStatus::Success,
         WcStatus::LocLenErr => wc::WcStatus::LocalLength,

@@ -491,7 +491,7 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
     }
 
     fn iw_get_qp(&self, _dev: &Device, qpn: u32) -> Option<QpHandle> {
-        self.kernel_qp(qpn).ok().map(|q| q.handle)
+        self.kernel_qp(qpn).ok().map(|q| q.handle.clone())
     }
 
     fn settings(&self) -> &'static [&'static CStr] {

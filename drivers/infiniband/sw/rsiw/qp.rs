@@ -768,12 +768,14 @@ impl Qp {
 
     /// Reports the completion `c` to the send or receive CQ.
     fn complete(&self, c: &Completion) {
-        self.cq_of(c).push(c, self.handle, self.qpn);
+        self.cq_of(c)
+            .push(c, self.handle.completion_tag(), self.qpn);
     }
 
     /// [`Qp::complete`] from under the QP's lock (`bh`).
     fn complete_in_bh(&self, bh: BhDisabled<'_>, c: &Completion) {
-        self.cq_of(c).push_in_bh(bh, c, self.handle, self.qpn);
+        self.cq_of(c)
+            .push_in_bh(bh, c, self.handle.completion_tag(), self.qpn);
     }
 
     /// The CQ a completion goes to.

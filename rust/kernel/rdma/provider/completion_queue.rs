@@ -12,7 +12,7 @@
 
 use super::{
     device::Driver,
-    objects::{completion_queue, CompletionQueue, QpHandle},
+    objects::{completion_queue, CompletionQueue, WcQp},
 };
 use crate::{
     alloc::flags::GFP_KERNEL,
@@ -131,7 +131,7 @@ pub struct Wc {
     /// Bytes transferred (received, for a receive).
     pub byte_len: u32,
     /// The queue pair it belongs to.
-    pub qp: QpHandle,
+    pub qp: WcQp,
     /// Immediate data received, big endian as the sender's consumer wrote it.
     pub imm: Option<u32>,
     /// The local key a received Send with Invalidate invalidated.

@@ -20,10 +20,7 @@
 //!
 //! C header: [`include/rdma/iw_cm.h`](srctree/include/rdma/iw_cm.h)
 
-use super::{
-    device::{with_driver, Driver},
-    objects::QpHandle,
-};
+use super::device::{with_driver, Driver};
 use crate::{
     bindings,
     error::{from_result, Result},
@@ -488,5 +485,8 @@ pub(crate) unsafe extern "C" fn iw_get_qp_callback<T: Driver>(
     };
     // SAFETY: A device of ours.
     let found = unsafe { with_driver::<T, _>(ibdev, |d: &T, dev: &_| d.iw_get_qp(dev, qpn)) };
-    found.map_or(core::ptr::null_mut(), QpHandle::as_raw)
+    // A handle the core destroyed the QP of is not handed back.
+    found
+        .and_then(|h| h.live())
+        .unwrap_or(core::ptr::null_mut())
 }

@@ -21,7 +21,7 @@ use super::{
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
 use core::{
     mem::ManuallyDrop,
-    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 
 /// A protection domain, as a provider sees it: an identity no other PD of the system has or
@@ -153,23 +153,54 @@ pub trait QueuePair: Send + Sync {
     fn destroy(&self) {}
 }
 
-/// The core's object of a queue pair, as an identity: what a completion names and what the
-/// iWARP connection manager looks up by number (`iw_get_qp`).
+/// The core's object of a queue pair, as a live identity: what the iWARP connection manager
+/// gets when it looks a QP up by number (`iw_get_qp`), and what the QP's completions name
+/// ([`QpHandle::completion_tag`]). The driver gets it when the QP is created and may keep
+/// clones of it for as long as it likes; the handle is live from the QP's creation until the
+/// core destroys it, and a handle that is not live is never handed to the core.
+#[derive(Clone)]
+pub struct QpHandle(Arc<QpIdentity>);
+
+/// What a [`QpHandle`] shares.
 ///
 /// # Invariants
 ///
-/// Points to an `ib_qp` that `create_qp_callback` set up. It is only handed back to the core,
-/// never dereferenced by Rust code; the provider hands it out only while the QP exists (it
-/// forgets it in its `QueuePair`'s destruction).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QpHandle(*mut bindings::ib_qp);
+/// `qp` is the `ib_qp` `create_qp_callback` set up; while `live` is true, the core has not
+/// begun to destroy it. Rust code never dereferences `qp`.
+struct QpIdentity {
+    qp: *mut bindings::ib_qp,
+    live: AtomicBool,
+}
 
-// SAFETY: An identity, usable from any thread.
-unsafe impl Send for QpHandle {}
+// SAFETY: An identity and a flag, usable from any thread; the pointer is only handed to C.
+unsafe impl Send for QpIdentity {}
 // SAFETY: As above.
-unsafe impl Sync for QpHandle {}
+unsafe impl Sync for QpIdentity {}
 
 impl QpHandle {
+    /// What a completion of the QP names it by (`ib_wc.qp`).
+    #[inline]
+    pub fn completion_tag(&self) -> WcQp {
+        WcQp(self.0.qp)
+    }
+
+    /// The core's QP, if it is not being destroyed.
+    pub(crate) fn live(&self) -> Option<*mut bindings::ib_qp> {
+        self.0.live.load(Ordering::Acquire).then_some(self.0.qp)
+    }
+}
+
+/// The QP a completion names (`ib_wc.qp`): a value for the consumer, which cannot be turned
+/// back into a [`QpHandle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WcQp(*mut bindings::ib_qp);
+
+// SAFETY: A value copied into completions; Rust code never dereferences it.
+unsafe impl Send for WcQp {}
+// SAFETY: As above.
+unsafe impl Sync for WcQp {}
+
+impl WcQp {
     pub(crate) fn as_raw(self) -> *mut bindings::ib_qp {
         self.0
     }
@@ -364,6 +395,7 @@ pub(crate) struct QpContainer<Q> {
     ibqp: bindings::ib_qp,
     qp: ManuallyDrop<Arc<Q>>,
     events: ManuallyDrop<QpEvents>,
+    handle: ManuallyDrop<QpHandle>,
     refs: AtomicUsize,
     released: bindings::completion,
 }
@@ -416,8 +448,13 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
         };
         // SAFETY: A non-null udata is the user verb's, valid for the call.
         let mut user = unsafe { user_verb(udata) };
-        // INVARIANT: `qp` is the core's object being set up.
-        let handle = QpHandle(qp);
+        // INVARIANT: `qp` is the core's object being set up; live once it is.
+        let identity = QpIdentity {
+            qp,
+            live: AtomicBool::new(false),
+        };
+        let handle = QpHandle(Arc::new(identity, GFP_KERNEL)?);
+        let own = handle.clone();
         let events = QpEvents::new(qp)?;
         let given = events.clone();
         let create =
@@ -435,10 +472,12 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
         unsafe {
             core::ptr::addr_of_mut!((*container).qp).write(ManuallyDrop::new(queue));
             core::ptr::addr_of_mut!((*container).events).write(ManuallyDrop::new(events));
+            core::ptr::addr_of_mut!((*container).handle).write(ManuallyDrop::new(own.clone()));
             core::ptr::addr_of_mut!((*container).refs).write(AtomicUsize::new(1));
             bindings::init_completion(core::ptr::addr_of_mut!((*container).released));
             (*qp).qp_num = qpn;
         }
+        own.0.live.store(true, Ordering::Release);
         Ok(0)
     })
 }
@@ -531,12 +570,16 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback<T: Driver>(
 ) -> c_int {
     let container = qp.cast::<QpContainer<T::Qp>>();
     // SAFETY: Written by `create_qp_callback`; no verb uses them after this.
-    let (queue, events) = unsafe {
+    let (queue, events, handle) = unsafe {
         (
             ManuallyDrop::take(&mut (*container).qp),
             ManuallyDrop::take(&mut (*container).events),
+            ManuallyDrop::take(&mut (*container).handle),
         )
     };
+    // From here iw_cm cannot find the QP, whatever the driver returns for its number.
+    handle.0.live.store(false, Ordering::Release);
+    drop(handle);
     events.shut();
     queue.destroy();
     drop(queue);
