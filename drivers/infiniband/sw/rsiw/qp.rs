@@ -40,7 +40,7 @@ use kernel::{
             iw_provider::{ConnectedId, IwCmId, Up},
             memory_region::DmaRange,
             objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
-            work_request::{RecvWr, SendOp as IbSendOp, SendWr},
+            work_request::{RecvWr, SendWr},
         },
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, Mutex, SpinLockBh},
@@ -57,8 +57,8 @@ use crate::{
         placement::{self, Grant},
         qp_engine::{
             AtomicOp, Completion, EngineConfig, Outstanding, PayloadSource, Pending, QpContext,
-            QpEngine, RecvRequest, RtrState, SendOp, SendRequest, Sge, SgeList, SlotStorage,
-            Transmitted, WcOpcode, WcStatus,
+            QpEngine, RecvRequest, RtrState, SendRequest, Sge, SlotStorage, Transmitted, WcOpcode,
+            WcStatus,
         },
         qp_event::EventKind,
         terminate::TermError,
@@ -68,6 +68,7 @@ use crate::{
     srq::Srq,
     tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
     user_queues::{UserQueues, INLINE_LKEY},
+    verbs_wr,
 };
 
 mod context;
@@ -630,91 +631,7 @@ impl Qp {
     }
 
     fn post_send_inner(&self, wr: &SendWr<'_>) -> Result {
-        let op = match wr.op {
-            IbSendOp::Send => SendOp::Send {
-                solicited: wr.solicited,
-                invalidate: None,
-            },
-            IbSendOp::SendWithInvalidate(key) => SendOp::Send {
-                solicited: wr.solicited,
-                invalidate: Some(key),
-            },
-            IbSendOp::SendWithImmediate(imm) => SendOp::SendImm {
-                imm: u32::from_be(imm),
-                solicited: wr.solicited,
-            },
-            IbSendOp::Write { remote_addr, rkey } => SendOp::Write { remote_addr, rkey },
-            IbSendOp::WriteWithImmediate {
-                remote_addr,
-                rkey,
-                imm,
-            } => SendOp::WriteImm {
-                remote_addr,
-                rkey,
-                imm: u32::from_be(imm),
-            },
-            IbSendOp::Read { remote_addr, rkey } => SendOp::Read { remote_addr, rkey },
-            IbSendOp::ReadWithInvalidate {
-                remote_addr, rkey, ..
-            } => {
-                // The sink's key is invalidated, as the C siw does: the RDMA core's rw API
-                // names the key from before its re-registration in `invalidate_rkey`.
-                if wr.sges.len() != 1 {
-                    return Err(EINVAL);
-                }
-                SendOp::ReadInv { remote_addr, rkey }
-            }
-            IbSendOp::CompareSwap {
-                remote_addr,
-                rkey,
-                compare,
-                compare_mask,
-                swap,
-                swap_mask,
-            } => SendOp::CmpSwap {
-                remote_addr,
-                rkey,
-                compare,
-                compare_mask,
-                swap,
-                swap_mask,
-            },
-            IbSendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-                field_boundaries,
-            } => SendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-                add_mask: field_boundaries,
-            },
-            IbSendOp::RegisterMr {
-                key,
-                access,
-                iova,
-                length,
-            } => SendOp::RegMr {
-                stag: key,
-                access,
-                iova,
-                length,
-            },
-            IbSendOp::LocalInvalidate(stag) => SendOp::LocalInv { stag },
-            IbSendOp::Other(_) => return Err(EOPNOTSUPP),
-        };
-        if wr.inline {
-            // Inline data is copied at post time by siw; not supported yet.
-            return Err(EOPNOTSUPP);
-        }
-        let request = SendRequest {
-            wr_id: wr.wr_id,
-            op,
-            sges: sge_list(wr.sges)?,
-            signaled: wr.signaled || self.signal_all,
-            fence: wr.fence,
-        };
+        let request = verbs_wr::send_request(wr, self.signal_all)?;
         let state = {
             let mut inner = self.inner.lock();
             let state = inner.queues.state;
@@ -827,22 +744,6 @@ impl Qp {
     }
 }
 
-/// The engine's form of a verbs scatter/gather list.
-pub(crate) fn sge_list(sges: &[kernel::rdma::provider::work_request::Sge]) -> Result<SgeList> {
-    let mut v = [Sge::default(); crate::proto::qp_engine::MAX_SGE];
-    if sges.len() > v.len() {
-        return Err(EINVAL);
-    }
-    for (d, s) in v.iter_mut().zip(sges) {
-        *d = Sge {
-            addr: s.addr(),
-            length: s.length(),
-            lkey: s.lkey(),
-        };
-    }
-    SgeList::new(v.get(..sges.len()).ok_or(EINVAL)?).ok_or(EINVAL)
-}
-
 impl QueuePair for Qp {
     fn modify(&self, req: &QpModify) -> Result {
         let Some(target) = req.state else {
@@ -928,10 +829,7 @@ impl QueuePair for Qp {
     }
 
     fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
-        let request = RecvRequest {
-            wr_id: wr.wr_id,
-            sges: sge_list(wr.sges)?,
-        };
+        let request = verbs_wr::recv_request(wr)?;
         let flushed = {
             let mut inner = self.inner.lock();
             let state = inner.queues.state;

@@ -16,9 +16,13 @@
 //! Module parameters `max_qp`, `max_cq` and `max_srq` lower the number of each a device may
 //! have (the design limits, 102400 each, by default).
 //!
-//! Layout: [`device`] (verbs of a device), [`cm`] (connections), [`qp`] (queue pairs and the
-//! data path), [`cq`] (completion queues), [`mr`] (memory regions and STags), [`proto`] (the
-//! wire protocols, pure code shared with the host tests).
+//! Layout: [`device`] (verbs of a device, and its limits in [`quota`]), [`cm`] (connections:
+//! the MPA exchanges, listeners), [`qp`] (queue pairs and their state; receive in `qp/rx.rs`,
+//! the per-access memory context in `qp/context.rs`), [`tx`] (FPDUs to TCP), [`verbs_wr`]
+//! (kernel work requests in the engine's form), [`cq`] and [`srq`] (completion and shared
+//! receive queues), [`mr`] (memory regions and STags), [`abi`] and [`user_queues`] (the siw
+//! user ABI: verb responses, the rings shared with processes), [`settings`] (per-device sysfs
+//! settings), [`proto`] (the wire protocols, pure code shared with the host tests).
 
 use device::Limits;
 use kernel::{
@@ -50,6 +54,7 @@ mod slots;
 mod srq;
 mod tx;
 mod user_queues;
+mod verbs_wr;
 
 kernel::module_param_str!(MAX_QP, "max_qp");
 kernel::module_param_str!(MAX_CQ, "max_cq");

@@ -188,10 +188,7 @@ impl SharedReceiveQueue for Srq {
         if wr.sges.len() > self.max_sge as usize {
             return Err(EINVAL);
         }
-        let request = RecvRequest {
-            wr_id: wr.wr_id,
-            sges: crate::qp::sge_list(wr.sges)?,
-        };
+        let request = crate::verbs_wr::recv_request(wr)?;
         match &mut self.inner.lock().pool {
             Pool::Kernel(ring) => ring.push(request).map_err(|_| ENOMEM),
             // A process posts through its shared ring.
