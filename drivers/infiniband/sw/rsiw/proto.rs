@@ -52,6 +52,7 @@ pub mod placement;
 pub mod qp_engine;
 pub mod qp_event;
 pub mod rdmap;
+pub mod rdmap_control;
 pub mod rx_engine;
 pub mod segmenter;
 pub mod term_error;

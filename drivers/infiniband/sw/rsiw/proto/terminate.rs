@@ -25,13 +25,12 @@
 //! whatever follows (28 bytes for an RDMA Read Request).
 
 use super::ddp;
-use super::rdmap::{Opcode, RdmapControl};
+use super::rdmap_control::{Opcode, RdmapControl};
 use super::wire::{self, EncodeError};
 
 pub use super::term_error::{EchoFlags, Layer, TermError, ALL_TERM_ERRORS};
 
-/// Length of the Terminate Control field.
-pub const TERMINATE_CONTROL_LEN: usize = 4;
+pub use super::rdmap_control::TERMINATE_CONTROL_LEN;
 
 /// Length of the DDP Segment Length field.
 pub const SEGMENT_LENGTH_LEN: usize = 2;
