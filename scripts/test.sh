@@ -31,6 +31,13 @@ else
   echo "format: FAILED"; head -40 "$out/rustfmt.log"; failed=$((failed + 1))
 fi
 
+echo "== layering: protocol cores on core only, no module cycles (scripts/check-layering.py)"
+if python3 "$here/check-layering.py"; then
+  passed=$((passed + 1))
+else
+  echo "layering: FAILED"; failed=$((failed + 1))
+fi
+
 echo "== kernel, modules and VM image"
 if "$here/build-kernel.sh" && "$here/build-image.sh"; then
   echo "== VM: KUnit suites and scenarios"
