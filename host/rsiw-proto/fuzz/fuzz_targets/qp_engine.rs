@@ -29,332 +29,49 @@
 
 #![no_main]
 
-use std::collections::VecDeque;
-
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::mpa::RtrKind;
-use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
 use rsiw_proto::proto::qp_engine::*;
-use rsiw_proto::proto::terminate::TermError;
 
-const PD: u32 = 1;
+// The in-memory RNIC of the QP engine tests.
+#[path = "../../tests/engine_common/qp.rs"]
+mod mock;
+
+use mock::*;
+
 const REGION_LEN: usize = 256;
 
-struct Mr {
-    stag: u32,
-    access: u32,
-    base: u64,
-    valid: bool,
-    /// Changes on every registration and invalidation (`MemoryRegion::epoch`).
-    epoch: u64,
-    data: Vec<u8>,
-}
-
-/// Which offers to send payload by reference the context takes.
-#[derive(Clone, Copy)]
-enum Accept {
-    Never,
-    Always,
-    EveryOther,
-    Random,
-}
-
-struct Node {
-    mrs: Vec<Mr>,
-    sq: VecDeque<SendRequest>,
-    rq: VecDeque<RecvRequest>,
-    completed: Vec<u64>,
-    accept: Accept,
-    offers: u64,
-    rng: u64,
-    /// The payload taken by reference in the current transmit call: where it
-    /// goes in the buffer, and its bytes.
-    taken: Vec<(usize, Vec<u8>)>,
-    /// The gather lists of the work requests that may be offered:
-    /// unsignalled, of at least `BY_REFERENCE_FROM` bytes.
-    offerable: Vec<Vec<Sge>>,
-    /// The Reads posted, in SQ order.
-    reads: Vec<PostedRead>,
-}
-
-/// A Read work request, and which bytes of its sinks Read Responses wrote.
-struct PostedRead {
-    wr_id: u64,
-    sinks: Vec<Sge>,
-    /// Per sink, per byte: written by a Read Response.
-    placed: Vec<Vec<bool>>,
-    completed: bool,
-}
-
-impl PostedRead {
-    fn new(wr_id: u64, sinks: &[Sge]) -> Self {
-        Self {
-            wr_id,
-            sinks: sinks.to_vec(),
-            placed: sinks
-                .iter()
-                .map(|s| vec![false; s.length as usize])
-                .collect(),
-            completed: false,
-        }
-    }
-
-    /// Counts the bytes at virtual addresses `va..va + len` of the region
-    /// `stag` names as placed, where they lie in a sink.
-    fn place(&mut self, stag: u32, va: u64, len: usize) {
-        for (sink, placed) in self.sinks.iter().zip(&mut self.placed) {
-            if sink.lkey != stag {
-                continue;
-            }
-            for (i, byte) in placed.iter_mut().enumerate() {
-                let at = sink.addr + i as u64;
-                if (va..va + len as u64).contains(&at) {
-                    *byte = true;
-                }
-            }
-        }
-    }
-
-    fn filled(&self) -> bool {
-        self.placed.iter().flatten().all(|&b| b)
-    }
-}
-
-impl Node {
-    fn new() -> Self {
-        // STag index i, key 0; region 0 is zero-based, the others at
-        // 0x1000 * i. Varied rights.
-        let access = [0xF, 0x2, 0x4, 0x8, 0x1];
-        let mrs = access
-            .iter()
-            .enumerate()
-            .map(|(i, &access)| Mr {
-                stag: (i as u32) << 8,
-                access,
-                base: 0x1000 * i as u64,
-                valid: true,
-                epoch: 0,
-                data: vec![0; REGION_LEN],
-            })
-            .collect();
-        Self {
-            mrs,
-            sq: VecDeque::new(),
-            rq: VecDeque::new(),
-            completed: Vec::new(),
-            accept: Accept::Never,
-            offers: 0,
-            rng: 1,
-            taken: Vec::new(),
-            offerable: Vec::new(),
-            reads: Vec::new(),
-        }
-    }
-
-    /// The bytes a driver sends for `source`, `None` if a local key is bad
-    /// (the driver then refuses, and the engine's copy reports it).
-    fn resolve(&mut self, source: PayloadSource<'_>) -> Option<Vec<u8>> {
-        match source {
-            PayloadSource::Gather { sges, offset, len } => {
-                let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
-                assert!(
-                    u64::from(offset) + u64::from(len) <= total,
-                    "outside the SGEs"
-                );
-                let mut bytes = Vec::new();
-                let mut skip = u64::from(offset);
-                let mut left = len as usize;
-                for sge in sges {
-                    let sge_len = u64::from(sge.length);
-                    if left == 0 {
-                        break;
-                    }
-                    if skip >= sge_len {
-                        skip -= sge_len;
-                        continue;
-                    }
-                    let n = ((sge_len - skip) as usize).min(left);
-                    bytes.extend_from_slice(self.local(sge, skip as u32, n).ok()?);
-                    left -= n;
-                    skip = 0;
-                }
-                assert_eq!(left, 0);
-                Some(bytes)
-            }
-            // Re-checked as every access is: the region may have been invalidated since the
-            // Read Request came.
-            PayloadSource::Tagged(grant) => self.granted(&grant).ok().map(|b| b.to_vec()),
-        }
-    }
-
-    fn local(&mut self, sge: &Sge, offset: u32, len: usize) -> Result<&mut [u8], WcStatus> {
-        let mr = self
-            .mrs
-            .get_mut((sge.lkey >> 8) as usize)
-            .filter(|m| m.stag == sge.lkey && m.valid)
-            .ok_or(WcStatus::LocProtErr)?;
-        assert!(u64::from(offset) + len as u64 <= u64::from(sge.length));
-        let start = sge
-            .addr
-            .checked_sub(mr.base)
-            .and_then(|s| s.checked_add(u64::from(offset)))
-            .and_then(|s| usize::try_from(s).ok())
-            .ok_or(WcStatus::LocProtErr)?;
-        let end = start.checked_add(len).ok_or(WcStatus::LocProtErr)?;
-        mr.data.get_mut(start..end).ok_or(WcStatus::LocProtErr)
-    }
-
-    /// The bytes `grant` names, re-checked against the region as it is now, as a driver must
-    /// check every access; a grant that passes lies inside the region.
-    fn granted(&mut self, grant: &Grant) -> Result<&mut [u8], TermError> {
-        let region = self.lookup_stag(grant.access.stag);
-        let start = grant.recheck(region.as_ref(), PD)?;
-        let mr = self.mrs.get_mut((grant.access.stag >> 8) as usize);
-        let mr = mr.expect("a grant that passes names a region");
-        let start = usize::try_from(start).expect("an offset inside the region");
-        let len = usize::try_from(grant.access.len).expect("a length inside the region");
-        Ok(&mut mr.data[start..start + len])
-    }
-}
-
-impl QpContext for Node {
-    fn peek_send(&mut self) -> Option<SendRequest> {
-        self.sq.front().copied()
-    }
-
-    fn pop_send(&mut self) {
-        self.sq.pop_front();
-    }
-
-    fn pop_recv(&mut self) -> Option<RecvRequest> {
-        self.rq.pop_front()
-    }
-
-    fn complete(&mut self, c: Completion) {
-        self.completed.push(c.wr_id);
-        if c.opcode != WcOpcode::RdmaRead {
-            return;
-        }
-        if let Some(read) = self.reads.iter_mut().find(|r| r.wr_id == c.wr_id) {
-            assert!(
-                c.status != WcStatus::Success || read.filled(),
-                "a Read completed successfully with sink bytes no response placed"
-            );
-            read.completed = true;
-        }
-    }
-
-    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus> {
-        let len = out.len();
-        out.copy_from_slice(self.local(sge, offset, len)?);
-        Ok(())
-    }
-
-    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus> {
-        self.local(sge, offset, data.len())?.copy_from_slice(data);
-        Ok(())
-    }
-
-    fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
-        let mr = self.mrs.get((stag >> 8) as usize)?;
-        Some(MemoryRegion {
-            stag: mr.stag,
-            state: if mr.valid {
-                StagState::Valid
-            } else {
-                StagState::Invalid
-            },
+/// The target's mock RNIC, on the trait's own provided methods: STag index
+/// i, key 0; region 0 zero-based, the others at 0x1000 * i; varied rights.
+/// Only work requests in [`Node::offerable`] may be offered.
+fn rnic() -> TraitDefaults {
+    let mut node = Node {
+        rng: 1,
+        offerable: Some(Vec::new()),
+        ..Node::default()
+    };
+    let access = [0xF, 0x2, 0x4, 0x8, 0x1];
+    node.mrs = access
+        .iter()
+        .enumerate()
+        .map(|(i, &access)| Mr {
+            stag: (i as u32) << 8,
             pd: PD,
-            access: AccessFlags::from_ib(mr.access),
-            base: mr.base,
-            len: mr.data.len() as u64,
-            zero_based: mr.base == 0,
-            epoch: mr.epoch,
+            access,
+            base: 0x1000 * i as u64,
+            zero_based: i == 0,
+            valid: true,
+            epoch: 0,
+            data: vec![0; REGION_LEN],
         })
-    }
+        .collect();
+    TraitDefaults(node)
+}
 
-    fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError> {
-        out.copy_from_slice(self.granted(grant)?);
-        Ok(())
-    }
-
-    fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
-        self.granted(grant)?.copy_from_slice(data);
-        // Only Read Responses write into the sinks' region (it grants no
-        // remote write).
-        if let Some(read) = self.reads.iter_mut().find(|r| !r.completed) {
-            read.place(grant.access.stag, grant.access.tagged_offset, data.len());
-        }
-        Ok(())
-    }
-
-    fn tagged_atomic(&mut self, grant: &Grant, op: AtomicOp) -> Result<u64, TermError> {
-        let word = self.granted(grant)?;
-        let old = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
-        word.copy_from_slice(&op.apply(old).to_ne_bytes());
-        Ok(old)
-    }
-
-    fn invalidate_remote(&mut self, stag: u32) -> Result<(), TermError> {
-        match self.mrs.get_mut((stag >> 8) as usize) {
-            Some(mr) if mr.stag == stag && mr.valid => {
-                mr.valid = false;
-                mr.epoch = mr.epoch.wrapping_add(1);
-                Ok(())
-            }
-            _ => Err(TermError::RdmapProtectionCannotInvalidate),
-        }
-    }
-
-    fn invalidate_local(&mut self, stag: u32) -> Result<(), WcStatus> {
-        self.invalidate_remote(stag)
-            .map_err(|_| WcStatus::LocProtErr)
-    }
-
-    fn register(
-        &mut self,
-        stag: u32,
-        access: u32,
-        _iova: u64,
-        _length: u64,
-    ) -> Result<(), WcStatus> {
-        let mr = self
-            .mrs
-            .get_mut((stag >> 8) as usize)
-            .ok_or(WcStatus::LocProtErr)?;
-        mr.stag = stag;
-        mr.access = access;
-        mr.valid = true;
-        mr.epoch = mr.epoch.wrapping_add(1);
-        Ok(())
-    }
-
-    fn send_by_reference(&mut self, source: PayloadSource<'_>, at: usize) -> bool {
-        self.offers += 1;
-        if let PayloadSource::Gather { sges, .. } = source {
-            assert!(
-                self.offerable.iter().any(|list| list == sges),
-                "offered a signalled or small work request"
-            );
-        }
-        let take = match self.accept {
-            Accept::Never => false,
-            Accept::Always => true,
-            Accept::EveryOther => self.offers % 2 == 1,
-            Accept::Random => xorshift(&mut self.rng) & 1 != 0,
-        };
-        if !take {
-            return false;
-        }
-        match self.resolve(source) {
-            Some(bytes) => {
-                self.taken.push((at, bytes));
-                true
-            }
-            None => false,
-        }
-    }
+/// The ids of the work requests completed, in order.
+fn completed(node: &Node) -> Vec<u64> {
+    node.cq.iter().map(|c| c.wr_id).collect()
 }
 
 /// Where the next received chunk after `pos` ends: one byte, up to 64, or the rest of a
@@ -383,30 +100,15 @@ const BIG: usize = 1 << 17;
 /// `buf`, checked; returns what it reports and the wire bytes.
 fn transmit_by_reference(
     engine: &mut QpEngine<SoftCrc32c>,
-    node: &mut Node,
+    node: &mut TraitDefaults,
     buf: &mut [u8],
     out_len: usize,
     budget: usize,
 ) -> (Transmitted, Vec<u8>) {
-    node.taken.clear();
-    let out = &mut buf[..out_len];
     // The room for the SQ head holds a request from before: here the queue's
     // last, which the engine must not take for its head.
     let mut sq_head = node.sq.back().copied().unwrap_or(SendRequest::EMPTY);
-    let t = engine.transmit_by_reference(node, &mut sq_head, out, budget);
-    assert!(t.buffered <= out_len, "past the buffer");
-    assert!(t.buffered + t.referenced <= budget, "over the budget");
-    let mut wire = Vec::with_capacity(t.buffered + t.referenced);
-    let mut pos = 0;
-    for (at, bytes) in node.taken.drain(..) {
-        assert!(at > pos && at <= t.buffered, "payload out of place");
-        wire.extend_from_slice(&out[pos..at]);
-        wire.extend_from_slice(&bytes);
-        pos = at;
-    }
-    wire.extend_from_slice(&out[pos..t.buffered]);
-    assert_eq!(wire.len(), t.buffered + t.referenced, "payload miscounted");
-    (t, wire)
+    checked_transmit_by_reference(engine, node, &mut buf[..out_len], &mut sq_head, budget)
 }
 
 /// How the engine transmits by reference.
@@ -443,7 +145,7 @@ impl TxMode {
     fn drain(
         &mut self,
         engine: &mut QpEngine<SoftCrc32c>,
-        node: &mut Node,
+        node: &mut TraitDefaults,
         buf: &mut [u8],
     ) -> Vec<u8> {
         let mut wire = Vec::new();
@@ -467,7 +169,11 @@ impl TxMode {
 }
 
 /// Sends everything a copying engine has now.
-fn drain_copy(engine: &mut QpEngine<SoftCrc32c>, node: &mut Node, out: &mut [u8]) -> Vec<u8> {
+fn drain_copy(
+    engine: &mut QpEngine<SoftCrc32c>,
+    node: &mut TraitDefaults,
+    out: &mut [u8],
+) -> Vec<u8> {
     let mut wire = Vec::new();
     for _ in 0..100_000 {
         let n = engine.transmit(node, out);
@@ -480,10 +186,6 @@ fn drain_copy(engine: &mut QpEngine<SoftCrc32c>, node: &mut Node, out: &mut [u8]
 }
 
 const KINDS: [RtrKind; 3] = [RtrKind::Send, RtrKind::Write, RtrKind::Read];
-
-fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
-    Sge { addr, length, lkey }
-}
 
 /// Posts the work requests the input asks for; returns the ids that must
 /// complete (the others are unsignalled).
@@ -591,7 +293,7 @@ fn post(node: &mut Node, split: u8, posts: u8, large: bool) -> Vec<u64> {
         if signaled {
             must.push(i);
         } else if list.iter().map(|s| s.length).sum::<u32>() >= BY_REFERENCE_FROM {
-            node.offerable.push(list);
+            node.offerable.get_or_insert_with(Vec::new).push(list);
         }
     }
     must
@@ -603,7 +305,7 @@ const LARGE_LEN: usize = 12_000;
 /// Checks that after the flush every work request that must complete did,
 /// and none twice.
 fn check_completions(node: &Node, must: &[u64]) {
-    let mut ids = node.completed.clone();
+    let mut ids = completed(node);
     ids.sort_unstable();
     let before = ids.len();
     ids.dedup();
@@ -648,7 +350,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let mut engine = QpEngine::new(engine_config, SoftCrc32c);
-    let mut node = Node::new();
+    let mut node = rnic();
     let must = post(&mut node, split, posts, false);
     let mut out = vec![0u8; 4096];
     engine.transmit(&mut node, &mut out);
@@ -691,7 +393,7 @@ fn by_reference(
         rng: u64::from(tx) << 8 | u64::from(split) | 1 << 20,
     };
     let new_node = || {
-        let mut node = Node::new();
+        let mut node = rnic();
         // Contents that tell offsets apart, for the payload by reference.
         for (r, mr) in node.mrs.iter_mut().enumerate() {
             for (i, b) in mr.data.iter_mut().enumerate() {
@@ -709,8 +411,10 @@ fn by_reference(
             // Region 5: large, local access only, base 0x5000.
             node.mrs.push(Mr {
                 stag: 5 << 8,
+                pd: PD,
                 access: 0x1,
                 base: 0x5000,
+                zero_based: false,
                 valid: true,
                 epoch: 0,
                 data: (0..LARGE_LEN).map(|i| (i * 7 + i / 251) as u8).collect(),
@@ -736,14 +440,14 @@ fn by_reference(
     let mut out = vec![0u8; 4096];
     let mut step =
         |engine: &mut QpEngine<SoftCrc32c>,
-         node: &mut Node,
-         copy: &mut Option<(QpEngine<SoftCrc32c>, Node, Vec<u8>, Vec<u8>)>| {
+         node: &mut TraitDefaults,
+         copy: &mut Option<(QpEngine<SoftCrc32c>, TraitDefaults, Vec<u8>, Vec<u8>)>| {
             match copy {
                 Some((c, cnode, wire, copied)) => {
                     wire.extend_from_slice(&mode.drain(engine, node, &mut buf));
                     copied.extend_from_slice(&drain_copy(c, cnode, &mut out));
                     assert!(wire == copied, "the wire bytes differ from transmit's");
-                    assert_eq!(node.completed, cnode.completed);
+                    assert_eq!(completed(node), completed(cnode));
                     assert_eq!(engine.termination(), c.termination());
                     assert_eq!(engine.wants_transmit(), c.wants_transmit());
                 }
@@ -783,6 +487,6 @@ fn by_reference(
     if let Some((mut c, mut cnode, _, _)) = copy {
         drain_copy(&mut c, &mut cnode, &mut out);
         c.flush(&mut cnode);
-        assert_eq!(node.completed, cnode.completed);
+        assert_eq!(completed(&node), completed(&cnode));
     }
 }

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Shared by the engine tests: an in-memory RNIC behind [`RxContext`] and a
-//! helper that serializes a work request with the transmit engine.
+//! helper that serializes a work request with the transmit engine; in
+//! [`qp`], the in-memory RNIC behind the QP engine's context, which the
+//! `qp_engine` fuzz target uses as well.
 
 #![allow(dead_code)]
+
+pub mod qp;
 
 use std::collections::{HashMap, VecDeque};
 
