@@ -2,7 +2,7 @@
 # Thin entry points; the work is in scripts/. The kernel tree and all build products live in
 # $(RSIW_CACHE) (default ~/.cache/rsiw), outside the clone.
 
-.PHONY: all setup kernel modules image test demo bench profile critical-path fuzz host-test clean-cache
+.PHONY: all setup kernel modules image test demo bench fuzz host-test clean-cache
 
 all: kernel image
 
@@ -29,12 +29,6 @@ fuzz:
 
 bench:
 	scripts/bench.sh
-
-profile:
-	scripts/profile.sh
-
-critical-path:
-	scripts/critical-path.sh
 
 clean-cache:
 	. scripts/env.sh && rm -rf "$$RSIW_CACHE"

@@ -2,7 +2,7 @@
 # Boot the test VM (QEMU TCG, serial console, no NIC) on the built kernel and image and write
 # the console log. The guest powers off by itself; a hard timeout stops a hung guest.
 #   run-vm.sh LOG [mode] [scenario-glob]
-# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (make profile).
+# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"

@@ -15,7 +15,7 @@ pkgs=(
   perftest iproute2 nfs-kernel-server nfs-common fio iperf3 nvme-cli tcpdump kmod xz-utils
   libibverbs-dev librdmacm-dev gcc
   python3 rsync
-  # `make critical-path` analyses its traces with numpy.
+  # tools/tcg-profile/critical-path.sh analyses its traces with numpy.
   python3-numpy
 )
 

@@ -1,7 +1,7 @@
 # timeout: 900
-# `make profile` and `make critical-path`: one provider's ib_send_lat 8 B run, counted or traced
-# by a QEMU plugin on the host (the trace starts at the `sync` before the client; the server
-# waits by then).
+# tools/tcg-profile/profile.sh and critical-path.sh: one provider's ib_send_lat 8 B run, counted
+# or traced by a QEMU plugin on the host (the trace starts at the `sync` before the client; the
+# server waits by then).
 # The provider and iterations come from the kernel command line (profile.provider=,
 # profile.iters=); the guest's symbols go to /share for the host to attribute the counts.
 . /tests/lib.sh

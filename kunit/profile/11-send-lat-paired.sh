@@ -1,7 +1,8 @@
 # timeout: 900
-# `make critical-path`'s timed boot: ib_send_lat 8 B over rsiw and over the C siw in one boot,
-# the providers taking turns, so that a host plugin's timings of both share the boot's pace
-# (which under TCG moves every figure, shared TCP code too, by tens of percent between boots).
+# tools/tcg-profile/critical-path.sh's timed boot: ib_send_lat 8 B over rsiw and over the C siw
+# in one boot, the providers taking turns, so that a host plugin's timings of both share the
+# boot's pace (which under TCG moves every figure, shared TCP code too, by tens of percent between
+# boots).
 # Each provider keeps its own pair of devices (provider_pairs, as in kunit/bench/10-*); the guest's
 # symbols go to /share before the `sync` that starts the host's recording. Iterations per run
 # from the kernel command line (profile.iters=), rounds from profile.rounds= (default 4).

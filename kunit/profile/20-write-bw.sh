@@ -1,6 +1,7 @@
 # timeout: 900
-# `make profile PROFILE_SCENARIO=20-write-bw`: one provider's ib_write_bw 64 KiB run of
-# profile.iters messages, counted by a QEMU plugin on the host; the guest's symbols go to /share.
+# `PROFILE_SCENARIO=20-write-bw tools/tcg-profile/profile.sh`: one provider's ib_write_bw 64 KiB
+# run of profile.iters messages, counted by a QEMU plugin on the host; the guest's symbols go to
+# /share.
 . /tests/lib.sh
 two_dummies
 provider=$(sed -n 's/.*profile\.provider=\([a-z]*\).*/\1/p' /proc/cmdline)

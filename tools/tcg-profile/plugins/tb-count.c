@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A QEMU TCG plugin for `make profile`: counts how often each translation block executes, so
- * that guest instructions and blocks can be attributed to kernel functions afterwards.
+ * A QEMU TCG plugin for tools/tcg-profile/profile.sh: counts how often each translation block
+ * executes, so that guest instructions and blocks can be attributed to kernel functions
+ * afterwards.
  *
  * Timing a small message under TCG is noisy (a whole connection can sit 5 us slower), while
  * these counts are exact: they show what a change removes. Only the few entry points the

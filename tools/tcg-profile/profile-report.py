@@ -1,48 +1,13 @@
-#!/usr/bin/env bash
-# `make profile` (never part of `make test`): where rsiw's and the C siw's time per small
-# message goes, as exact counts rather than timings. A QEMU plugin (scripts/qemu/tb-count.c)
-# counts the guest's executed translation blocks while ib_send_lat 8 B runs over one provider;
-# each provider runs at two iteration counts in boots of their own, and the difference,
-# attributed to functions with the guest's /proc/kallsyms, is the cost of one message (one
-# Send and its receive), free of boot and setup. Prints per message: guest instructions,
-# translation blocks and calls, by module and by function.
-#
-# Under TCG a call and its return cost more than many plain instructions (each return is a
-# lookup of the next block), so look at blocks and calls as much as at instructions.
-#
-# PROFILE_SCENARIO=20-write-bw profiles a 64 KiB ib_write_bw message instead (one message per
-# iteration; its iterations default to 2000 and 6000).
-set -euo pipefail
-export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/env.sh"
-: "${PROFILE_SCENARIO:=10-send-lat}"
-case $PROFILE_SCENARIO in
-  10-send-lat) : "${PROFILE_ITERS:=4000 24000}"; per_iter=2; what="one 8-byte Send and its receive" ;;
-  20-write-bw) : "${PROFILE_ITERS:=2000 6000}"; per_iter=1; what="one 64 KiB RDMA Write, sent and placed" ;;
-  *) echo "profile: no scenario kunit/profile/$PROFILE_SCENARIO.sh" >&2; exit 2 ;;
-esac
-: "${PROFILE_PROVIDERS:=rsiw siw}"
-out="$RSIW_CACHE/profile-run/$PROFILE_SCENARIO"
-mkdir -p "$out"
-"$here/build-kernel.sh"
-"$here/build-image.sh"
-plugin="$out/tb-count.so"
-gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o "$plugin" "$here/qemu/tb-count.c"
+#!/usr/bin/env python3
+"""Print where each provider's time per message goes, from profile.sh's runs.
 
-for provider in $PROFILE_PROVIDERS; do
-  for iters in $PROFILE_ITERS; do
-    run="$out/$provider-$iters"
-    rm -f "$run.counts"
-    RSIW_VM_APPEND="profile.provider=$provider profile.iters=$iters" \
-      RSIW_QEMU_ARGS="-plugin $plugin,out=$run.counts" \
-      "$here/run-vm.sh" "$run.log" profile "$PROFILE_SCENARIO"
-    grep -q "PROFILE $provider $iters done" "$run.log" && [ -s "$run.counts" ] &&
-      [ -s "$run.share/kallsyms" ] || { echo "profile: the $provider run failed ($run.log)"; exit 1; }
-  done
-done
-
-python3 - "$out" "$PROFILE_ITERS" "$per_iter" "$what" $PROFILE_PROVIDERS <<'PY'
+Arguments: OUT ITERS PER_ITER WHAT PROVIDER...
+OUT is the run directory, with <provider>-<iters>.counts (plugins/tb-count.c) and
+<provider>-<iters>.share/kallsyms (the guest's symbols) for each provider and iteration count;
+ITERS the two iteration counts in one argument; PER_ITER the messages per iteration; WHAT the
+message, as the table's title names it. The difference between the two counts, per message, is
+printed by module and by function.
+"""
 import bisect, collections, re, sys
 out, iters, per_iter, what = sys.argv[1], [int(i) for i in sys.argv[2].split()], int(sys.argv[3]), sys.argv[4]
 providers = sys.argv[5:]
@@ -116,4 +81,3 @@ for p in providers:
     print(f"\n{p}: module and Rust kernel functions (insns, blocks, calls per message)")
     for _, k, v in rows[:40]:
         print(f"  {v[0]:7.0f} {v[1]:6.1f} {v[2]:5.2f}  {short(k)}")
-PY

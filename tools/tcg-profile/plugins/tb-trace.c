@@ -1,8 +1,9 @@
 /*
- * `make critical-path`: a per-vCPU trace of the guest's executed translation blocks (QEMU 7.2
- * plugin API v1), from the first execution of the block at trig= (a kernel address) on. Each
- * record is 16 bytes: the block's address (1 for user space) and its instruction count; the
- * trace of vCPU N goes to <out>.N. Kernel addresses keep their top byte (0xff) implied.
+ * tools/tcg-profile/critical-path.sh: a per-vCPU trace of the guest's executed translation
+ * blocks (QEMU 7.2 plugin API v1), from the first execution of the block at trig= (a kernel
+ * address) on. Each record is 16 bytes: the block's address (1 for user space) and its
+ * instruction count; the trace of vCPU N goes to <out>.N. Kernel addresses keep their top byte
+ * (0xff) implied.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
- * `make critical-path`: the host time at which each vCPU enters a few guest kernel functions
- * (QEMU 7.2 plugin API v1). Arguments: out=<file>, trig=<address of the trigger block>,
+ * tools/tcg-profile/critical-path.sh: the host time at which each vCPU enters a few guest kernel
+ * functions (QEMU 7.2 plugin API v1). Arguments: out=<file>, trig=<address of the trigger block>,
  * syms=<host path of the guest's /proc/kallsyms, written before the trigger runs>, then up to
  * 15 times w=<symbol name> (w=*<end> for a name that ends so). A module's load address changes between boots,
  * so the names are resolved when the trigger first runs; the translated blocks are flushed then
