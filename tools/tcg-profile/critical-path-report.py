@@ -14,7 +14,7 @@ out, providers = sys.argv[1], sys.argv[2:]
 # Where each driver writes the receive completion (the first after tcp_v4_rcv is the peer's):
 # siw's rqe_complete; for rsiw the user CQE's encoding, a few dozen instructions into its
 # completion (under the CQ's lock), which is where it stays a function of its own.
-COMPLETION = {"rsiw": r"user_queue10encode_cqe$", "siw": r"^siw_rqe_complete$"}
+COMPLETION = {"rsiw": r"siw_abi_entries10encode_cqe$", "siw": r"^siw_rqe_complete$"}
 PARTS = ["doorbell..tcp_sendmsg", "tcp_sendmsg..tcp_v4_rcv", "tcp_v4_rcv..completion",
          "completion..syscall exit"]
 

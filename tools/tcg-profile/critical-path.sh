@@ -65,7 +65,7 @@ done
 # five points (the doorbell, `tcp_sendmsg`, `tcp_v4_rcv`, each driver's receive completion),
 # the ones that split the doorbell's way to sendmsg: the RDMA core's `post_send`,
 # `sock_sendmsg` and each driver's steps.
-rsiw_steps='*2Qp8transmit *UserQueues9peek_send *QpContext10local_read *tx8send_all'
+rsiw_steps='*2Qp8transmit *UserRings9peek_send *QpContext10local_read *tx8send_all'
 siw_steps='siw_post_send siw_activate_tx_from_sq siw_qp_sq_process siw_check_sge'
 echo "$rsiw_steps" >"$out/paired.rsiw.steps"
 echo "$siw_steps" >"$out/paired.siw.steps"
@@ -75,7 +75,7 @@ for try in 1 2; do
   rm -f "$out/paired.time"
   RSIW_VM_APPEND="profile.iters=$CRITICAL_PATH_TIMED_ITERS profile.rounds=$CRITICAL_PATH_ROUNDS nokaslr" \
     RSIW_QEMU_ARGS="-plugin $timer,out=$out/paired.time,trig=$trig,syms=$out/paired.share/kallsyms$(
-      printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv '*user_queue10encode_cqe' \
+      printf ',w=%s' ib_uverbs_write tcp_sendmsg tcp_v4_rcv '*siw_abi_entries10encode_cqe' \
         siw_rqe_complete ib_uverbs_post_send sock_sendmsg $rsiw_steps $siw_steps)" \
     "$RSIW_TOP/scripts/run-vm.sh" "$out/paired.log" profile '11-*'
   grep -q "PROFILE paired $CRITICAL_PATH_TIMED_ITERS done" "$out/paired.log" && [ -s "$out/paired.time" ] && break

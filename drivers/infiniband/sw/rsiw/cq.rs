@@ -10,7 +10,7 @@
 //!   runs after the lock is dropped, once per arming: `IB_CQ_NEXT_COMP` fires on any
 //!   completion, `IB_CQ_SOLICITED` on a solicited receive or any error;
 //! - a process's is the ring of `struct siw_cqe` it mapped (the siw user ABI,
-//!   `proto/user_queue.rs`). The kernel fills an entry and sets its VALID flag last; the
+//!   `proto/siw_abi_entries.rs`). The kernel fills an entry and sets its VALID flag last; the
 //!   provider library polls the ring itself and clears the flag. The process arms the CQ by
 //!   writing the control word after the entries, which the kernel reads, and resets, on each
 //!   completion.
@@ -35,9 +35,9 @@ use kernel::{
 
 use crate::proto::{
     qp_engine::{Completion, WcOpcode, WcStatus},
-    user_queue,
+    siw_abi_entries,
 };
-use crate::{quota::Place, user_queues::ring_slot};
+use crate::{quota::Place, user_rings::ring_slot};
 
 /// Where the entries are.
 enum Entries {
@@ -114,8 +114,8 @@ impl Cq {
         place: Place,
     ) -> Result<Arc<Self>> {
         let needed = (num as usize)
-            .checked_mul(user_queue::CQE_SIZE)
-            .and_then(|n| n.checked_add(user_queue::CQ_CTRL_SIZE))
+            .checked_mul(siw_abi_entries::CQE_SIZE)
+            .and_then(|n| n.checked_add(siw_abi_entries::CQ_CTRL_SIZE))
             .ok_or(EINVAL)?;
         if !num.is_power_of_two() || ring.len() < needed {
             return Err(EINVAL);
@@ -213,20 +213,20 @@ impl Cq {
         solicited: bool,
     ) -> Result<bool> {
         // `tail` counts on past `u32::MAX`; the slot is the same in its low bits.
-        let at = ring_slot(tail as u32, num) as usize * user_queue::CQE_SIZE;
-        let flags_at = at + user_queue::FLAGS_OFFSET;
-        if ring.load_u8(flags_at)? & user_queue::VALID as u8 != 0 {
+        let at = ring_slot(tail as u32, num) as usize * siw_abi_entries::CQE_SIZE;
+        let flags_at = at + siw_abi_entries::FLAGS_OFFSET;
+        if ring.load_u8(flags_at)? & siw_abi_entries::VALID as u8 != 0 {
             // The process has not polled this entry yet.
             return Err(ENOSPC);
         }
-        ring.write(at, &user_queue::encode_cqe(c, qpn))?;
+        ring.write(at, &siw_abi_entries::encode_cqe(c, qpn))?;
         // The entry is complete before the process can see it valid (`smp_wmb`).
         fence(Ordering::Release);
-        ring.store_u8(flags_at, user_queue::cqe_flags(c))?;
+        ring.store_u8(flags_at, siw_abi_entries::cqe_flags(c))?;
         // The entry is visible before the arming is read (the process arms, then polls).
         fence(Ordering::SeqCst);
-        let ctrl = num as usize * user_queue::CQE_SIZE;
-        let fire = user_queue::should_notify(ring.load_u32(ctrl)?, solicited);
+        let ctrl = num as usize * siw_abi_entries::CQE_SIZE;
+        let fire = siw_abi_entries::should_notify(ring.load_u32(ctrl)?, solicited);
         if fire {
             ring.store_u32(ctrl, 0)?;
         }

@@ -32,14 +32,14 @@ use kernel::{
 };
 
 use crate::{
-    abi,
     cm::{self, Cm},
     cq::Cq,
     mr::MrTable,
     qp::{Qp, QpTable},
     quota::Quota,
+    siw_abi_responses,
     srq::Srq,
-    user_queues::UserQueues,
+    user_rings::UserRings,
 };
 
 /// The siw vendor id; rdma-core's siw provider matches on the driver id, not on this.
@@ -160,7 +160,7 @@ impl RsiwDevice {
         let place = self.qps.take()?;
         let qpn = self.free_qpn()?;
         let queues = match user {
-            Some(user) => Some(Self::user_queues(attr, user, qpn)?),
+            Some(user) => Some(Self::user_rings(attr, user, qpn)?),
             None => {
                 attr.max_send_wr = attr.max_send_wr.max(1);
                 attr.max_inline_data = 0;
@@ -193,11 +193,11 @@ impl RsiwDevice {
 
     /// Maps a process's send and receive rings for QP `qpn` and tells the provider library
     /// where they are; `attr` gets the ring sizes.
-    fn user_queues(
+    fn user_rings(
         attr: &mut QpInitAttributes,
         user: &mut UserVerb<'_>,
         qpn: u32,
-    ) -> Result<UserQueues> {
+    ) -> Result<UserRings> {
         let num_sqe = attr.max_send_wr.checked_next_power_of_two().ok_or(EINVAL)?;
         let num_rqe = match attr.max_recv_wr {
             0 => 0,
@@ -206,13 +206,13 @@ impl RsiwDevice {
         let ring = |n: u32, size: usize| -> Result<UserMapping> {
             UserMemory::new((n as usize).checked_mul(size).ok_or(EINVAL)?)?.map(user)
         };
-        let sq = ring(num_sqe, abi::SQE_SIZE)?;
+        let sq = ring(num_sqe, siw_abi_responses::SQE_SIZE)?;
         let rq = match num_rqe {
             0 => None,
-            n => Some(ring(n, abi::RQE_SIZE)?),
+            n => Some(ring(n, siw_abi_responses::RQE_SIZE)?),
         };
         let (sq_key, rq_key) = (sq.key(), rq.as_ref().map_or(0, |r| r.key()));
-        let queues = UserQueues::new(
+        let queues = UserRings::new(
             sq,
             num_sqe,
             rq,
@@ -222,7 +222,7 @@ impl RsiwDevice {
         )?;
         write_response(
             user.udata(),
-            &abi::create_qp_response(qpn, num_sqe, num_rqe, sq_key, rq_key),
+            &siw_abi_responses::create_qp_response(qpn, num_sqe, num_rqe, sq_key, rq_key),
         )?;
         attr.max_send_wr = num_sqe;
         attr.max_recv_wr = num_rqe;
@@ -289,7 +289,7 @@ pub(crate) fn create(
         name,
         node_type: NodeType::Rnic,
         driver_id: DriverId::Siw,
-        uverbs_abi_ver: abi::ABI_VERSION,
+        uverbs_abi_ver: siw_abi_responses::ABI_VERSION,
         node_guid: eui64(mac),
         node_desc: NODE_DESC,
         netdev,
@@ -379,7 +379,10 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
 
     fn alloc_ucontext(&self, _dev: &Device, udata: &mut UserData<'_>) -> Result {
         take_one(&self.contexts, limits::MAX_CONTEXT)?;
-        let written = write_response(udata, &abi::alloc_ctx_response(VENDOR_PART_ID));
+        let written = write_response(
+            udata,
+            &siw_abi_responses::alloc_ctx_response(VENDOR_PART_ID),
+        );
         if written.is_err() {
             self.contexts.fetch_sub(1, Ordering::Relaxed);
         }
@@ -420,12 +423,12 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             None => Cq::new(entries, notifier, place)?,
             Some(user) => {
                 let ring_len = (entries as usize)
-                    .checked_mul(abi::CQE_SIZE)
-                    .and_then(|n| n.checked_add(abi::CQ_CTRL_SIZE))
+                    .checked_mul(siw_abi_responses::CQE_SIZE)
+                    .and_then(|n| n.checked_add(siw_abi_responses::CQ_CTRL_SIZE))
                     .ok_or(EINVAL)?;
                 let ring = UserMemory::new(ring_len)?.map(user)?;
                 let user_id = self.next_cq_id.fetch_add(1, Ordering::Relaxed);
-                let response = abi::create_cq_response(user_id, entries, ring.key());
+                let response = siw_abi_responses::create_cq_response(user_id, entries, ring.key());
                 let cq = Cq::new_user(ring, entries, notifier, place)?;
                 write_response(user.udata(), &response)?;
                 cq
@@ -446,7 +449,7 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         // a failure before then takes it out of the table and unpins its pages here.
         let (mr, key) = self.mrs.add_user(pd, access, pages)?;
         // `struct siw_uresp_reg_mr`: the STag, then padding.
-        if let Err(e) = write_response(udata, &abi::reg_mr_response(key)) {
+        if let Err(e) = write_response(udata, &siw_abi_responses::reg_mr_response(key)) {
             mr.deregister();
             return Err(e);
         }
@@ -558,9 +561,11 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             None => Srq::new(attr.max_wr, attr.max_sge, attr.limit, events, place)?,
             Some(user) => {
                 let num = attr.max_wr.checked_next_power_of_two().ok_or(EINVAL)?;
-                let len = (num as usize).checked_mul(abi::RQE_SIZE).ok_or(EINVAL)?;
+                let len = (num as usize)
+                    .checked_mul(siw_abi_responses::RQE_SIZE)
+                    .ok_or(EINVAL)?;
                 let ring = UserMemory::new(len)?.map(user)?;
-                let response = abi::create_srq_response(num, ring.key());
+                let response = siw_abi_responses::create_srq_response(num, ring.key());
                 let srq = Srq::new_user(ring, num, attr.max_sge, attr.limit, events, place)?;
                 write_response(user.udata(), &response)?;
                 attr.max_wr = num;

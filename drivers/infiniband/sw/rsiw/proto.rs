@@ -11,7 +11,7 @@
 //! [`tx_engine`] run the data path of one stream: received bytes to placed
 //! payload and completions, work requests to FPDUs; [`qp_engine`] ties them
 //! to the credit queues and the driver's queues and memory as the sans-IO
-//! data path of one RC queue pair. [`user_queue`] decodes the work queue
+//! data path of one RC queue pair. [`siw_abi_entries`] decodes the work queue
 //! entries the siw user ABI shares with user space, input as untrusted as
 //! the wire's.
 //!
@@ -55,9 +55,9 @@ pub mod rdmap;
 pub mod rdmap_control;
 pub mod rx_engine;
 pub mod segmenter;
+pub mod siw_abi_entries;
 pub mod term_error;
 pub mod terminate;
 pub mod tx_engine;
-pub mod user_queue;
 pub mod wire;
 pub mod work_request;

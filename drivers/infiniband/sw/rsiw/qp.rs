@@ -6,7 +6,7 @@
 //!
 //! - a kernel consumer's send and receive queues are rings here, filled by
 //!   `post_send`/`post_recv`; a process's are rings in memory it shares with the kernel
-//!   ([`UserQueues`]), filled by the provider library, with `post_send` as the doorbell;
+//!   ([`UserRings`]), filled by the provider library, with `post_send` as the doorbell;
 //! - received bytes reach the engine in the socket's `sk_data_ready` (softirq), under the QP's
 //!   bottom-half lock, and are placed straight into the consumer's memory;
 //! - FPDUs leave from a work item (process context), or right from a process's doorbell: it
@@ -61,13 +61,13 @@ use crate::{
             WcStatus,
         },
         qp_event::EventKind,
+        siw_abi_entries,
         terminate::TermError,
-        user_queue,
     },
     quota::Place,
     srq::Srq,
     tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
-    user_queues::{UserQueues, INLINE_LKEY},
+    user_rings::{UserRings, INLINE_LKEY},
     verbs_wr,
 };
 
@@ -112,7 +112,7 @@ enum WorkQueues {
         rq: FixedRing<RecvRequest>,
     },
     /// A process's rings.
-    User(UserQueues),
+    User(UserRings),
     /// Destroyed: a process's rings went back to it.
     Released,
 }
@@ -287,7 +287,7 @@ impl Qp {
         place: Place,
         table: Arc<QpTable>,
         queue: Arc<OwnedQueue>,
-        user: Option<UserQueues>,
+        user: Option<UserRings>,
         srq: Option<Arc<Srq>>,
         events: QpEvents,
     ) -> Result<Arc<Self>> {

@@ -20,9 +20,10 @@
 //! the MPA exchanges, listeners), [`qp`] (queue pairs and their state; receive in `qp/rx.rs`,
 //! the per-access memory context in `qp/context.rs`), [`tx`] (FPDUs to TCP), [`verbs_wr`]
 //! (kernel work requests in the engine's form), [`cq`] and [`srq`] (completion and shared
-//! receive queues), [`mr`] (memory regions and STags), [`abi`] and [`user_queues`] (the siw
-//! user ABI: verb responses, the rings shared with processes), [`settings`] (per-device sysfs
-//! settings), [`proto`] (the wire protocols, pure code shared with the host tests).
+//! receive queues), [`mr`] (memory regions and STags), [`siw_abi_responses`] and
+//! [`user_rings`] (the siw user ABI: verb responses, the rings shared with processes; the
+//! entries in `proto/siw_abi_entries.rs`), [`settings`] (per-device sysfs settings), [`proto`]
+//! (the wire protocols, pure code shared with the host tests).
 
 use device::Limits;
 use kernel::{
@@ -40,7 +41,6 @@ use kernel::{
     sync::Arc,
 };
 
-mod abi;
 mod cm;
 mod cq;
 mod device;
@@ -50,10 +50,11 @@ pub mod proto;
 mod qp;
 mod quota;
 mod settings;
+mod siw_abi_responses;
 mod slots;
 mod srq;
 mod tx;
-mod user_queues;
+mod user_rings;
 mod verbs_wr;
 
 kernel::module_param_str!(MAX_QP, "max_qp");

@@ -5,7 +5,7 @@
 //! The QPs created with an SRQ take their receive work requests from it, in the receive path
 //! (softirq), when a message needs one. A kernel consumer's SRQ is a ring here, filled by
 //! `post_srq_recv`; a process's is a ring of `struct siw_rqe` it maps and fills itself, taken
-//! as a QP's receive ring is (`user_queues.rs`).
+//! as a QP's receive ring is (`user_rings.rs`).
 //!
 //! When a take leaves fewer posted receives than the armed limit, the SRQ raises
 //! `IB_EVENT_SRQ_LIMIT_REACHED` and the limit disarms. In a process's ring the posted entries
@@ -30,10 +30,10 @@ use kernel::{
 use crate::{
     proto::{
         qp_engine::{Completion, RecvRequest},
-        user_queue,
+        siw_abi_entries,
     },
     quota::Place,
-    user_queues::{rqe_posted, take_rqe},
+    user_rings::{rqe_posted, take_rqe},
 };
 
 /// Where the receive work requests wait.
@@ -96,7 +96,7 @@ impl Srq {
         place: Place,
     ) -> Result<Arc<Self>> {
         let needed = (num as usize)
-            .checked_mul(crate::abi::RQE_SIZE)
+            .checked_mul(crate::siw_abi_responses::RQE_SIZE)
             .ok_or(EINVAL)?;
         if !num.is_power_of_two() || ring.len() < needed {
             return Err(EINVAL);
@@ -140,7 +140,7 @@ impl Srq {
                     (Ok(taken), ring.len() < *limit as usize)
                 }
                 Pool::User { ring, num, get } => {
-                    let mut request = user_queue::EMPTY_RECV;
+                    let mut request = siw_abi_entries::EMPTY_RECV;
                     let taken = take_rqe(ring, *num, get, &mut request)
                         .map(|taken| taken.then_some(request));
                     let below = *limit > 0 && !rqe_posted(ring, *num, get.wrapping_add(*limit - 1));

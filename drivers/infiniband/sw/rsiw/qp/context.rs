@@ -186,7 +186,7 @@ impl QpContext for Ctx<'_> {
     }
 
     fn pop_recv(&mut self) -> Option<RecvRequest> {
-        let mut wr = user_queue::EMPTY_RECV;
+        let mut wr = siw_abi_entries::EMPTY_RECV;
         self.pop_recv_into(&mut wr).then_some(wr)
     }
 

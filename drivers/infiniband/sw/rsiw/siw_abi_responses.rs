@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The user ABI rsiw shares with the C siw (`include/uapi/rdma/siw-abi.h`), so that
-//! rdma-core's stock siw provider drives rsiw unmodified: the responses of the verbs here, the
-//! entries of the shared queues in `proto/user_queue.rs`.
+//! The responses of the verbs in the user ABI rsiw shares with the C siw
+//! (`include/uapi/rdma/siw-abi.h`), so that rdma-core's stock siw provider drives rsiw
+//! unmodified.
+//!
+//! The ABI has three parts in rsiw: these responses; the entries of the queues shared with a
+//! process, decoded and encoded by pure code in `proto/siw_abi_entries.rs`; and the send and
+//! receive rings of a process's QP, in [`crate::user_rings`].
 
-pub(crate) use crate::proto::user_queue::{CQE_SIZE, CQ_CTRL_SIZE, RQE_SIZE, SQE_SIZE};
+pub(crate) use crate::proto::siw_abi_entries::{CQE_SIZE, CQ_CTRL_SIZE, RQE_SIZE, SQE_SIZE};
 
 /// The siw user ABI version (`SIW_ABI_VERSION`).
 pub(crate) const ABI_VERSION: u32 = 1;

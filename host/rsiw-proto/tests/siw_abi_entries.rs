@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use rsiw_proto::proto::qp_engine::{
     Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus, MAX_SGE,
 };
-use rsiw_proto::proto::user_queue::*;
+use rsiw_proto::proto::siw_abi_entries::*;
 
 /// The provider's `push_send_wqe` for a work request with SGEs: every field
 /// but the flags, then the flags with [`VALID`] last. `num_sge` is stored as

@@ -7,8 +7,8 @@
 //! flag last; it never hands them to the kernel. The kernel takes entries in ring order:
 //!
 //! - a send queue entry is looked at, decoded into the engine's room for it, when the engine wants
-//!   the next request ([`UserQueues::peek_send`]), and released, its flag cleared, when the engine
-//!   takes it ([`UserQueues::pop_send`]). The library rings the doorbell (an empty `post_send`)
+//!   the next request ([`UserRings::peek_send`]), and released, its flag cleared, when the engine
+//!   takes it ([`UserRings::pop_send`]). The library rings the doorbell (an empty `post_send`)
 //!   only if the entry before the ones it just wrote was already released, i.e. when it believes
 //!   the kernel idle. So the release is a full barrier before the next entry is looked at, and
 //!   after releasing an entry the transmit path always looks at the next one: between them nothing
@@ -16,7 +16,7 @@
 //! - a receive queue entry is taken, and released, when a message needs it.
 //!
 //! Entries are copied out of the shared memory before they are decoded
-//! (`proto/user_queue.rs`), so the process cannot change a request under the kernel. Inline
+//! (`proto/siw_abi_entries.rs`), so the process cannot change a request under the kernel. Inline
 //! data, which travels inside the send queue entry, is copied to a buffer of the kernel's,
 //! one slot per entry; the engine reads it through an SGE with the [`INLINE_LKEY`], a key no
 //! memory region has (STag index 0 is never used).
@@ -26,14 +26,14 @@ use kernel::{alloc::KVVec, prelude::*, rdma::provider::user_map::UserMapping};
 
 use crate::proto::{
     qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
-    user_queue::{self, RQE_HEAD, RQE_SIZE, SQE_HEAD, SQE_SIZE},
+    siw_abi_entries::{self, RQE_HEAD, RQE_SIZE, SQE_HEAD, SQE_SIZE},
 };
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
 pub(crate) const INLINE_LKEY: u32 = 0;
 
 /// A process's send queue and, unless it uses none, receive queue.
-pub(crate) struct UserQueues {
+pub(crate) struct UserRings {
     sq: UserMapping,
     num_sqe: u32,
     /// The count of send queue entries taken.
@@ -41,12 +41,12 @@ pub(crate) struct UserQueues {
     recv: RecvSide,
     /// Every send queue entry is signalled.
     signal_all: bool,
-    /// Inline data, [`user_queue::MAX_INLINE`] bytes per send queue entry (empty if the QP
+    /// Inline data, [`siw_abi_entries::MAX_INLINE`] bytes per send queue entry (empty if the QP
     /// has no inline data).
     inline: KVVec<u8>,
 }
 
-/// The receive queue's side of [`UserQueues`], on cache lines of its own: a QP's receiving and
+/// The receive queue's side of [`UserRings`], on cache lines of its own: a QP's receiving and
 /// sending run on different CPUs (in a ping-pong, receiving runs in the peer's send), and
 /// lines written by both would move between the CPUs with every message.
 #[repr(align(64))]
@@ -56,7 +56,7 @@ struct RecvSide {
     rq_get: u32,
 }
 
-impl UserQueues {
+impl UserRings {
     /// Queues in `sq` (`num_sqe` entries) and `rq` (`num_rqe` entries).
     pub(crate) fn new(
         sq: UserMapping,
@@ -77,7 +77,7 @@ impl UserQueues {
         }
         let inline_len = if with_inline {
             (num_sqe as usize)
-                .checked_mul(user_queue::MAX_INLINE)
+                .checked_mul(siw_abi_entries::MAX_INLINE)
                 .ok_or(EINVAL)?
         } else {
             0
@@ -109,8 +109,8 @@ impl UserQueues {
         let at = slot as usize * SQE_SIZE;
         let valid = self
             .sq
-            .load_u16(at + user_queue::FLAGS_OFFSET)
-            .is_ok_and(|f| f & user_queue::VALID != 0);
+            .load_u16(at + siw_abi_entries::FLAGS_OFFSET)
+            .is_ok_and(|f| f & siw_abi_entries::VALID != 0);
         if !valid {
             return Ok(false);
         }
@@ -118,7 +118,7 @@ impl UserQueues {
         fence(Ordering::Acquire);
         let mut head = [0u8; SQE_HEAD];
         let read = self.sq.read(at, &mut head);
-        let len = user_queue::sqe_len(&head);
+        let len = siw_abi_entries::sqe_len(&head);
         let decoded = if len > SQE_HEAD && read.is_ok() {
             let (whole, read) = whole_entry::<SQE_HEAD, SQE_SIZE>(&self.sq, at, head, len);
             self.decode_send(slot, &whole, read, out)
@@ -143,7 +143,7 @@ impl UserQueues {
     }
 
     /// Decodes the copy `raw` of send queue entry `slot` (at least its first
-    /// [`user_queue::sqe_len`] bytes; `read` says whether copying them worked) into `out`, its
+    /// [`siw_abi_entries::sqe_len`] bytes; `read` says whether copying them worked) into `out`, its
     /// inline data into the slot's room in the inline buffer; the status and work request
     /// identifier of its error completion if it is malformed.
     #[inline(always)]
@@ -154,14 +154,14 @@ impl UserQueues {
         read: Result,
         out: &mut SendRequest,
     ) -> core::result::Result<(), (WcStatus, u64)> {
-        let bad = |status| (status, user_queue::entry_id(raw));
+        let bad = |status| (status, siw_abi_entries::entry_id(raw));
         read.map_err(|_| bad(WcStatus::GeneralErr))?;
-        let data =
-            user_queue::decode_sqe_into(raw, self.signal_all, out).map_err(|e| bad(e.status()))?;
+        let data = siw_abi_entries::decode_sqe_into(raw, self.signal_all, out)
+            .map_err(|e| bad(e.status()))?;
         match data {
             Some(range) => {
                 let data = raw.get(range).unwrap_or(&[]);
-                let base = slot as usize * user_queue::MAX_INLINE;
+                let base = slot as usize * siw_abi_entries::MAX_INLINE;
                 let Some(room) = self.inline.get_mut(base..base + data.len()) else {
                     // The QP was created without inline data.
                     return Err(bad(WcStatus::LocQpOpErr));
@@ -185,7 +185,7 @@ impl UserQueues {
     /// The engine took the entry [`Self::peek_send`] returned: release it to the process.
     pub(crate) fn pop_send(&mut self) {
         let at = ring_slot(self.sq_get, self.num_sqe) as usize * SQE_SIZE;
-        let _ = self.sq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
+        let _ = self.sq.store_u16(at + siw_abi_entries::FLAGS_OFFSET, 0);
         // `smp_store_mb`: the release is visible before the next entry's flag is read.
         fence(Ordering::SeqCst);
         self.sq_get = self.sq_get.wrapping_add(1);
@@ -234,14 +234,14 @@ pub(crate) fn take_rqe(
     fence(Ordering::Acquire);
     let mut head = [0u8; RQE_HEAD];
     let read = rq.read(at, &mut head);
-    let len = user_queue::rqe_len(&head);
+    let len = siw_abi_entries::rqe_len(&head);
     let decoded = if len > RQE_HEAD && read.is_ok() {
         let (whole, read) = whole_entry::<RQE_HEAD, RQE_SIZE>(rq, at, head, len);
         decode_recv(&whole, read, out)
     } else {
         decode_recv(&head, read, out)
     };
-    let _ = rq.store_u16(at + user_queue::FLAGS_OFFSET, 0);
+    let _ = rq.store_u16(at + siw_abi_entries::FLAGS_OFFSET, 0);
     *get = get.wrapping_add(1);
     match decoded {
         Ok(()) => Ok(true),
@@ -258,7 +258,7 @@ pub(crate) fn take_rqe(
 }
 
 /// Decodes the copy `raw` of a receive queue entry (at least its first
-/// [`user_queue::rqe_len`] bytes; `read` says whether copying them worked) into `out`; the
+/// [`siw_abi_entries::rqe_len`] bytes; `read` says whether copying them worked) into `out`; the
 /// status and work request identifier of its error completion if it is malformed.
 #[inline(always)]
 fn decode_recv(
@@ -267,13 +267,13 @@ fn decode_recv(
     out: &mut RecvRequest,
 ) -> core::result::Result<(), (WcStatus, u64)> {
     read.map_err(|_| WcStatus::GeneralErr)
-        .and_then(|()| user_queue::decode_rqe_into(raw, out).map_err(|e| e.status()))
-        .map_err(|status| (status, user_queue::entry_id(raw)))
+        .and_then(|()| siw_abi_entries::decode_rqe_into(raw, out).map_err(|e| e.status()))
+        .map_err(|status| (status, siw_abi_entries::entry_id(raw)))
 }
 
 /// The whole queue entry at `at` of `ring` of `SIZE` bytes, whose first `HEAD` bytes `head`
 /// holds already, with as much more as counts (`len` bytes; the rest zeros, see the module
-/// documentation of `user_queue`); also whether copying worked. Entries all in their head (one
+/// documentation of `siw_abi_entries`); also whether copying worked. Entries all in their head (one
 /// SGE) need not be copied again: their decoders take the head alone.
 #[inline(always)]
 fn whole_entry<const HEAD: usize, const SIZE: usize>(
@@ -297,8 +297,8 @@ fn whole_entry<const HEAD: usize, const SIZE: usize>(
 /// Whether the receive queue entry `index` of the ring `rq` of `num` entries is posted.
 pub(crate) fn rqe_posted(rq: &UserMapping, num: u32, index: u32) -> bool {
     let at = ring_slot(index, num) as usize * RQE_SIZE;
-    rq.load_u16(at + user_queue::FLAGS_OFFSET)
-        .is_ok_and(|f| f & user_queue::VALID != 0)
+    rq.load_u16(at + siw_abi_entries::FLAGS_OFFSET)
+        .is_ok_and(|f| f & siw_abi_entries::VALID != 0)
 }
 
 /// The slot of entry `index` in a ring of `num` entries. Rings are created with a power of two

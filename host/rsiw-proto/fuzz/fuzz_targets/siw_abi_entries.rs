@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use rsiw_proto::proto::qp_engine::{SendRequest, MAX_SGE};
-use rsiw_proto::proto::user_queue::*;
+use rsiw_proto::proto::siw_abi_entries::*;
 
 fuzz_target!(|data: &[u8]| {
     let Some((sq, rest)) = data.split_first_chunk::<SQE_SIZE>() else {
