@@ -58,7 +58,7 @@ use super::{
     },
     user::{
         alloc_ucontext_callback, dealloc_ucontext_callback, disassociate_ucontext_callback,
-        UserData, UserVerb,
+        UcontextContainer, UserData, UserVerb,
     },
     user_map::{mmap_callback, mmap_free_callback},
     work_request::{post_recv_callback, post_send_callback},

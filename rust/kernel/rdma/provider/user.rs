@@ -8,8 +8,20 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/uverbs_ioctl.h`](srctree/include/rdma/uverbs_ioctl.h)
 
-use super::device::{with_driver, Driver};
-use crate::{bindings, error::from_result, ffi::c_int, prelude::*};
+use super::{
+    device::{with_driver, Driver},
+    user_map::ContextMappings,
+};
+use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
+use core::mem::ManuallyDrop;
+
+/// A user context as the core allocates it (`size_ib_ucontext`): the core object, then the
+/// set of its mmap entries ([`super::user_map`]).
+#[repr(C)]
+pub(crate) struct UcontextContainer {
+    ibuctx: bindings::ib_ucontext,
+    mappings: ManuallyDrop<Arc<ContextMappings>>,
+}
 
 /// The driver-specific data a user-space verb carries (`struct ib_udata`): the request the
 /// provider library sent and room for its response.
@@ -63,8 +75,15 @@ pub(crate) unsafe extern "C" fn alloc_ucontext_callback<T: Driver>(
         let mut udata = UserData {
             inner: udata.ok_or(EINVAL)?,
         };
+        let mappings = ContextMappings::new()?;
         // SAFETY: A device of ours, alive while it has contexts.
         unsafe { with_driver::<T, _>(ibdev, |d, dev| d.alloc_ucontext(dev, &mut udata)) }?;
+        let container = uctx.cast::<UcontextContainer>();
+        // SAFETY: The core allocated `size_ib_ucontext` bytes, a `UcontextContainer`; the set
+        // is written once here and taken once in `dealloc_ucontext_callback`.
+        unsafe {
+            core::ptr::addr_of_mut!((*container).mappings).write(ManuallyDrop::new(mappings))
+        };
         Ok(0)
     })
 }
@@ -81,6 +100,11 @@ pub(crate) unsafe extern "C" fn dealloc_ucontext_callback<T: Driver>(
     let ibdev = unsafe { (*uctx).device };
     // SAFETY: A device of ours, alive while it has contexts.
     unsafe { with_driver::<T, _>(ibdev, |d, dev| d.dealloc_ucontext(dev)) };
+    let container = uctx.cast::<UcontextContainer>();
+    // SAFETY: Written by `alloc_ucontext_callback`, which accepted the context; taken once.
+    let mappings = unsafe { ManuallyDrop::take(&mut (*container).mappings) };
+    // The core frees the context on return, and requires it to have no entry left.
+    mappings.close();
 }
 
 /// The user verb a creation callback runs for, or `None` for a kernel object.
@@ -131,5 +155,13 @@ impl<'a> UserVerb<'a> {
     /// The verb's driver data (request and response).
     pub fn udata(&mut self) -> &mut UserData<'a> {
         &mut self.udata
+    }
+
+    /// The set of mmap entries of the verb's user context.
+    pub(crate) fn mappings(&self) -> &Arc<ContextMappings> {
+        // SAFETY: The verb's context is alive for `'a` (type invariant); it is a context of
+        // one of our devices, so a `UcontextContainer` whose set `alloc_ucontext_callback`
+        // wrote (a verb runs only on a context the driver accepted).
+        unsafe { &(*self.ucontext.cast::<UcontextContainer>()).mappings }
     }
 }

@@ -11,19 +11,28 @@
 //!
 //! # Ownership
 //!
-//! Once mapped, the memory belongs to the mmap entry: the RDMA core frees the entry (and
-//! with it the memory, in `mmap_free_callback`) when it is removed and no `mmap` is looking
-//! at it. The provider keeps a [`UserMapping`] for as long as its object (a CQ, a QP) lives;
-//! dropping it removes the entry, so no new `mmap` can find it. Pages already mapped stay with
-//! the process until it unmaps them (the mapping holds page references).
+//! Once mapped, the memory is shared by the mmap entry and the provider's [`UserMapping`]: it
+//! is freed when both are gone. The RDMA core frees the entry (in `mmap_free_callback`) once
+//! it is removed and no `mmap` is looking at it. The provider keeps its mapping for as long as
+//! its object (a CQ, a QP) lives; dropping it removes the entry, so no new `mmap` can find it.
+//! Pages already mapped stay with the process until it unmaps them (the mapping holds page
+//! references).
+//!
+//! An entry belongs to its user context, which the core frees right after the context's
+//! `dealloc_ucontext` (and which must have no entry left then). So each context keeps the set
+//! of its entries ([`ContextMappings`]): closing the context removes those still there, and a
+//! mapping dropped later finds its entry gone and leaves it alone. A provider may thus keep a
+//! mapping past its context; its memory stays valid, only `mmap` no longer finds it.
 
 use super::user::UserVerb;
 use crate::{
-    alloc::{flags::GFP_KERNEL, KBox},
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
     bindings,
     error::{to_result, Result},
     ffi::{c_int, c_ulong},
+    new_mutex,
     prelude::*,
+    sync::{Arc, Mutex},
 };
 use core::ptr::NonNull;
 
@@ -62,32 +71,46 @@ impl UserMemory {
     /// whose [`UserMapping::key`] the provider library passes to `mmap` as the offset.
     pub fn map(self, verb: &UserVerb<'_>) -> Result<UserMapping> {
         let len = self.len;
+        let ptr = self.ptr;
+        let mem = Arc::new(self, GFP_KERNEL)?;
         let mut boxed = KBox::new(
             MappedMemory {
                 entry: bindings::rdma_user_mmap_entry::default(),
-                mem: self,
+                mem: mem.clone(),
             },
             GFP_KERNEL,
         )?;
+        let context = verb.mappings().clone();
+        let mut entries = context.entries.lock();
+        if entries.closed {
+            return Err(EIO);
+        }
+        // Room to record the entry first, so that recording cannot fail once it is inserted.
+        if !entries.live.contains(&0) {
+            entries.live.reserve(1, GFP_KERNEL)?;
+        }
         // SAFETY: `ucontext` is the live context of the verb being executed; `entry` is zeroed
         // and stays at this address (boxed). On success the core holds the entry until
         // `mmap_free_callback`, which frees the box.
         to_result(unsafe {
             bindings::rdma_user_mmap_entry_insert(verb.ucontext, &mut boxed.entry, len)
         })?;
-        let mem = boxed.mem.ptr;
         let raw = KBox::into_raw(boxed);
-        // SAFETY: `raw` is valid: the core owns it now, and frees it only after `remove`,
-        // which only our `UserMapping` calls.
+        // SAFETY: `raw` is valid: the core owns it now, and frees it only after it is removed,
+        // which the mapping or the context's closing does, once (they share `context`).
         let entry = unsafe { core::ptr::addr_of_mut!((*raw).entry) };
+        entries.record(entry);
+        drop(entries);
         // SAFETY: As above; `start_pgoff` was set by the insert.
         let key = (unsafe { (*entry).start_pgoff } as u64) << bindings::PAGE_SHIFT;
-        // INVARIANT: Inserted and not removed; `mem` is the memory of that entry.
+        // INVARIANT: Inserted and recorded in `context`; `mem` is the entry's memory.
         Ok(UserMapping {
             entry,
             key,
-            mem,
+            mem: ptr,
             len,
+            _memory: mem,
+            context,
         })
     }
 }
@@ -103,7 +126,76 @@ impl Drop for UserMemory {
 #[repr(C)]
 struct MappedMemory {
     entry: bindings::rdma_user_mmap_entry,
-    mem: UserMemory,
+    mem: Arc<UserMemory>,
+}
+
+/// The mmap entries of one user context that are inserted and not removed yet.
+#[pin_data]
+pub(crate) struct ContextMappings {
+    #[pin]
+    entries: Mutex<Entries>,
+}
+
+/// What [`ContextMappings`] guards.
+struct Entries {
+    /// Addresses of the live entries; 0 is a free slot.
+    live: KVec<usize>,
+    /// The context is closed: its entries are removed, and none is inserted any more.
+    closed: bool,
+}
+
+impl Entries {
+    /// Records `entry` in a free slot (`map` made sure there is one).
+    fn record(&mut self, entry: *mut bindings::rdma_user_mmap_entry) {
+        if let Some(slot) = self.live.iter_mut().find(|e| **e == 0) {
+            *slot = entry as usize;
+        } else if self.live.push(entry as usize, GFP_ATOMIC).is_err() {
+            // Cannot happen: `map` reserved the room.
+            pr_warn!("rdma: could not record an mmap entry\n");
+        }
+    }
+
+    /// Forgets `entry`; whether it was recorded (not yet removed by the context's closing).
+    fn forget(&mut self, entry: *mut bindings::rdma_user_mmap_entry) -> bool {
+        match self.live.iter_mut().find(|e| **e == entry as usize) {
+            Some(slot) => {
+                *slot = 0;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl ContextMappings {
+    /// The set of a new user context.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                entries <- new_mutex!(Entries {
+                    live: KVec::new(),
+                    closed: false,
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The context is being freed: removes every entry still there (mappings dropped later
+    /// leave theirs alone) and refuses new ones.
+    pub(crate) fn close(&self) {
+        let mut entries = self.entries.lock();
+        entries.closed = true;
+        let live = core::mem::take(&mut entries.live);
+        drop(entries);
+        for &e in live.iter().filter(|&&e| e != 0) {
+            // SAFETY: A recorded entry is inserted and not removed (it leaves the set when it
+            // is removed, under the set's lock); the context is alive during its closing.
+            unsafe {
+                bindings::rdma_user_mmap_entry_remove(e as *mut bindings::rdma_user_mmap_entry)
+            };
+        }
+    }
 }
 
 /// Memory registered for `mmap` with a user context; dropping it unregisters it.
@@ -116,14 +208,16 @@ struct MappedMemory {
 ///
 /// # Invariants
 ///
-/// `entry` is the entry of a `MappedMemory`, inserted and not yet removed; `mem` is the start
-/// of that `MappedMemory`'s allocation of at least `len` bytes, which lives until the entry is
-/// freed (after its removal, which only our `Drop` does).
+/// `entry` is the entry of a `MappedMemory`, inserted; while `context` records it, it is not
+/// removed and its context is alive. `mem` is the start of `_memory`'s allocation of at least
+/// `len` bytes, which lives as long as this value.
 pub struct UserMapping {
     entry: *mut bindings::rdma_user_mmap_entry,
     key: u64,
     mem: NonNull<u8>,
     len: usize,
+    _memory: Arc<UserMemory>,
+    context: Arc<ContextMappings>,
 }
 
 // SAFETY: The entry is only removed (once, on drop), which the core allows from any thread.
@@ -238,9 +332,13 @@ impl UserMapping {
 
 impl Drop for UserMapping {
     fn drop(&mut self) {
-        // SAFETY: Inserted and not removed (type invariant); after this the core frees it when
-        // unused, through `mmap_free_callback`.
-        unsafe { bindings::rdma_user_mmap_entry_remove(self.entry) };
+        let mut entries = self.context.entries.lock();
+        if entries.forget(self.entry) {
+            // SAFETY: It was recorded, so inserted and not removed, and its context is alive
+            // while we hold the set's lock (closing takes it). After this the core frees the
+            // entry when unused, through `mmap_free_callback`.
+            unsafe { bindings::rdma_user_mmap_entry_remove(self.entry) };
+        }
     }
 }
 

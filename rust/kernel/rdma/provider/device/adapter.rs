@@ -198,8 +198,7 @@ impl<T: Driver> Adapter<T> {
             ops.disassociate_ucontext = Some(disassociate_ucontext_callback);
             ops.mmap = Some(mmap_callback);
             ops.mmap_free = Some(mmap_free_callback);
-            // No driver data is embedded: the bare core object.
-            ops.size_ib_ucontext = core::mem::size_of::<bindings::ib_ucontext>();
+            ops.size_ib_ucontext = core::mem::size_of::<UcontextContainer>();
         }
         if T::HAS_ALLOC_PD {
             ops.alloc_pd = Some(alloc_pd_callback::<T>);
