@@ -20,7 +20,7 @@
 //!
 //! An entry belongs to its user context, which the core frees right after the context's
 //! `dealloc_ucontext` (and which must have no entry left then). So each context keeps the set
-//! of its entries ([`ContextMappings`]): closing the context removes those still there, and a
+//! of its entries (`ContextMappings`): closing the context removes those still there, and a
 //! mapping dropped later finds its entry gone and leaves it alone. A provider may thus keep a
 //! mapping past its context; its memory stays valid, only `mmap` no longer finds it.
 
