@@ -10,8 +10,9 @@
 //! fails with `EEXIST` (the C `rpcrdma` module holds 256 and the netids "rdma" and "rdma6" once
 //! it is loaded).
 //!
-//! [`Registration`] registers a class for as long as it lives. What `setup` creates is the
-//! class's [`TransportClass`].
+//! [`Registration`] registers a [`TransportClass`] for as long as it lives. Creating a transport
+//! is not wrapped yet: [`TransportPtr`] has no constructor, so a class's `setup` can only refuse
+//! the client with an error.
 //!
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h)
 
