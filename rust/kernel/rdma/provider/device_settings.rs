@@ -178,9 +178,9 @@ unsafe extern "C" fn store_callback<T: Driver>(
         Ok(t) => t.trim(),
         Err(_) => return EINVAL.to_errno() as isize,
     };
+    let store = |d: &T, device: &Device, i| d.store_setting(device, i, text);
     // SAFETY: The caller's guarantee.
-    let stored =
-        unsafe { lookup::<T, _>(dev, attr, |d, device, i| d.store_setting(device, i, text)) };
+    let stored = unsafe { lookup::<T, _>(dev, attr, store) };
     match stored {
         Ok(()) => count as isize,
         Err(e) => e.to_errno() as isize,

@@ -172,9 +172,9 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         from_result(|| {
             let index = u32::try_from(index).map_err(|_| EINVAL)?;
+            let query = |d: &T, dev: &Device| d.query_gid(dev, port, index);
             // SAFETY: A device of ours, alive for the call.
-            let raw =
-                unsafe { with_driver::<T, _>(ibdev, |d, dev| d.query_gid(dev, port, index)) }?;
+            let raw = unsafe { with_driver::<T, _>(ibdev, query) }?;
             // SAFETY: `gid` is writable (the caller's guarantee); the union is plain bytes.
             unsafe { (*gid).raw = raw };
             Ok(0)
