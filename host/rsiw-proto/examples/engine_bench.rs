@@ -151,6 +151,8 @@ impl Node {
 }
 
 impl QpContext for Node {
+    type Sge = Sge;
+
     fn peek_send(&mut self) -> Option<SendRequest> {
         self.n.peek_send += 1;
         self.sq.front().copied()

@@ -366,6 +366,8 @@ pub const STALE_HEAD: SendRequest = SendRequest {
 };
 
 impl QpContext for Node {
+    type Sge = Sge;
+
     fn peek_send(&mut self) -> Option<SendRequest> {
         self.sq.front().copied()
     }
@@ -597,6 +599,8 @@ impl BorrowMut<Node> for TraitDefaults {
 }
 
 impl QpContext for TraitDefaults {
+    type Sge = Sge;
+
     fn peek_send(&mut self) -> Option<SendRequest> {
         self.0.peek_send()
     }
@@ -658,7 +662,7 @@ impl QpContext for TraitDefaults {
 /// as the room for the SQ head, checked: what it reports, and the wire bytes
 /// a driver sends (the buffer with the payload of every offer taken inserted
 /// at its place).
-pub fn checked_transmit_by_reference<S: SlotStorage, X: QpContext + BorrowMut<Node>>(
+pub fn checked_transmit_by_reference<S: SlotStorage, X: QpContext<Sge = Sge> + BorrowMut<Node>>(
     engine: &mut QpEngine<SoftCrc32c, S>,
     ctx: &mut X,
     out: &mut [u8],

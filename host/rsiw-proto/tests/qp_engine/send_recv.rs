@@ -15,7 +15,7 @@ fn sge_list_limits() {
     assert!(SgeList::new(&[one; MAX_SGE + 1]).is_none());
     let full = SgeList::new(&[sge(0, u32::MAX, 0); MAX_SGE]).unwrap();
     assert_eq!(full.total_len(), Some(u64::from(u32::MAX) * MAX_SGE as u64));
-    assert_eq!(SgeList::new(&[]).unwrap().as_slice(), &[]);
+    assert_eq!(SgeList::<Sge>::new(&[]).unwrap().as_slice(), &[]);
     assert_eq!(SgeList::single(one).as_slice(), &[one]);
 }
 

@@ -200,7 +200,7 @@ use super::wire;
 use produce::{produce, sq_message_request, Produced, Room, HEADER_ONLY_FPDU_ROOM};
 use rx_adapter::RxAdapter;
 use scatter_gather::{sg_read, sg_write};
-use slots::{DEPTH, NO_OUTSTANDING};
+use slots::DEPTH;
 use state::{BoundRecv, InFlight, Job, LastRx, SplitRead, Stage, State};
 use transmit::Started;
 
@@ -214,8 +214,8 @@ mod slots;
 mod state;
 mod transmit;
 pub use super::work_request::{
-    AtomicOp, Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus,
-    MAX_SGE,
+    AtomicOp, Completion, RecvRequest, SendOp, SendRequest, Sge, SgeEntry, SgeList, WcOpcode,
+    WcStatus, MAX_SGE,
 };
 pub use rtr::RtrState;
 pub use slots::{InlineSlots, Outstanding, Pending, SlotStorage};
@@ -230,14 +230,18 @@ pub use slots::{InlineSlots, Outstanding, Pending, SlotStorage};
 /// ([`Grant::recheck`]) under the lock it accesses the memory under, and
 /// accesses nothing if that fails.
 pub trait QpContext {
+    /// The scatter/gather entries of the driver's work requests ([`Sge`], or a type of the
+    /// driver's own): the engine hands back only entries the driver's requests held, and
+    /// builds none but [`SgeEntry::EMPTY`].
+    type Sge: SgeEntry;
     /// The work request at the head of the send queue, left there.
-    fn peek_send(&mut self) -> Option<SendRequest>;
+    fn peek_send(&mut self) -> Option<SendRequest<Self::Sge>>;
     /// [`Self::peek_send`] into `out`; `false` if the queue is empty (`out`
     /// may have changed then). The engine looks at the SQ head there, in the
     /// caller's room ([`QpEngine::transmit_by_reference`]): a request is
     /// large, and a driver that decodes it can do so in place rather than
     /// copy it per message. By default, through [`Self::peek_send`].
-    fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
+    fn peek_send_into(&mut self, out: &mut SendRequest<Self::Sge>) -> bool {
         match self.peek_send() {
             Some(wr) => {
                 *out = wr;
@@ -249,12 +253,12 @@ pub trait QpContext {
     /// Removes the head of the send queue (the engine has taken a copy).
     fn pop_send(&mut self);
     /// Takes the next receive request.
-    fn pop_recv(&mut self) -> Option<RecvRequest>;
+    fn pop_recv(&mut self) -> Option<RecvRequest<Self::Sge>>;
     /// Takes the next receive request into `out`; `false` if there is none
     /// (`out` may have changed then). A request is large: a driver that
     /// decodes it can do so in place. By default, through
     /// [`Self::pop_recv`].
-    fn pop_recv_into(&mut self, out: &mut RecvRequest) -> bool {
+    fn pop_recv_into(&mut self, out: &mut RecvRequest<Self::Sge>) -> bool {
         match self.pop_recv() {
             Some(wr) => {
                 *out = wr;
@@ -268,17 +272,17 @@ pub trait QpContext {
     fn complete(&mut self, c: Completion);
     /// Reads `out.len()` bytes at `offset` within `sge` (lkey to region, PD,
     /// bounds and local access are the driver's to check).
-    fn local_read(&mut self, sge: &Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus>;
+    fn local_read(&mut self, sge: &Self::Sge, offset: u32, out: &mut [u8]) -> Result<(), WcStatus>;
     /// Writes `data` at `offset` within `sge` (checked like
     /// [`Self::local_read`], plus local write access).
-    fn local_write(&mut self, sge: &Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus>;
+    fn local_write(&mut self, sge: &Self::Sge, offset: u32, data: &[u8]) -> Result<(), WcStatus>;
     /// The memory region the index part of `stag` names, if any; the engine
     /// checks key, state, PD, rights and bounds.
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion>;
     /// Reads the `out.len()` bytes `grant` names (a Read Response's source).
     fn tagged_read(&mut self, grant: &Grant, out: &mut [u8]) -> Result<(), TermError>;
-    /// Writes `data` where `grant` names (an RDMA Write or a Read Response
-    /// being placed).
+    /// Writes `data` where `grant` names (an RDMA Write being placed; a Read
+    /// Response goes through [`Self::sink_write_pieces`]).
     fn tagged_write(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError>;
     /// [`Self::tagged_write`] of payload received in several pieces, in one
     /// call that can look the region up once. By default, piece by piece.
@@ -289,6 +293,18 @@ pub trait QpContext {
                 .ok_or(TermError::DdpLocalCatastrophic)?;
             self.tagged_write(&piece_grant, piece)
         })
+    }
+    /// Places a Read Response's payload (in pieces) at `grant`, which lies within `sink`, the
+    /// Read's sink entry as the work request posted it (`grant.access.tagged_offset` is
+    /// `sink.addr()` plus the bytes placed before). By default as any tagged write.
+    fn sink_write_pieces(
+        &mut self,
+        sink: &Self::Sge,
+        grant: &Grant,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        let _ = sink;
+        self.tagged_write_pieces(grant, data)
     }
     /// Executes `op` atomically with respect to all other atomics of the
     /// device on the word `grant` names; returns the original value.
@@ -306,7 +322,7 @@ pub trait QpContext {
     /// header ends and its pad and CRC follow) instead of the engine copying it
     /// there. Return `false` (the default) to have it copied, which is also
     /// how any error in `source` is found and reported.
-    fn send_by_reference(&mut self, source: PayloadSource<'_>, at: usize) -> bool {
+    fn send_by_reference(&mut self, source: PayloadSource<'_, Self::Sge>, at: usize) -> bool {
         let _ = (source, at);
         false
     }
@@ -318,11 +334,11 @@ pub const BY_REFERENCE_FROM: u32 = 4096;
 
 /// Payload bytes of one FPDU, where they are in memory.
 #[derive(Debug, Clone, Copy)]
-pub enum PayloadSource<'a> {
+pub enum PayloadSource<'a, S: SgeEntry = Sge> {
     /// Bytes `offset..offset + len` of a work request's gather list.
     Gather {
         /// The gather list.
-        sges: &'a [Sge],
+        sges: &'a [S],
         /// Where the bytes start in the concatenated list.
         offset: u32,
         /// How many.
@@ -378,15 +394,18 @@ pub struct EngineConfig {
 
 /// The data path of one RC queue pair. No allocation; about 14 KiB, so the
 /// kernel keeps it in a box.
-pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage = InlineSlots> {
+///
+/// `S` keeps its per-slot state; `E` is the type of the scatter/gather entries of the work
+/// requests it takes ([`QpContext::Sge`] of the contexts it works with).
+pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage<E> = InlineSlots, E: SgeEntry = Sge> {
     rx: RxEngine<C>,
     tx: TxEngine<C>,
     fpdu_size: usize,
-    inflight: Option<InFlight<C>>,
+    inflight: Option<InFlight<C, E>>,
     /// The completion of a message produced whole on the previous call,
     /// written on the next one: after the driver handed its FPDUs to TCP.
     deferred: Option<Completion>,
-    st: State<S>,
+    st: State<S, E>,
 }
 
 /// The error reported for a local failure of a work request: an RDMAP local
@@ -401,7 +420,7 @@ impl<C: Crc32c + Copy> QpEngine<C> {
     }
 }
 
-impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// The data path of a connection whose MPA negotiation gave `config`, keeping its
     /// per-slot state in `slots` (which should be empty).
     pub fn with_slots(config: EngineConfig, crc: C, slots: S) -> Self {
@@ -423,10 +442,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                 split: None,
                 rx_line: [],
                 recv: BoundRecv {
-                    wr: RecvRequest {
-                        wr_id: 0,
-                        sges: SgeList::EMPTY,
-                    },
+                    wr: RecvRequest::EMPTY,
                     bound: false,
                 },
                 recv_status: None,
@@ -493,7 +509,11 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// them while the stream runs). `Err` means the stream is terminated: a
     /// TERMINATE is then pending for [`Self::transmit`], unless the peer sent
     /// one (its error is returned) or ours is out already.
-    pub fn receive<X: QpContext>(&mut self, bytes: &[u8], ctx: &mut X) -> Result<usize, TermError> {
+    pub fn receive<X: QpContext<Sge = E>>(
+        &mut self,
+        bytes: &[u8],
+        ctx: &mut X,
+    ) -> Result<usize, TermError> {
         let bytes = [bytes];
         self.receive_pieces(Pieces::one(&bytes), ctx)
     }
@@ -501,7 +521,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// As [`Self::receive`] for the bytes of `pieces` in order (a socket
     /// buffer's head and fragments): a payload that runs over several pieces
     /// is placed with one [`QpContext::tagged_write_pieces`].
-    pub fn receive_pieces<X: QpContext>(
+    pub fn receive_pieces<X: QpContext<Sge = E>>(
         &mut self,
         pieces: Pieces<'_>,
         ctx: &mut X,

@@ -56,7 +56,8 @@
 use core::ops::Range;
 
 use super::qp_engine::{
-    Completion, RecvRequest, SendOp, SendRequest, Sge, SgeList, WcOpcode, WcStatus, MAX_SGE,
+    Completion, RecvRequest, SendOp, SendRequest, Sge, SgeEntry, SgeList, WcOpcode, WcStatus,
+    MAX_SGE,
 };
 use super::wire;
 
@@ -169,11 +170,11 @@ const CQE_BYTES_OFFSET: usize = 12;
 const CQE_IMM_OFFSET: usize = 16;
 const CQE_QP_ID_OFFSET: usize = 24;
 
-/// A send queue entry decoded.
+/// A send queue entry decoded, its SGEs of type `S`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserSend {
+pub struct UserSend<S: SgeEntry = Sge> {
     /// The request; without SGEs if the payload is inline.
-    pub request: SendRequest,
+    pub request: SendRequest<S>,
     /// Where in the entry the inline payload lies, if it is inline; always
     /// within `INLINE_OFFSET..SQE_SIZE`.
     pub inline: Option<Range<usize>>,
@@ -273,7 +274,8 @@ pub fn rqe_len(head: &[u8; RQE_HEAD]) -> usize {
 }
 
 /// Decodes the copy `raw` of a send queue entry; `signal_all` is the QP's
-/// "signal all work requests" setting.
+/// "signal all work requests" setting. Its SGEs are plain [`Sge`]s; decode into a request
+/// of SGEs of another type with [`decode_sqe_into`].
 pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, SqeError> {
     let mut request = SendRequest::EMPTY;
     let inline = decode_sqe_into(raw, signal_all, &mut request)?;
@@ -284,12 +286,12 @@ pub fn decode_sqe(raw: &[u8; SQE_SIZE], signal_all: bool) -> Result<UserSend, Sq
 /// where in `raw` the inline payload lies, if it is inline (the request then
 /// has no SGEs). `raw` may be just the entry's first [`sqe_len`] bytes (at
 /// least [`SQE_HEAD`]): SGEs or inline data past its end are refused as too
-/// long.
+/// long. Each SGE is decoded as an [`Sge`] and stored as `S::from` it.
 #[inline(always)]
-pub fn decode_sqe_into(
+pub fn decode_sqe_into<S: SgeEntry + From<Sge>>(
     raw: &[u8],
     signal_all: bool,
-    out: &mut SendRequest,
+    out: &mut SendRequest<S>,
 ) -> Result<Option<Range<usize>>, SqeError> {
     let flags = entry_flags(raw);
     if flags & VALID == 0 {
@@ -341,7 +343,8 @@ pub fn decode_sqe_into(
 }
 
 /// Decodes the copy `raw` of a receive queue entry. Its opcode field is
-/// ignored, as in the C siw.
+/// ignored, as in the C siw. Its SGEs are plain [`Sge`]s; decode into a request of SGEs of
+/// another type with [`decode_rqe_into`].
 pub fn decode_rqe(raw: &[u8; RQE_SIZE]) -> Result<RecvRequest, RqeError> {
     let mut request = EMPTY_RECV;
     decode_rqe_into(raw, &mut request)?;
@@ -350,9 +353,13 @@ pub fn decode_rqe(raw: &[u8; RQE_SIZE]) -> Result<RecvRequest, RqeError> {
 
 /// [`decode_rqe`] into `out` (whose content is undefined on error). `raw`
 /// may be just the entry's first [`rqe_len`] bytes (at least [`RQE_HEAD`]):
-/// SGEs past its end are refused as too many.
+/// SGEs past its end are refused as too many. Each SGE is decoded as an [`Sge`] and stored
+/// as `S::from` it.
 #[inline(always)]
-pub fn decode_rqe_into(raw: &[u8], out: &mut RecvRequest) -> Result<(), RqeError> {
+pub fn decode_rqe_into<S: SgeEntry + From<Sge>>(
+    raw: &[u8],
+    out: &mut RecvRequest<S>,
+) -> Result<(), RqeError> {
     if entry_flags(raw) & VALID == 0 {
         return Err(RqeError::NotValid);
     }
@@ -452,15 +459,20 @@ fn put(out: &mut [u8], offset: usize, bytes: &[u8]) {
     let _ = wire::write_bytes(out, offset, bytes);
 }
 
-/// Reads the `count` SGEs from `offset` on into `out`, or `None` if `count`
-/// exceeds [`MAX_SGE`] (or `buf` is too short).
-fn read_sges(buf: &[u8], offset: usize, count: u8, out: &mut SgeList) -> Option<()> {
+/// Reads the `count` SGEs from `offset` on into `out`, each converted from the [`Sge`]
+/// decoded, or `None` if `count` exceeds [`MAX_SGE`] (or `buf` is too short).
+fn read_sges<S: SgeEntry + From<Sge>>(
+    buf: &[u8],
+    offset: usize,
+    count: u8,
+    out: &mut SgeList<S>,
+) -> Option<()> {
     out.fill_with(usize::from(count), |i| {
         let at = offset.checked_add(i.checked_mul(SGE_SIZE)?)?;
-        Some(Sge {
+        Some(S::from(Sge {
             addr: read_u64(buf, at)?,
             length: read_u32(buf, at.checked_add(SGE_LENGTH_OFFSET)?)?,
             lkey: read_u32(buf, at.checked_add(SGE_LKEY_OFFSET)?)?,
-        })
+        }))
     })
 }

@@ -11,6 +11,20 @@ use super::term_error::TermError;
 /// Most scatter/gather entries of one work request.
 pub const MAX_SGE: usize = 6;
 
+/// A scatter/gather entry as the engine reads it. A driver may use a type of its own that
+/// carries more than the three values (e.g. a proof of where the entry came from); the engine
+/// never builds one except [`Self::EMPTY`], it only copies the entries work requests hold.
+pub trait SgeEntry: Copy + PartialEq + Eq + core::fmt::Debug {
+    /// The entry of no bytes, at address 0 under key 0.
+    const EMPTY: Self;
+    /// Virtual address (or I/O virtual address) of the first byte.
+    fn addr(&self) -> u64;
+    /// Length in bytes.
+    fn length(&self) -> u32;
+    /// The local key of the region the bytes lie in.
+    fn lkey(&self) -> u32;
+}
+
 /// A local buffer: (address, length, lkey), as `struct ib_sge`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sge {
@@ -22,39 +36,64 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+impl SgeEntry for Sge {
+    const EMPTY: Self = Self {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    };
+
+    #[inline]
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    #[inline]
+    fn length(&self) -> u32 {
+        self.length
+    }
+
+    #[inline]
+    fn lkey(&self) -> u32 {
+        self.lkey
+    }
+}
+
 /// Up to [`MAX_SGE`] scatter/gather entries.
 ///
 /// Only the first `count` slots mean anything: a refill writes just the entries it has, so
 /// what lies beyond them is left over from before (and two lists are equal when their
 /// entries are).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SgeList {
-    sges: [Sge; MAX_SGE],
+#[derive(Debug, Clone, Copy)]
+pub struct SgeList<S: SgeEntry = Sge> {
+    sges: [S; MAX_SGE],
     count: u8,
 }
 
-impl PartialEq for SgeList {
+impl<S: SgeEntry> PartialEq for SgeList<S> {
     fn eq(&self, other: &Self) -> bool {
         self.as_slice() == other.as_slice()
     }
 }
 
-impl Eq for SgeList {}
+impl<S: SgeEntry> Eq for SgeList<S> {}
 
-impl SgeList {
+impl<S: SgeEntry> Default for SgeList<S> {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl<S: SgeEntry> SgeList<S> {
     /// No entries.
     pub const EMPTY: Self = Self {
-        sges: [Sge {
-            addr: 0,
-            length: 0,
-            lkey: 0,
-        }; MAX_SGE],
+        sges: [S::EMPTY; MAX_SGE],
         count: 0,
     };
 
     /// The list holding `sges`, or `None` if there are more than
     /// [`MAX_SGE`].
-    pub fn new(sges: &[Sge]) -> Option<Self> {
+    pub fn new(sges: &[S]) -> Option<Self> {
         let mut list = Self::EMPTY;
         list.sges.get_mut(..sges.len())?.copy_from_slice(sges);
         list.count = u8::try_from(sges.len()).ok()?;
@@ -70,7 +109,7 @@ impl SgeList {
     pub fn fill_with(
         &mut self,
         count: usize,
-        mut sge: impl FnMut(usize) -> Option<Sge>,
+        mut sge: impl FnMut(usize) -> Option<S>,
     ) -> Option<()> {
         self.count = 0;
         let slots = self.sges.get_mut(..count)?;
@@ -82,7 +121,7 @@ impl SgeList {
     }
 
     /// The list of one entry.
-    pub const fn single(sge: Sge) -> Self {
+    pub const fn single(sge: S) -> Self {
         let mut list = Self::EMPTY;
         // A constant index into an array of MAX_SGE >= 1 entries: checked at
         // compile time, it cannot panic.
@@ -97,7 +136,7 @@ impl SgeList {
     }
 
     /// The entries.
-    pub fn as_slice(&self) -> &[Sge] {
+    pub fn as_slice(&self) -> &[S] {
         self.sges.get(..usize::from(self.count)).unwrap_or(&[])
     }
 
@@ -107,7 +146,7 @@ impl SgeList {
     pub fn total_len(&self) -> Option<u64> {
         self.as_slice()
             .iter()
-            .try_fold(0u64, |sum, sge| sum.checked_add(u64::from(sge.length)))
+            .try_fold(0u64, |sum, sge| sum.checked_add(u64::from(sge.length())))
     }
 }
 
@@ -240,20 +279,20 @@ impl SendOp {
 
 /// A send queue work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendRequest {
+pub struct SendRequest<S: SgeEntry = Sge> {
     /// The consumer's identifier, returned in the completion.
     pub wr_id: u64,
     /// The operation.
     pub op: SendOp,
     /// The local buffers (payload, Read sink, atomic result).
-    pub sges: SgeList,
+    pub sges: SgeList<S>,
     /// Complete it also on success.
     pub signaled: bool,
     /// Start it only once every earlier Read and Atomic has completed.
     pub fence: bool,
 }
 
-impl SendRequest {
+impl<S: SgeEntry> SendRequest<S> {
     /// A request of nothing: room before a request is decoded into it.
     pub const EMPTY: Self = Self {
         wr_id: 0,
@@ -269,11 +308,19 @@ impl SendRequest {
 
 /// A receive queue work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecvRequest {
+pub struct RecvRequest<S: SgeEntry = Sge> {
     /// The consumer's identifier, returned in the completion.
     pub wr_id: u64,
     /// The buffers a Send is placed into, in order.
-    pub sges: SgeList,
+    pub sges: SgeList<S>,
+}
+
+impl<S: SgeEntry> RecvRequest<S> {
+    /// A request of nothing: room before a request is decoded into it.
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        sges: SgeList::EMPTY,
+    };
 }
 
 /// The status of a completion, as `enum ib_wc_status` names them.
@@ -358,7 +405,7 @@ pub struct Completion {
 
 impl Completion {
     #[inline]
-    pub(super) fn send(wr: &SendRequest, status: WcStatus, byte_len: u32) -> Self {
+    pub(super) fn send<S: SgeEntry>(wr: &SendRequest<S>, status: WcStatus, byte_len: u32) -> Self {
         Self {
             wr_id: wr.wr_id,
             status,

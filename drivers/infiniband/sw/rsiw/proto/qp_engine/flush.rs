@@ -13,13 +13,13 @@ use super::*;
 /// driver's queues, so that a context whose pop does not pop cannot hang it.
 const FLUSH_LIMIT: u32 = 1 << 20;
 
-impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// QP to error: completes every outstanding request (ORD slots, the
     /// partially sent work request) and every queued SQ and RQ entry with
     /// [`WcStatus::WrFlushErr`], signaled or not (a message already produced
     /// whole completes as sent). A pending TERMINATE stays pending; otherwise
     /// nothing is sent any more.
-    pub fn flush<X: QpContext>(&mut self, ctx: &mut X) {
+    pub fn flush<X: QpContext<Sge = E>>(&mut self, ctx: &mut X) {
         if self.st.stage == Stage::Running {
             self.st.stage = Stage::Flushed;
         }

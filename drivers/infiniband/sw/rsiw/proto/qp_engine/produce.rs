@@ -47,7 +47,10 @@ impl Room<'_> {
 pub(super) type SqMessage = (WorkRequest<'static>, Option<(ImmediateData, bool)>);
 
 /// The [`SqMessage`] of the Send or Write work request `wr` of `len` payload bytes.
-pub(super) fn sq_message_request(wr: &SendRequest, len: u32) -> Result<SqMessage, WcStatus> {
+pub(super) fn sq_message_request<E: SgeEntry>(
+    wr: &SendRequest<E>,
+    len: u32,
+) -> Result<SqMessage, WcStatus> {
     Ok(match wr.op {
         SendOp::Send {
             solicited,
@@ -103,7 +106,11 @@ pub(super) fn sq_message_request(wr: &SendRequest, len: u32) -> Result<SqMessage
 
 /// The payload of `job`'s next FPDU, if it may go by reference (see
 /// [`qp_engine`](super)).
-fn reference_source(job: &Job, payload_offset: u32, len: u32) -> Option<PayloadSource<'_>> {
+fn reference_source<E: SgeEntry>(
+    job: &Job<E>,
+    payload_offset: u32,
+    len: u32,
+) -> Option<PayloadSource<'_, E>> {
     match job {
         Job::Sq { wr, len: total, .. } if !wr.signaled && *total >= BY_REFERENCE_FROM => {
             Some(PayloadSource::Gather {
@@ -133,7 +140,7 @@ pub(super) enum Produced {
 /// Produces the FPDUs of `job` into `room` until the message is done or
 /// there is no room for the next one.
 pub(super) fn produce<C: Crc32c + Copy, X: QpContext>(
-    job: &mut InFlight<C>,
+    job: &mut InFlight<C, X::Sge>,
     ctx: &mut X,
     room: &mut Room<'_>,
 ) -> Produced {

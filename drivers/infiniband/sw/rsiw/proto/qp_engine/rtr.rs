@@ -49,7 +49,7 @@ impl RtrState {
     }
 }
 
-impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// Accounts for the RTR message connection setup exchanged (see
     /// [`qp_engine`](super)).
     pub(super) fn start_past_rtr(&mut self, rtr: RtrState) {
@@ -70,16 +70,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
                     return;
                 };
                 if let Some(o) = self.st.slots.outstanding_mut().get_mut(slot) {
+                    // Its sink, STag RTR_STAG at offset 0 and of no bytes,
+                    // is no entry of a work request: the `rtr` flag stands
+                    // for it (see `Outstanding::sink_stag`).
                     *o = Outstanding {
-                        sge: Sge {
-                            addr: 0,
-                            length: 0,
-                            lkey: RTR_STAG,
-                        },
                         msn,
                         live: true,
                         rtr: true,
-                        ..NO_OUTSTANDING
+                        ..Outstanding::EMPTY
                     };
                 }
             }

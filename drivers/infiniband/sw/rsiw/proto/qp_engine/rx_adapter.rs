@@ -7,21 +7,28 @@
 use super::*;
 
 /// The receive engine's view of the QP.
-pub(super) struct RxAdapter<'a, X: QpContext, S: SlotStorage> {
-    pub(super) st: &'a mut State<S>,
+pub(super) struct RxAdapter<'a, X: QpContext, S: SlotStorage<X::Sge>> {
+    pub(super) st: &'a mut State<S, X::Sge>,
     pub(super) ctx: &'a mut X,
 }
 
-impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
+impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
     fn lookup_stag(&mut self, stag: u32) -> Option<MemoryRegion> {
         self.ctx.lookup_stag(stag)
     }
 
     fn place_tagged(&mut self, grant: &Grant, data: &[u8]) -> Result<(), TermError> {
+        if grant.access.usage == TaggedUse::ReadResponse {
+            let data = [data];
+            return self.place_read_response(grant, Pieces::one(&data));
+        }
         self.ctx.tagged_write(grant, data)
     }
 
     fn place_tagged_pieces(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
+        if grant.access.usage == TaggedUse::ReadResponse {
+            return self.place_read_response(grant, data);
+        }
         self.ctx.tagged_write_pieces(grant, data)
     }
 
@@ -153,8 +160,8 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
                     // completes the work request.
                     return Ok(());
                 }
-                let step = if o.invalidate && o.sge.length > 0 {
-                    self.ctx.invalidate_local(o.sge.lkey)
+                let step = if o.invalidate && o.sge.length() > 0 {
+                    self.ctx.invalidate_local(o.sge.lkey())
                 } else {
                     Ok(())
                 };
@@ -212,7 +219,28 @@ impl<X: QpContext, S: SlotStorage> RxContext for RxAdapter<'_, X, S> {
     }
 }
 
-impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
+impl<X: QpContext, S: SlotStorage<X::Sge>> RxAdapter<'_, X, S> {
+    /// Places a segment of the Read Response answering the oldest request of ours, which
+    /// [`RxContext::accept_read_response`] took as the one due in its sink, through
+    /// [`QpContext::sink_write_pieces`] with that sink. The receive engine places only
+    /// segments it so accepted, in the request at the front of the ORD queue; any other would
+    /// be refused as [`RxEngine`] refuses a response nobody asked for, or one outside the
+    /// sink.
+    fn place_read_response(&mut self, grant: &Grant, data: Pieces<'_>) -> Result<(), TermError> {
+        let slot = match self.st.requester.front() {
+            Some((slot, RequestKind::Read)) => slot,
+            _ => return Err(TermError::RdmapUnexpectedOpcode),
+        };
+        let sink = self
+            .st
+            .slots
+            .outstanding()
+            .get(slot)
+            .and_then(|o| o.read_sink(grant).copied())
+            .ok_or(TermError::DdpBaseBounds)?;
+        self.ctx.sink_write_pieces(&sink, grant, data)
+    }
+
     fn unblock_sq(&mut self) {
         if self.st.sq_stalled {
             self.st.sq_unblocked = true;
@@ -224,7 +252,7 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
     /// it with that status (signaled or not) and terminates the stream.
     fn finish_request(
         &mut self,
-        o: &Outstanding,
+        o: &Outstanding<X::Sge>,
         step: Result<(), WcStatus>,
     ) -> Result<(), TermError> {
         if let Err(status) = step {
@@ -244,7 +272,7 @@ impl<X: QpContext, S: SlotStorage> RxAdapter<'_, X, S> {
     }
 
     /// The live request of ORD `slot`, now completed.
-    fn take_outstanding(&mut self, slot: usize) -> Result<Outstanding, TermError> {
+    fn take_outstanding(&mut self, slot: usize) -> Result<Outstanding<X::Sge>, TermError> {
         let o = self
             .st
             .slots

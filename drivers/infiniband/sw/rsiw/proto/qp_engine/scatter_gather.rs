@@ -12,15 +12,15 @@ use super::*;
 /// The pieces of the byte range [`offset`, `offset` + `len`) of the
 /// concatenation of some SGEs: (SGE, offset in it, offset in the range,
 /// length).
-struct SgePieces<'a> {
-    sges: core::slice::Iter<'a, Sge>,
+struct SgePieces<'a, E: SgeEntry> {
+    sges: core::slice::Iter<'a, E>,
     skip: u64,
     done: usize,
     len: usize,
 }
 
-impl<'a> SgePieces<'a> {
-    fn new(sges: &'a [Sge], offset: u32, len: usize) -> Self {
+impl<'a, E: SgeEntry> SgePieces<'a, E> {
+    fn new(sges: &'a [E], offset: u32, len: usize) -> Self {
         Self {
             sges: sges.iter(),
             skip: u64::from(offset),
@@ -35,14 +35,14 @@ impl<'a> SgePieces<'a> {
     }
 }
 
-impl<'a> Iterator for SgePieces<'a> {
-    type Item = (&'a Sge, u32, usize, usize);
+impl<'a, E: SgeEntry> Iterator for SgePieces<'a, E> {
+    type Item = (&'a E, u32, usize, usize);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             let left = self.len.checked_sub(self.done).filter(|&l| l > 0)?;
             let sge = self.sges.next()?;
-            let sge_len = u64::from(sge.length);
+            let sge_len = u64::from(sge.length());
             if self.skip >= sge_len {
                 self.skip = self.skip.saturating_sub(sge_len);
             } else {
@@ -62,10 +62,11 @@ impl<'a> Iterator for SgePieces<'a> {
 
 /// The only SGE of `sges` if the `len` > 0 bytes from `offset` on lie inside
 /// it, as nearly always: one piece, no need to iterate over [`SgePieces`].
-fn single_sge(sges: &[Sge], offset: u32, len: usize) -> Option<&Sge> {
+fn single_sge<E: SgeEntry>(sges: &[E], offset: u32, len: usize) -> Option<&E> {
     match sges {
         [sge]
-            if len > 0 && u64::from(offset).saturating_add(len as u64) <= u64::from(sge.length) =>
+            if len > 0
+                && u64::from(offset).saturating_add(len as u64) <= u64::from(sge.length()) =>
         {
             Some(sge)
         }
@@ -76,7 +77,7 @@ fn single_sge(sges: &[Sge], offset: u32, len: usize) -> Option<&Sge> {
 /// Reads bytes `offset..` of the concatenated `sges` into `out`.
 pub(super) fn sg_read<X: QpContext>(
     ctx: &mut X,
-    sges: &[Sge],
+    sges: &[X::Sge],
     offset: u32,
     out: &mut [u8],
 ) -> Result<(), WcStatus> {
@@ -99,7 +100,7 @@ pub(super) fn sg_read<X: QpContext>(
 /// Writes `data` to bytes `offset..` of the concatenated `sges`.
 pub(super) fn sg_write<X: QpContext>(
     ctx: &mut X,
-    sges: &[Sge],
+    sges: &[X::Sge],
     offset: u32,
     data: &[u8],
 ) -> Result<(), WcStatus> {

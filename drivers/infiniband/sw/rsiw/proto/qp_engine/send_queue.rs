@@ -14,12 +14,12 @@ use super::*;
 /// Bytes an atomic operation returns.
 const ATOMIC_LEN: u32 = 8;
 
-impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// Starts the SQ head `wr`, if it need not wait.
-    pub(super) fn start_sq_head<X: QpContext>(
+    pub(super) fn start_sq_head<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         room: &mut Room<'_>,
     ) -> Started {
         let is_request = matches!(
@@ -55,10 +55,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// What starting the SQ head `wr` came to: a work request that failed to
     /// start completes with its error and fails the stream.
-    fn sq_head_started<X: QpContext>(
+    fn sq_head_started<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         result: Result<Started, WcStatus>,
     ) -> Started {
         match result {
@@ -77,10 +77,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         }
     }
 
-    fn local_op_done<X: QpContext>(
+    fn local_op_done<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         result: Result<(), WcStatus>,
     ) -> Result<Started, WcStatus> {
         result?;
@@ -92,10 +92,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     }
 
     /// Starts a Send or Write work request; one of a single FPDU goes into `room` right away.
-    fn start_sq_message<X: QpContext>(
+    fn start_sq_message<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         room: &mut Room<'_>,
     ) -> Result<Started, WcStatus> {
         let len = wr
@@ -124,10 +124,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// FPDU that fits there, and takes `wr` from the SQ. Returns `None`, having done nothing, if
     /// it is not. Such a message (what a latency-bound application sends) is never the one in
     /// flight: that would copy the work request and the message state in and out for nothing.
-    fn send_whole<X: QpContext>(
+    fn send_whole<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         request: WorkRequest<'_>,
         len: u32,
         room: &mut Room<'_>,
@@ -172,13 +172,13 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// Checks a Read sink: it is placed as a tagged buffer, so check it before the Read goes
     /// out, and a bad sink is a local error, not the peer's.
-    fn check_sink<X: QpContext>(&self, ctx: &mut X, sge: &Sge) -> Result<(), WcStatus> {
-        let region = ctx.lookup_stag(sge.lkey);
+    fn check_sink<X: QpContext<Sge = E>>(&self, ctx: &mut X, sge: &E) -> Result<(), WcStatus> {
+        let region = ctx.lookup_stag(sge.lkey());
         let access = TaggedAccess {
             usage: TaggedUse::ReadResponse,
-            stag: sge.lkey,
-            tagged_offset: sge.addr,
-            len: u64::from(sge.length),
+            stag: sge.lkey(),
+            tagged_offset: sge.addr(),
+            len: u64::from(sge.length()),
         };
         check_tagged(region.as_ref(), self.st.pd, &access)
             .map(|_| ())
@@ -188,10 +188,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// Starts part `part` of a Read work request: the Read Request for the first non-empty
     /// SGE from index `next` on, if an ORD credit is free. The first part takes the work
     /// request off the SQ; while parts remain, [`State::split`] holds it.
-    pub(super) fn start_read<X: QpContext>(
+    pub(super) fn start_read<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
         next: u8,
         part: u8,
     ) -> Result<Started, WcStatus> {
@@ -214,14 +214,14 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             let before = sges
                 .iter()
                 .take(index)
-                .fold(0u64, |sum, sge| sum.saturating_add(u64::from(sge.length)));
+                .fold(0u64, |sum, sge| sum.saturating_add(u64::from(sge.length())));
             remote_addr.checked_add(before).ok_or(WcStatus::LocLenErr)
         };
         if part == 0 {
             // Every part is checked before the first goes out, so that a bad
             // one fails the work request before anything is sent.
             for (index, sge) in sges.iter().enumerate() {
-                if sge.length > 0 {
+                if sge.length() > 0 {
                     self.check_sink(ctx, sge)?;
                     source(index)?;
                 }
@@ -231,12 +231,12 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             .iter()
             .enumerate()
             .skip(usize::from(next))
-            .find(|(_, sge)| sge.length > 0);
+            .find(|(_, sge)| sge.length() > 0);
         let (index, sge) = match found {
             Some((index, sge)) => (index, *sge),
             // No data to read at all: a zero-length Read, into the first SGE
             // if there is one.
-            None if part == 0 => (sges.len(), sges.first().copied().unwrap_or_default()),
+            None if part == 0 => (sges.len(), sges.first().copied().unwrap_or(E::EMPTY)),
             None => return Err(WcStatus::LocQpOpErr),
         };
         if part > 0 {
@@ -246,11 +246,11 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         let last = sges
             .iter()
             .skip(index.saturating_add(1))
-            .all(|sge| sge.length == 0);
+            .all(|sge| sge.length() == 0);
         let header = ReadRequestHeader {
-            sink_stag: sge.lkey,
-            sink_tagged_offset: sge.addr,
-            read_size: sge.length,
+            sink_stag: sge.lkey(),
+            sink_tagged_offset: sge.addr(),
+            read_size: sge.length(),
             source_stag: rkey,
             source_tagged_offset: source(index)?,
         };
@@ -259,7 +259,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             wr_id: wr.wr_id,
             signaled: wr.signaled,
             opcode: wr.op.wc_opcode(),
-            len: if last { total } else { sge.length },
+            len: if last { total } else { sge.length() },
             sge,
             placed: 0,
             msn: 0,
@@ -287,10 +287,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     }
 
     /// Starts a Read or Atomic Request, if an ORD credit is free.
-    fn start_request<X: QpContext>(
+    fn start_request<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        wr: &SendRequest,
+        wr: &SendRequest<E>,
     ) -> Result<Started, WcStatus> {
         let sges = wr.sges.as_slice();
         let (request, sge, request_id) = match wr.op {
@@ -335,7 +335,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
             sge,
             request_id,
             live: true,
-            ..NO_OUTSTANDING
+            ..Outstanding::EMPTY
         };
         let started = self.issue(
             RequestKind::Atomic,
@@ -355,7 +355,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
         &mut self,
         kind: RequestKind,
         request: WorkRequest<'static>,
-        issued: Outstanding,
+        issued: Outstanding<E>,
     ) -> Result<Started, WcStatus> {
         let slot = match self.st.requester.try_issue(kind) {
             Ok(slot) => slot,
@@ -387,9 +387,9 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 }
 
 /// The result buffer of an atomic: exactly one SGE of at least 8 bytes.
-fn atomic_sge(sges: &[Sge]) -> Result<Sge, WcStatus> {
+fn atomic_sge<E: SgeEntry>(sges: &[E]) -> Result<E, WcStatus> {
     match sges {
-        [sge] if sge.length >= ATOMIC_LEN => Ok(*sge),
+        [sge] if sge.length() >= ATOMIC_LEN => Ok(*sge),
         [_] => Err(WcStatus::LocLenErr),
         _ => Err(WcStatus::LocQpOpErr),
     }

@@ -13,16 +13,19 @@ use super::*;
 /// Entries of the per-slot ORD and IRD state.
 pub(super) const DEPTH: usize = MAX_DEPTH as usize;
 
-/// A Read or Atomic request of ours in an ORD slot.
+/// A Read or Atomic request of ours in an ORD slot; `E` is the type of its work request's
+/// scatter/gather entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outstanding {
+pub struct Outstanding<E: SgeEntry = Sge> {
     pub(super) wr_id: u64,
     pub(super) signaled: bool,
     pub(super) opcode: WcOpcode,
     /// Bytes the completion reports.
     pub(super) len: u32,
-    /// A Read's sink, or where an atomic's original value goes.
-    pub(super) sge: Sge,
+    /// A Read's sink, or where an atomic's original value goes, as the work
+    /// request held it ([`SgeEntry::EMPTY`] for the RTR's Read, whose sink is
+    /// STag [`RTR_STAG`] at offset 0, and for an empty entry).
+    pub(super) sge: E,
     /// Bytes of the sink a Read's response placed so far: the next segment
     /// starts at the sink's address plus these.
     pub(super) placed: u32,
@@ -45,26 +48,6 @@ pub struct Outstanding {
     /// and every other request. The parts before it complete nothing.
     pub(super) last: bool,
 }
-
-pub(super) const NO_OUTSTANDING: Outstanding = Outstanding {
-    wr_id: 0,
-    signaled: false,
-    opcode: WcOpcode::RdmaRead,
-    len: 0,
-    sge: Sge {
-        addr: 0,
-        length: 0,
-        lkey: 0,
-    },
-    placed: 0,
-    msn: 0,
-    request_id: 0,
-    invalidate: false,
-    live: false,
-    rtr: false,
-    part: 0,
-    last: true,
-};
 
 /// A request of the peer in an IRD slot, ready to be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +73,13 @@ pub enum Pending {
 /// the storage's length are treated as missing: a request of ours that would use one fails
 /// locally ([`WcStatus::LocQpOpErr`]) before it is sent, and a request of the peer that would
 /// use one terminates the stream before it is executed.
-pub trait SlotStorage {
+///
+/// `E` is the type of the scatter/gather entries of the engine's work requests.
+pub trait SlotStorage<E: SgeEntry = Sge> {
     /// The ORD entries.
-    fn outstanding(&self) -> &[Outstanding];
+    fn outstanding(&self) -> &[Outstanding<E>];
     /// The ORD entries, to change.
-    fn outstanding_mut(&mut self) -> &mut [Outstanding];
+    fn outstanding_mut(&mut self) -> &mut [Outstanding<E>];
     /// The IRD entries.
     fn pending(&self) -> &[Pending];
     /// The IRD entries, to change.
@@ -102,32 +87,32 @@ pub trait SlotStorage {
 }
 
 /// Slot storage inside the engine.
-pub struct InlineSlots {
-    outstanding: [Outstanding; DEPTH],
+pub struct InlineSlots<E: SgeEntry = Sge> {
+    outstanding: [Outstanding<E>; DEPTH],
     pending: [Pending; DEPTH],
 }
 
-impl InlineSlots {
+impl<E: SgeEntry> InlineSlots<E> {
     /// Empty slots.
     pub const fn new() -> Self {
         Self {
-            outstanding: [NO_OUTSTANDING; DEPTH],
+            outstanding: [Outstanding::EMPTY; DEPTH],
             pending: [Pending::Empty; DEPTH],
         }
     }
 }
 
-impl Default for InlineSlots {
+impl<E: SgeEntry> Default for InlineSlots<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl SlotStorage for InlineSlots {
-    fn outstanding(&self) -> &[Outstanding] {
+impl<E: SgeEntry> SlotStorage<E> for InlineSlots<E> {
+    fn outstanding(&self) -> &[Outstanding<E>] {
         &self.outstanding
     }
-    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
+    fn outstanding_mut(&mut self) -> &mut [Outstanding<E>] {
         &mut self.outstanding
     }
     fn pending(&self) -> &[Pending] {
@@ -138,9 +123,51 @@ impl SlotStorage for InlineSlots {
     }
 }
 
-impl Outstanding {
+impl<E: SgeEntry> Outstanding<E> {
     /// An empty ORD entry, to fill slot storage with.
-    pub const EMPTY: Self = NO_OUTSTANDING;
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        signaled: false,
+        opcode: WcOpcode::RdmaRead,
+        len: 0,
+        sge: E::EMPTY,
+        placed: 0,
+        msn: 0,
+        request_id: 0,
+        invalidate: false,
+        live: false,
+        rtr: false,
+        part: 0,
+        last: true,
+    };
+
+    /// The STag of the sink: the RTR's ([`RTR_STAG`]) for the RTR's Read, else
+    /// the entry's key.
+    pub(super) fn sink_stag(&self) -> u32 {
+        if self.rtr {
+            RTR_STAG
+        } else {
+            self.sge.lkey()
+        }
+    }
+
+    /// The sink entry of a live Read (not the RTR's, which has none) whose
+    /// response may place `grant`: in the sink's STag, within its bytes.
+    pub(super) fn read_sink(&self, grant: &Grant) -> Option<&E> {
+        let access = &grant.access;
+        let start = self.sge.addr();
+        let end = start.checked_add(u64::from(self.sge.length()))?;
+        let inside = self.live
+            && !self.rtr
+            && self.opcode == WcOpcode::RdmaRead
+            && access.stag == self.sge.lkey()
+            && access.tagged_offset >= start
+            && access
+                .tagged_offset
+                .checked_add(access.len)
+                .is_some_and(|grant_end| grant_end <= end);
+        inside.then_some(&self.sge)
+    }
 
     /// Counts the Read Response segment of `len` bytes at tagged offset `to`
     /// of `stag`, its response's last if `last`, as placed in this Read's
@@ -155,18 +182,19 @@ impl Outstanding {
         len: usize,
         last: bool,
     ) -> bool {
-        let next_to = self.sge.addr.checked_add(u64::from(self.placed));
+        let sink_len = self.sge.length();
+        let next_to = self.sge.addr().checked_add(u64::from(self.placed));
         let placed = u32::try_from(len)
             .ok()
             .and_then(|len| self.placed.checked_add(len))
-            .filter(|&placed| placed <= self.sge.length);
+            .filter(|&placed| placed <= sink_len);
         let Some(placed) = placed else {
             return false;
         };
         let due = self.live
-            && stag == self.sge.lkey
+            && stag == self.sink_stag()
             && next_to == Some(to)
-            && (!last || placed == self.sge.length);
+            && (!last || placed == sink_len);
         if due {
             self.placed = placed;
         }

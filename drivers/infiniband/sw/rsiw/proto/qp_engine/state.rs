@@ -11,11 +11,11 @@ use super::*;
 
 /// What the message in flight is, and what to do when it is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Job {
+pub(super) enum Job<E: SgeEntry> {
     /// A Send or Write work request, taken from the SQ; `then` is the
     /// Immediate Data to send after it (Send with Immediate).
     Sq {
-        wr: SendRequest,
+        wr: SendRequest<E>,
         len: u32,
         then: Option<(ImmediateData, bool)>,
     },
@@ -30,12 +30,12 @@ pub(super) enum Job {
 /// The message in flight: its FPDUs still to produce, and its [`Job`].
 #[derive(Debug, Clone, Copy)]
 #[repr(align(64))]
-pub(super) struct InFlight<C: Crc32c + Copy> {
+pub(super) struct InFlight<C: Crc32c + Copy, E: SgeEntry> {
     pub(super) msg: TxMessage<'static, C>,
-    pub(super) job: Job,
+    pub(super) job: Job<E>,
 }
 
-impl<C: Crc32c + Copy> InFlight<C> {
+impl<C: Crc32c + Copy, E: SgeEntry> InFlight<C, E> {
     /// The completion finishing it writes, if that is all finishing it does.
     pub(super) fn completion(&self) -> Option<Completion> {
         match &self.job {
@@ -80,7 +80,7 @@ pub(super) enum Stage {
 /// [`CacheLine`]).
 #[derive(Debug, Clone)]
 #[repr(C)]
-pub(super) struct State<S: SlotStorage> {
+pub(super) struct State<S: SlotStorage<E>, E: SgeEntry> {
     pub(super) pd: u32,
     pub(super) requester: Requester,
     pub(super) responder: Responder,
@@ -93,11 +93,11 @@ pub(super) struct State<S: SlotStorage> {
     pub(super) next_request_id: u32,
     /// The Read taken from the SQ whose later parts are still to be issued;
     /// it stands for the SQ head until its last part is out.
-    pub(super) split: Option<SplitRead>,
+    pub(super) split: Option<SplitRead<E>>,
     /// Starts the receiving side's fields on a cache line.
     pub(super) rx_line: [CacheLine; 0],
     /// The receive request bound to the Send in progress.
-    pub(super) recv: BoundRecv,
+    pub(super) recv: BoundRecv<E>,
     /// Why placing into it failed, if it did.
     pub(super) recv_status: Option<WcStatus>,
     pub(super) last_rx: LastRx,
@@ -113,9 +113,9 @@ pub(super) struct CacheLine;
 /// A Read into several SGEs, some of whose parts (one Read Request per
 /// non-empty SGE) are out and the others not yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct SplitRead {
+pub(super) struct SplitRead<E: SgeEntry> {
     /// The work request, taken from the SQ.
-    pub(super) wr: SendRequest,
+    pub(super) wr: SendRequest<E>,
     /// Index of the first SGE not issued yet.
     pub(super) next: u8,
     /// Parts issued.
@@ -126,14 +126,14 @@ pub(super) struct SplitRead {
 /// driver takes the next one straight into it
 /// ([`QpContext::pop_recv_into`]), which spares copying it around.
 #[derive(Debug, Clone)]
-pub(super) struct BoundRecv {
-    pub(super) wr: RecvRequest,
+pub(super) struct BoundRecv<E: SgeEntry> {
+    pub(super) wr: RecvRequest<E>,
     pub(super) bound: bool,
 }
 
-impl BoundRecv {
+impl<E: SgeEntry> BoundRecv<E> {
     /// The request, if one is bound.
-    pub(super) fn get(&self) -> Option<&RecvRequest> {
+    pub(super) fn get(&self) -> Option<&RecvRequest<E>> {
         self.bound.then_some(&self.wr)
     }
 

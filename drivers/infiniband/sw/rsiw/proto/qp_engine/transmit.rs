@@ -22,13 +22,13 @@ pub(super) enum Started {
     Idle,
 }
 
-impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
+impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// Writes whole FPDUs into `out` (at most `out.len()` bytes; at least
     /// 4 KiB, and the same size on every call, or FPDUs are sized down to
     /// it) for, in order: a pending TERMINATE, responder work (Read and
     /// Atomic Responses in arrival order), then the SQ. Returns the bytes
     /// written; 0 means nothing to send now. Payload is always copied.
-    pub fn transmit<X: QpContext>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
+    pub fn transmit<X: QpContext<Sge = E>>(&mut self, ctx: &mut X, out: &mut [u8]) -> usize {
         let budget = out.len();
         let mut sq_head = SendRequest::EMPTY;
         self.produce_fpdus(ctx, &mut sq_head, out, budget, false)
@@ -42,10 +42,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// is room for the SQ head while the engine looks at it
     /// ([`QpContext::peek_send_into`]); what it holds before and after does
     /// not matter.
-    pub fn transmit_by_reference<X: QpContext>(
+    pub fn transmit_by_reference<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        sq_head: &mut SendRequest,
+        sq_head: &mut SendRequest<E>,
         out: &mut [u8],
         budget: usize,
     ) -> Transmitted {
@@ -55,10 +55,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// The FPDUs of [`Self::transmit_by_reference`], offering payload only if `by_reference`.
     #[inline]
-    fn produce_fpdus<X: QpContext>(
+    fn produce_fpdus<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        sq_head: &mut SendRequest,
+        sq_head: &mut SendRequest<E>,
         out: &mut [u8],
         budget: usize,
         by_reference: bool,
@@ -102,10 +102,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// [`Self::produce_fpdus`] into `room`, starting with the SQ head in
     /// `sq_head` if it was `peeked` already (and is next).
-    fn produce_fpdus_from<X: QpContext>(
+    fn produce_fpdus_from<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        sq_head: &mut SendRequest,
+        sq_head: &mut SendRequest<E>,
         mut peeked: bool,
         mut room: Room<'_>,
     ) -> Transmitted {
@@ -208,10 +208,10 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
     /// Starts the next response or SQ work request; `sq_head` holds the SQ
     /// head if the caller `peeked` it already (and nothing comes before it),
     /// else is room to peek it into.
-    fn start_next<X: QpContext>(
+    fn start_next<X: QpContext<Sge = E>>(
         &mut self,
         ctx: &mut X,
-        sq_head: &mut SendRequest,
+        sq_head: &mut SendRequest<E>,
         peeked: bool,
         room: &mut Room<'_>,
     ) -> Started {
@@ -275,7 +275,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// Finishes the message produced whole on the call before, whose
     /// completion waited for the driver to hand its FPDUs to TCP.
-    pub(super) fn finish_if_deferred<X: QpContext>(&mut self, ctx: &mut X) {
+    pub(super) fn finish_if_deferred<X: QpContext<Sge = E>>(&mut self, ctx: &mut X) {
         if let Some(completion) = self.deferred.take() {
             ctx.complete(completion);
         }
@@ -283,7 +283,7 @@ impl<C: Crc32c + Copy, S: SlotStorage> QpEngine<C, S> {
 
     /// Wraps up the message in flight, whose last FPDU was produced: it ends, or the Immediate
     /// Data that follows it takes its place.
-    fn finish<X: QpContext>(&mut self, ctx: &mut X) {
+    fn finish<X: QpContext<Sge = E>>(&mut self, ctx: &mut X) {
         let Some(inflight) = self.inflight.as_mut() else {
             return;
         };
