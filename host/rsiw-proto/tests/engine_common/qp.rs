@@ -6,7 +6,8 @@
 //! operations, and offers of payload to send by reference, each recorded.
 //!
 //! [`Node`] overrides the provided methods a driver overrides
-//! ([`QpContext::peek_send_into`], [`QpContext::tagged_write_pieces`]);
+//! ([`QpContext::peek_send_into`], [`QpContext::tagged_write_pieces`],
+//! [`QpContext::sink_write_pieces`]);
 //! [`TraitDefaults`] is the same node on the trait's own versions.
 
 #![allow(dead_code)]
@@ -18,7 +19,7 @@ use std::ops::{Deref, DerefMut};
 
 use rsiw_proto::proto::crc32c::SoftCrc32c;
 use rsiw_proto::proto::pieces::Pieces;
-use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState};
+use rsiw_proto::proto::placement::{AccessFlags, Grant, MemoryRegion, StagState, TaggedUse};
 use rsiw_proto::proto::qp_engine::*;
 use rsiw_proto::proto::terminate::TermError;
 
@@ -456,6 +457,29 @@ impl QpContext for Node {
         assert!(data.copy_to(self.granted(grant)?));
         self.note_placed(grant, data.len());
         Ok(())
+    }
+
+    /// Checks that the engine names the sink the Read Response lands in: an
+    /// entry of the Read being answered (the oldest watched one not
+    /// completed, if Reads are watched), holding the whole grant.
+    fn sink_write_pieces(
+        &mut self,
+        sink: &Sge,
+        grant: &Grant,
+        data: Pieces<'_>,
+    ) -> Result<(), TermError> {
+        let access = &grant.access;
+        assert_eq!(access.usage, TaggedUse::ReadResponse, "{grant:?}");
+        assert_eq!(access.stag, sink.lkey, "{grant:?} outside {sink:?}");
+        assert!(
+            access.tagged_offset >= sink.addr
+                && access.tagged_offset + access.len <= sink.addr + u64::from(sink.length),
+            "{grant:?} outside {sink:?}"
+        );
+        if let Some(read) = self.reads.iter().find(|r| !r.completed) {
+            assert!(read.sinks.contains(sink), "{sink:?} not a sink of {read:?}");
+        }
+        self.tagged_write_pieces(grant, data)
     }
 
     fn tagged_atomic(&mut self, grant: &Grant, op: AtomicOp) -> Result<u64, TermError> {

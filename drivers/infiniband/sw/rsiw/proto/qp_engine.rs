@@ -97,6 +97,21 @@
 //! checked: whichever error the stream ends with, the Read has failed). A
 //! zero-length Read takes one zero-length last segment at its sink's address.
 //!
+//! A segment's payload is placed through [`QpContext::sink_write_pieces`], with the sink
+//! entry of the Read it answers as the work request held it: the driver may place it by
+//! that entry rather than by the STag alone. (RDMA Writes are placed through
+//! [`QpContext::tagged_write_pieces`].)
+//!
+//! # Scatter/gather entries
+//!
+//! The engine takes work requests whose entries are of the driver's type
+//! ([`QpContext::Sge`], any [`SgeEntry`]; [`Sge`] by default), keeps them in its slots
+//! ([`Outstanding`]) and hands them back to the driver ([`QpContext::local_read`],
+//! [`QpContext::local_write`], [`QpContext::sink_write_pieces`], [`PayloadSource::Gather`])
+//! unchanged. It builds no entry but [`SgeEntry::EMPTY`] (the sink of a zero-length Read
+//! without SGEs, and of the RTR's Read), which it never hands to the driver: every entry
+//! the driver gets came from a work request the driver gave it.
+//!
 //! # Immediate Data
 //!
 //! RFC 7306 section 6 defines Immediate Data as a message of its own that
@@ -520,7 +535,8 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
 
     /// As [`Self::receive`] for the bytes of `pieces` in order (a socket
     /// buffer's head and fragments): a payload that runs over several pieces
-    /// is placed with one [`QpContext::tagged_write_pieces`].
+    /// is placed with one [`QpContext::tagged_write_pieces`] (or
+    /// [`QpContext::sink_write_pieces`] for a Read Response).
     pub fn receive_pieces<X: QpContext<Sge = E>>(
         &mut self,
         pieces: Pieces<'_>,

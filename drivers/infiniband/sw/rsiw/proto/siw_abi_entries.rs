@@ -242,11 +242,9 @@ pub fn entry_id(raw: &[u8]) -> u64 {
     read_u64(raw, ID_OFFSET).unwrap_or(0)
 }
 
-/// A receive request slot before anything is decoded into it.
-pub const EMPTY_RECV: RecvRequest = RecvRequest {
-    wr_id: 0,
-    sges: SgeList::EMPTY,
-};
+/// A receive request slot before anything is decoded into it ([`RecvRequest::EMPTY`] of
+/// plain [`Sge`]s).
+pub const EMPTY_RECV: RecvRequest = RecvRequest::EMPTY;
 
 /// How many bytes of the send queue entry whose first [`SQE_HEAD`] bytes
 /// `head` holds [`decode_sqe`] reads: up to its last SGE, or with
