@@ -17,8 +17,9 @@
 //! checks the grant again, epoch included, under the region's lock, the lock the memory is
 //! then accessed under.
 //!
-//! Three kinds of region exist: the DMA MR of kernel consumers (all of memory; local access
-//! only, as the 6.12 core never asks for more), fast-registration MRs (a page list from
+//! Three kinds of region exist: the DMA MR of kernel consumers (all of memory, reached only
+//! through a scatter/gather entry a kernel consumer posted under its key, see [`QpSge`]; local
+//! access only, as the 6.12 core never asks for more), fast-registration MRs (a page list from
 //! `map_mr_sg`, made valid by a REG_MR work request and invalid by LOCAL_INV or a received
 //! Send with Invalidate), and user MRs (a process's pages, pinned by `reg_user_mr` until the
 //! region is deregistered).
@@ -41,6 +42,8 @@ use kernel::{
 
 use crate::proto::placement::{self, AccessFlags, Grant, StagState};
 use crate::proto::terminate::TermError;
+use crate::proto::work_request::SgeEntry;
+use crate::sge::QpSge;
 
 /// What memory a region stands for.
 enum Backing {
@@ -147,17 +150,21 @@ impl Mr {
 impl MrState {
     /// Calls `f` with the memory of `len` bytes at I/O virtual address `addr`, in pieces.
     /// The caller has checked the region's key, state, rights and bounds under the same lock.
+    /// `entry` is the scatter/gather entry the bytes lie in, if the access is to a local
+    /// buffer: a DMA MR is reached only through an entry a kernel consumer posted.
     #[inline]
     fn with_memory(
         &self,
         addr: u64,
+        entry: Option<&QpSge>,
         len: u64,
         mut f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> Result {
         match &self.backing {
             Backing::Dma(mem) => {
-                let len = u32::try_from(len).map_err(|_| EINVAL)?;
-                f(mem.range(addr, len).ok_or(EINVAL)?)
+                let posted = entry.and_then(QpSge::posted).ok_or(EINVAL)?;
+                let offset = addr.checked_sub(posted.addr()).ok_or(EINVAL)?;
+                f(mem.range(posted, offset, len).ok_or(EINVAL)?)
             }
             Backing::Pages(pages) => {
                 let offset = addr.checked_sub(pages.iova()).ok_or(EINVAL)?;
@@ -205,12 +212,12 @@ impl MemoryRegion for Mr {
     }
 }
 
-/// A local access to a region: by key `lkey` within PD `pd`, `len` bytes at `addr`, writing
-/// or reading.
-pub(crate) struct LocalAccess {
+/// A local access to a region: `len` bytes at `offset` within the scatter/gather entry `sge`
+/// (naming the region by its lkey) of a QP of PD `pd`, writing or reading.
+pub(crate) struct LocalAccess<'a> {
     pub(crate) pd: PdId,
-    pub(crate) lkey: u32,
-    pub(crate) addr: u64,
+    pub(crate) sge: &'a QpSge,
+    pub(crate) offset: u64,
     pub(crate) len: u64,
     pub(crate) write: bool,
 }
@@ -378,12 +385,14 @@ impl MrTable {
     /// Performs the tagged access `grant` for a QP of `pd`: checks it again under the region's
     /// lock ([`Grant::recheck`]) and, if it passes, runs `f` over its memory in pieces under the
     /// same lock. `cache` holds the region this kind of access used last ([`Self::checked`]).
+    /// A Read Response's payload names its Read's `sink`, the local entry it lands in.
     pub(crate) fn tagged(
         &self,
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
         pd: PdId,
         grant: &Grant,
+        sink: Option<&QpSge>,
         f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> core::result::Result<(), TermError> {
         // Nothing to access passes; otherwise this is what an STag naming nothing gets.
@@ -404,7 +413,7 @@ impl MrTable {
             no_region,
             |mr, s| mr.recheck(s, pd, grant),
             |s, offset| {
-                Self::access_tagged(s, offset, grant.access.len, f).map_err(|_| local_failure)
+                Self::access_tagged(s, offset, sink, grant.access.len, f).map_err(|_| local_failure)
             },
         )?
     }
@@ -444,11 +453,12 @@ impl MrTable {
     fn access_tagged(
         s: &MrState,
         offset: u64,
+        sink: Option<&QpSge>,
         len: u64,
         f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> Result {
         let base = s.backing.bounds().map_or(0, |(base, _)| base);
-        s.with_memory(base.checked_add(offset).ok_or(EINVAL)?, len, f)
+        s.with_memory(base.checked_add(offset).ok_or(EINVAL)?, sink, len, f)
     }
 
     /// Runs `f` over the memory of a local SGE after checking the key, PD, state, bounds and,
@@ -460,16 +470,17 @@ impl MrTable {
         &self,
         bh: BhDisabled<'_>,
         cache: &mut Option<Arc<Mr>>,
-        access: LocalAccess,
+        access: LocalAccess<'_>,
         f: impl FnMut(DmaRange<'_>) -> Result,
     ) -> core::result::Result<(), LocalError> {
         let LocalAccess {
             pd,
-            lkey,
-            addr,
+            sge,
+            offset,
             len,
             write,
         } = access;
+        let lkey = sge.lkey();
         // The region's own lock decides: a region deregistered since is invalid for good, and
         // one registered anew under another key has another key.
         let usable = |mr: &Mr, s: &MrState| {
@@ -480,15 +491,16 @@ impl MrTable {
             }
         };
         self.checked(bh, cache, lkey, LocalError::Protection, usable, |s, ()| {
-            Self::access_local(s, addr, len, write, f)
+            Self::access_local(s, sge, offset, len, write, f)
         })?
     }
 
-    /// The access of [`Self::local`] to a valid region `s` its key names.
+    /// The access of [`Self::local`] to a valid region `s` the key of `sge` names.
     #[inline]
     fn access_local(
         s: &MrState,
-        addr: u64,
+        sge: &QpSge,
+        offset: u64,
         len: u64,
         write: bool,
         f: impl FnMut(DmaRange<'_>) -> Result,
@@ -496,13 +508,15 @@ impl MrTable {
         if write && s.access & ACCESS_LOCAL_WRITE == 0 {
             return Err(LocalError::Access);
         }
+        let addr = sge.addr().checked_add(offset).ok_or(LocalError::Access)?;
         if let Some((base, length)) = s.backing.bounds() {
             let end = addr.checked_add(len).ok_or(LocalError::Access)?;
             if addr < base || end > base.saturating_add(length) {
                 return Err(LocalError::Access);
             }
         }
-        s.with_memory(addr, len, f).map_err(|_| LocalError::Access)
+        s.with_memory(addr, Some(sge), len, f)
+            .map_err(|_| LocalError::Access)
     }
 
     /// REG_MR: makes the region `stag` names valid under that full STag with `access`, its

@@ -57,14 +57,15 @@ use crate::{
         placement::{self, Grant},
         qp_engine::{
             AtomicOp, Completion, EngineConfig, Outstanding, PayloadSource, Pending, QpContext,
-            QpEngine, RecvRequest, RtrState, SendRequest, Sge, SlotStorage, Transmitted, WcOpcode,
+            QpEngine, RecvRequest, RtrState, SendRequest, SlotStorage, Transmitted, WcOpcode,
             WcStatus,
         },
         qp_event::EventKind,
-        siw_abi_entries,
         terminate::TermError,
+        work_request::SgeEntry,
     },
     quota::Place,
+    sge::QpSge,
     srq::Srq,
     tx::{Refs, Sent, Transmitter, TxBuffers, TxTarget},
     user_rings::{UserRings, INLINE_LKEY},
@@ -108,8 +109,8 @@ enum State {
 enum WorkQueues {
     /// A kernel consumer's rings.
     Kernel {
-        sq: FixedRing<SendRequest>,
-        rq: FixedRing<RecvRequest>,
+        sq: FixedRing<SendRequest<QpSge>>,
+        rq: FixedRing<RecvRequest<QpSge>>,
     },
     /// A process's rings.
     User(UserRings),
@@ -127,7 +128,7 @@ struct Queues {
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
 struct HeapSlots {
-    outstanding: KVec<Outstanding>,
+    outstanding: KVec<Outstanding<QpSge>>,
     pending: KVec<Pending>,
 }
 
@@ -141,11 +142,11 @@ impl HeapSlots {
     }
 }
 
-impl SlotStorage for HeapSlots {
-    fn outstanding(&self) -> &[Outstanding] {
+impl SlotStorage<QpSge> for HeapSlots {
+    fn outstanding(&self) -> &[Outstanding<QpSge>] {
         &self.outstanding
     }
-    fn outstanding_mut(&mut self) -> &mut [Outstanding] {
+    fn outstanding_mut(&mut self) -> &mut [Outstanding<QpSge>] {
         &mut self.outstanding
     }
     fn pending(&self) -> &[Pending] {
@@ -157,14 +158,14 @@ impl SlotStorage for HeapSlots {
 }
 
 /// The data path of one connection.
-type Engine = QpEngine<KernelCrc32c, HeapSlots>;
+type Engine = QpEngine<KernelCrc32c, HeapSlots, QpSge>;
 
 /// The part of a QP under its bottom-half lock.
 struct Inner {
     engine: Option<KBox<Engine>>,
     queues: Queues,
     /// Room for the SQ head while the engine looks at it, decoded there in place.
-    sq_head: SendRequest,
+    sq_head: SendRequest<QpSge>,
 }
 
 /// The connection of a QP, used from process context.
@@ -451,7 +452,7 @@ impl Qp {
     fn with_engine<R>(
         &self,
         refs: Option<Refs<'_>>,
-        f: impl FnOnce(&mut Engine, &mut Ctx<'_>, &mut SendRequest) -> R,
+        f: impl FnOnce(&mut Engine, &mut Ctx<'_>, &mut SendRequest<QpSge>) -> R,
     ) -> Option<R> {
         let mut guard = self.inner.lock();
         let (inner, bh) = guard.with_bh_disabled();

@@ -50,6 +50,7 @@ pub mod proto;
 mod qp;
 mod quota;
 mod settings;
+mod sge;
 mod siw_abi_responses;
 mod slots;
 mod srq;

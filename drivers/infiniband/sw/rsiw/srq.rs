@@ -28,18 +28,16 @@ use kernel::{
 };
 
 use crate::{
-    proto::{
-        qp_engine::{Completion, RecvRequest},
-        siw_abi_entries,
-    },
+    proto::qp_engine::{Completion, RecvRequest},
     quota::Place,
+    sge::QpSge,
     user_rings::{rqe_posted, take_rqe},
 };
 
 /// Where the receive work requests wait.
 enum Pool {
     /// A kernel consumer's ring.
-    Kernel(FixedRing<RecvRequest>),
+    Kernel(FixedRing<RecvRequest<QpSge>>),
     /// A process's ring of `num` entries; `get` counts the entries taken.
     User {
         ring: UserMapping,
@@ -130,7 +128,7 @@ impl Srq {
 
     /// Takes the next receive work request for a QP, if one is posted. A process's malformed
     /// entry is taken and its error completion returned.
-    pub(crate) fn take(&self) -> core::result::Result<Option<RecvRequest>, Completion> {
+    pub(crate) fn take(&self) -> core::result::Result<Option<RecvRequest<QpSge>>, Completion> {
         let (taken, below_limit) = {
             let mut guard = self.inner.lock();
             let Inner { pool, limit } = &mut *guard;
@@ -140,7 +138,7 @@ impl Srq {
                     (Ok(taken), ring.len() < *limit as usize)
                 }
                 Pool::User { ring, num, get } => {
-                    let mut request = siw_abi_entries::EMPTY_RECV;
+                    let mut request = RecvRequest::<QpSge>::EMPTY;
                     let taken = take_rqe(ring, *num, get, &mut request)
                         .map(|taken| taken.then_some(request));
                     let below = *limit > 0 && !rqe_posted(ring, *num, get.wrapping_add(*limit - 1));

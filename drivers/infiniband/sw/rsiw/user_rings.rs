@@ -27,7 +27,9 @@ use kernel::{alloc::KVVec, prelude::*, rdma::provider::user_map::UserMapping};
 use crate::proto::{
     qp_engine::{Completion, RecvRequest, SendRequest, Sge, SgeList, WcOpcode, WcStatus},
     siw_abi_entries::{self, RQE_HEAD, RQE_SIZE, SQE_HEAD, SQE_SIZE},
+    work_request::SgeEntry,
 };
+use crate::sge::QpSge;
 
 /// The local key of inline data: `addr` is the offset of the data in the QP's inline buffer.
 pub(crate) const INLINE_LKEY: u32 = 0;
@@ -103,7 +105,7 @@ impl UserRings {
     /// decode when it looks again.
     pub(crate) fn peek_send(
         &mut self,
-        out: &mut SendRequest,
+        out: &mut SendRequest<QpSge>,
     ) -> core::result::Result<bool, Completion> {
         let slot = ring_slot(self.sq_get, self.num_sqe);
         let at = slot as usize * SQE_SIZE;
@@ -152,7 +154,7 @@ impl UserRings {
         slot: u32,
         raw: &[u8],
         read: Result,
-        out: &mut SendRequest,
+        out: &mut SendRequest<QpSge>,
     ) -> core::result::Result<(), (WcStatus, u64)> {
         let bad = |status| (status, siw_abi_entries::entry_id(raw));
         read.map_err(|_| bad(WcStatus::GeneralErr))?;
@@ -167,14 +169,14 @@ impl UserRings {
                     return Err(bad(WcStatus::LocQpOpErr));
                 };
                 room.copy_from_slice(data);
-                out.sges = SgeList::single(Sge {
+                out.sges = SgeList::single(QpSge::Decoded(Sge {
                     addr: base as u64,
                     length: data.len() as u32,
                     lkey: INLINE_LKEY,
-                });
+                }));
             }
             None => {
-                if out.sges.as_slice().iter().any(|s| s.lkey == INLINE_LKEY) {
+                if out.sges.as_slice().iter().any(|s| s.lkey() == INLINE_LKEY) {
                     return Err(bad(WcStatus::LocProtErr));
                 }
             }
@@ -195,7 +197,7 @@ impl UserRings {
     /// posted one. A malformed entry is taken and its error completion returned.
     pub(crate) fn pop_recv(
         &mut self,
-        out: &mut RecvRequest,
+        out: &mut RecvRequest<QpSge>,
     ) -> core::result::Result<bool, Completion> {
         let r = &mut self.recv;
         let Some(rq) = r.rq.as_ref() else {
@@ -205,11 +207,11 @@ impl UserRings {
     }
 
     /// The inline data `sge` (with [`INLINE_LKEY`]) stands for, from `offset` on, `len` bytes.
-    pub(crate) fn inline_data(&self, sge: &Sge, offset: u32, len: usize) -> Option<&[u8]> {
-        if offset as usize + len > sge.length as usize {
+    pub(crate) fn inline_data(&self, sge: &QpSge, offset: u32, len: usize) -> Option<&[u8]> {
+        if offset as usize + len > sge.length() as usize {
             return None;
         }
-        let start = usize::try_from(sge.addr)
+        let start = usize::try_from(sge.addr())
             .ok()?
             .checked_add(offset as usize)?;
         self.inline.get(start..start.checked_add(len)?)
@@ -224,7 +226,7 @@ pub(crate) fn take_rqe(
     rq: &UserMapping,
     num: u32,
     get: &mut u32,
-    out: &mut RecvRequest,
+    out: &mut RecvRequest<QpSge>,
 ) -> core::result::Result<bool, Completion> {
     let at = ring_slot(*get, num) as usize * RQE_SIZE;
     if !rqe_posted(rq, num, *get) {
@@ -264,7 +266,7 @@ pub(crate) fn take_rqe(
 fn decode_recv(
     raw: &[u8],
     read: Result,
-    out: &mut RecvRequest,
+    out: &mut RecvRequest<QpSge>,
 ) -> core::result::Result<(), (WcStatus, u64)> {
     read.map_err(|_| WcStatus::GeneralErr)
         .and_then(|()| siw_abi_entries::decode_rqe_into(raw, out).map_err(|e| e.status()))

@@ -5,18 +5,20 @@
 //! The verbs hand rsiw `ib_send_wr`s and `ib_recv_wr`s (as the provider API's [`SendWr`] and
 //! [`RecvWr`]); the engine takes [`SendRequest`]s and [`RecvRequest`]s, whose operations and
 //! scatter/gather lists it checks again when it runs them. A QP's send and receive queues and
-//! an SRQ's pool hold the engine's form.
+//! an SRQ's pool hold the engine's form. Each entry stays the consumer's own
+//! ([`QpSge::Posted`]): the proof of a posted entry that a DMA MR's memory asks for.
 
 use kernel::{
     prelude::*,
     rdma::provider::work_request::{RecvWr, SendOp as IbSendOp, SendWr, Sge as IbSge},
 };
 
-use crate::proto::qp_engine::{RecvRequest, SendOp, SendRequest, Sge, SgeList, MAX_SGE};
+use crate::proto::qp_engine::{RecvRequest, SendOp, SendRequest, SgeList};
+use crate::sge::QpSge;
 
 /// The engine's form of a send work request; `signal_all` signals it whatever its flags say
 /// (the QP was created with `IB_SIGNAL_ALL_WR`).
-pub(crate) fn send_request(wr: &SendWr<'_>, signal_all: bool) -> Result<SendRequest> {
+pub(crate) fn send_request(wr: &SendWr<'_>, signal_all: bool) -> Result<SendRequest<QpSge>> {
     let op = match wr.op {
         IbSendOp::Send => SendOp::Send {
             solicited: wr.solicited,
@@ -105,7 +107,7 @@ pub(crate) fn send_request(wr: &SendWr<'_>, signal_all: bool) -> Result<SendRequ
 }
 
 /// The engine's form of a receive work request.
-pub(crate) fn recv_request(wr: &RecvWr<'_>) -> Result<RecvRequest> {
+pub(crate) fn recv_request(wr: &RecvWr<'_>) -> Result<RecvRequest<QpSge>> {
     Ok(RecvRequest {
         wr_id: wr.wr_id,
         sges: sge_list(wr.sges)?,
@@ -113,17 +115,9 @@ pub(crate) fn recv_request(wr: &RecvWr<'_>) -> Result<RecvRequest> {
 }
 
 /// The engine's form of a verbs scatter/gather list.
-fn sge_list(sges: &[IbSge]) -> Result<SgeList> {
-    let mut v = [Sge::default(); MAX_SGE];
-    if sges.len() > v.len() {
-        return Err(EINVAL);
-    }
-    for (d, s) in v.iter_mut().zip(sges) {
-        *d = Sge {
-            addr: s.addr(),
-            length: s.length(),
-            lkey: s.lkey(),
-        };
-    }
-    SgeList::new(v.get(..sges.len()).ok_or(EINVAL)?).ok_or(EINVAL)
+fn sge_list(sges: &[IbSge]) -> Result<SgeList<QpSge>> {
+    let mut list = SgeList::EMPTY;
+    list.fill_with(sges.len(), |i| sges.get(i).copied().map(QpSge::Posted))
+        .ok_or(EINVAL)?;
+    Ok(list)
 }

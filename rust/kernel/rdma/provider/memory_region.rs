@@ -13,8 +13,8 @@
 //! from the three places the core hands them over:
 //!
 //! - a DMA MR (`get_dma_mr`, the MR `ib_alloc_pd` makes for its `local_dma_lkey`) stands for
-//!   all of memory; its [`DmaMemory`] turns any address a consumer posts with its key into a
-//!   range;
+//!   all of memory; its [`DmaMemory`] turns the bytes of a scatter/gather entry a kernel
+//!   consumer posted with its key ([`Sge`], had only from a posted work request) into a range;
 //! - a fast-registration MR (`alloc_mr`, filled by `map_mr_sg` and made valid by a REG_MR work
 //!   request) has a [`PageList`] of the pages the core's `ib_sg_to_pages` produced;
 //! - a user MR (`reg_user_mr`) has the [`UserPages`] `ib_umem_get` pinned in the process.
@@ -28,6 +28,7 @@
 use super::{
     device::{with_driver, Driver},
     objects::PdId,
+    work_request::Sge,
 };
 #[cfg(CONFIG_INET)]
 use crate::net::tcp::splice::PagePiece;
@@ -39,7 +40,12 @@ use crate::{
     prelude::*,
     sync::Arc,
 };
-use core::{marker::PhantomData, mem::ManuallyDrop, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    mem::ManuallyDrop,
+    ptr::NonNull,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 /// `IB_ACCESS_LOCAL_WRITE`.
 pub const ACCESS_LOCAL_WRITE: u32 = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
@@ -158,21 +164,68 @@ impl<'a> DmaRange<'a> {
     }
 }
 
-/// All of memory, as a DMA MR grants it to kernel consumers.
+/// All of memory, as a DMA MR grants it to kernel consumers: the bytes of each scatter/gather
+/// entry a kernel consumer posts under the MR's key.
+///
+/// A range is had only for an entry of a posted work request ([`Sge`], which only the views
+/// of this crate's work requests hand out) whose key is this MR's, and only within the entry.
+/// So neither an address from elsewhere (a user process's, a peer's) nor an entry of another
+/// MR (whose address is an I/O virtual address of that MR, not a kernel one) can become
+/// memory. The key is the one the core learned when the MR was created; it is forgotten when
+/// the MR is deregistered, so that a key reused by a later MR of the device does not open this
+/// one.
 ///
 /// # Invariants
 ///
 /// Only this module creates it, for a DMA MR the RDMA core asked for (`get_dma_mr` is not
-/// reachable from user space).
-pub struct DmaMemory(());
+/// reachable from user space). `key` holds the MR's key while the MR is registered, and
+/// [`DmaKey::NONE`] before and after.
+pub struct DmaMemory {
+    key: Arc<DmaKey>,
+}
+
+/// The key of a DMA MR, shared by its [`DmaMemory`] and its container: set once the MR's key
+/// is known, cleared when the MR is deregistered.
+struct DmaKey(AtomicU64);
+
+impl DmaKey {
+    /// No key: no 32-bit key equals it.
+    const NONE: u64 = 1 << 32;
+
+    fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(Self(AtomicU64::new(Self::NONE)), GFP_KERNEL)?)
+    }
+
+    fn set(&self, key: u32) {
+        self.0.store(u64::from(key), Ordering::Release);
+    }
+
+    fn clear(&self) {
+        self.0.store(Self::NONE, Ordering::Release);
+    }
+
+    fn is(&self, key: u32) -> bool {
+        self.0.load(Ordering::Acquire) == u64::from(key)
+    }
+}
 
 impl DmaMemory {
-    /// The range a consumer posted as `addr`, `len` under the DMA MR's key.
-    pub fn range(&self, addr: u64, len: u32) -> Option<DmaRange<'_>> {
-        let addr = usize::try_from(addr).ok()?;
-        let len = len as usize;
+    /// The `len` bytes at `offset` within `sge`, an entry a kernel consumer posted under this
+    /// MR's key; `None` if the entry is under another key (or the MR is not registered), or
+    /// the bytes are not all in the entry.
+    pub fn range(&self, sge: &Sge, offset: u64, len: u64) -> Option<DmaRange<'_>> {
+        if !self.key.is(sge.lkey()) || offset.checked_add(len)? > u64::from(sge.length()) {
+            return None;
+        }
+        let addr = usize::try_from(sge.addr().checked_add(offset)?).ok()?;
+        let len = usize::try_from(len).ok()?;
         addr.checked_add(len)?;
-        // SAFETY: A DMA MR covers every address a consumer posts with its key.
+        if addr == 0 {
+            return None;
+        }
+        // SAFETY: `sge` is an entry a kernel consumer posted under this MR's key while it is
+        // registered (checked just now), so its address is a kernel virtual address the
+        // consumer mapped (the module documentation), and `addr..addr + len` lies inside it.
         Some(unsafe { DmaRange::new(self, addr, len) })
     }
 }
@@ -305,10 +358,13 @@ struct MrContainer {
     ibmr: bindings::ib_mr,
     mr: ManuallyDrop<Arc<dyn MemoryRegion>>,
     filling: *mut PageList,
+    /// A DMA MR's key, as its [`DmaMemory`] sees it.
+    dma_key: Option<Arc<DmaKey>>,
 }
 
-/// Allocates the container of a new MR and returns the `ib_mr`, or an `ERR_PTR`.
-fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
+/// Allocates the container of a new MR and returns the `ib_mr`, or an `ERR_PTR`. A DMA MR's
+/// `dma_key` takes the MR's key.
+fn new_mr(created: Result<NewMr>, dma_key: Option<Arc<DmaKey>>) -> *mut bindings::ib_mr {
     let created = match created {
         Ok(c) => c,
         Err(e) => return e.to_ptr(),
@@ -322,10 +378,15 @@ fn new_mr(created: Result<NewMr>) -> *mut bindings::ib_mr {
         ibmr,
         mr: ManuallyDrop::new(created.mr),
         filling: core::ptr::null_mut(),
+        dma_key,
     };
     match KBox::new(container, GFP_KERNEL) {
         Ok(b) => {
             let raw = KBox::into_raw(b);
+            // SAFETY: `raw` is the container just leaked.
+            if let Some(key) = unsafe { &(*raw).dma_key } {
+                key.set(created.key);
+            }
             // SAFETY: `raw` is the container just leaked; `ibmr` is its first field.
             unsafe {
                 (*raw).ibmr.lkey = created.key;
@@ -354,9 +415,14 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
     let ibdev = unsafe { (*pd).device };
     // SAFETY: A live PD of one of our devices (the caller's guarantee).
     let id = unsafe { PdId::of(pd) };
-    let create = |d: &T, dev: &_| d.get_dma_mr(dev, id, access as u32, DmaMemory(()));
+    let key = match DmaKey::new() {
+        Ok(key) => key,
+        Err(e) => return e.to_ptr(),
+    };
+    let mem = DmaMemory { key: key.clone() };
+    let create = |d: &T, dev: &_| d.get_dma_mr(dev, id, access as u32, mem);
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) }, Some(key))
 }
 
 /// `alloc_mr`.
@@ -378,7 +444,7 @@ pub(crate) unsafe extern "C" fn alloc_mr_callback<T: Driver>(
     let id = unsafe { PdId::of(pd) };
     let create = |d: &T, dev: &_| d.alloc_mr(dev, id, max_num_sg);
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) }, None)
 }
 
 /// User memory pinned for a memory region (`ib_umem`), with its pages as a page list.
@@ -539,7 +605,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr_callback<T: Driver>(
     let id = unsafe { PdId::of(pd) };
     let create = |d: &T, dev: &_| d.reg_user_mr(dev, id, access as u32, pages, &mut udata);
     // SAFETY: A device of ours, alive while it has PDs.
-    new_mr(unsafe { with_driver::<T, _>(ibdev, create) })
+    new_mr(unsafe { with_driver::<T, _>(ibdev, create) }, None)
 }
 
 /// The `set_page` callback of `ib_sg_to_pages`: appends a page to the list being filled.
@@ -624,9 +690,83 @@ pub(crate) unsafe extern "C" fn dereg_mr_callback(
         // SAFETY: `mr` is the first field of a container `new_mr` leaked from a `KBox`; taking
         // it back frees it once.
         let mut container = unsafe { KBox::from_raw(mr.cast::<MrContainer>()) };
+        if let Some(key) = &container.dma_key {
+            key.clear();
+        }
         container.mr.deregister();
         // SAFETY: Written by `new_mr` and taken only here.
         drop(unsafe { ManuallyDrop::take(&mut container.mr) });
         Ok(0)
     })
+}
+
+#[cfg(CONFIG_KUNIT)]
+mod tests {
+    use super::{DmaKey, DmaMemory, Sge};
+    use crate::{kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*};
+
+    const KEY: u32 = 0x1234_5601;
+
+    /// A DMA MR's memory whose key is `key` (`None`: not registered), over a buffer of the test.
+    fn memory(key: Option<u32>) -> Result<DmaMemory> {
+        let cell = DmaKey::new()?;
+        if let Some(key) = key {
+            cell.set(key);
+        }
+        Ok(DmaMemory { key: cell })
+    }
+
+    fn entry(buf: &[u8; 64], lkey: u32) -> Sge {
+        Sge::posted_for_test(buf.as_ptr() as u64, buf.len() as u32, lkey)
+    }
+
+    fn bytes_of_a_posted_entry_are_reached(test: &mut Test) -> Result {
+        let mut buf = [0u8; 64];
+        buf[10] = 0x5a;
+        let mem = memory(Some(KEY))?;
+        let sge = entry(&buf, KEY);
+        let range = mem.range(&sge, 8, 16);
+        kunit_expect!(test, range.is_some());
+        if let Some(range) = range {
+            kunit_expect_eq!(test, range.len(), 16);
+            let mut out = [0u8; 4];
+            range.read(0, &mut out)?;
+            kunit_expect_eq!(test, out, [0, 0, 0x5a, 0]);
+        }
+        kunit_expect!(test, mem.range(&sge, 0, 64).is_some());
+        Ok(())
+    }
+
+    fn nothing_outside_the_entry(test: &mut Test) -> Result {
+        let buf = [0u8; 64];
+        let mem = memory(Some(KEY))?;
+        let sge = entry(&buf, KEY);
+        kunit_expect!(test, mem.range(&sge, 60, 8).is_none());
+        kunit_expect!(test, mem.range(&sge, 64, 1).is_none());
+        kunit_expect!(test, mem.range(&sge, u64::MAX, 2).is_none());
+        Ok(())
+    }
+
+    fn only_under_the_mrs_key(test: &mut Test) -> Result {
+        let buf = [0u8; 64];
+        // The entry of another MR: its address is that MR's, not a kernel address.
+        let mem = memory(Some(KEY))?;
+        kunit_expect!(test, mem.range(&entry(&buf, KEY + 1), 0, 8).is_none());
+        // Before the core learned the key, and after deregistration.
+        let unkeyed = memory(None)?;
+        kunit_expect!(test, unkeyed.range(&entry(&buf, KEY), 0, 8).is_none());
+        let dead = memory(Some(KEY))?;
+        dead.key.clear();
+        kunit_expect!(test, dead.range(&entry(&buf, KEY), 0, 8).is_none());
+        Ok(())
+    }
+
+    crate::kunit_suite!(
+        rust_rdma_dma_memory,
+        [
+            bytes_of_a_posted_entry_are_reached,
+            nothing_outside_the_entry,
+            only_under_the_mrs_key
+        ]
+    );
 }

@@ -16,7 +16,14 @@ use super::{
 };
 use crate::{bindings, error::Result, ffi::c_int, prelude::*};
 
-/// A scatter/gather entry (`struct ib_sge`): `length` bytes at `addr` under key `lkey`.
+/// A scatter/gather entry (`struct ib_sge`): `length` bytes at `addr` under key `lkey`, as a
+/// kernel consumer posted it.
+///
+/// Only the views of posted work requests in this module hand entries out, so an entry is proof that a consumer posted it: a DMA MR's
+/// memory is reached only through one ([`DmaMemory::range`]). The consumer keeps its bytes
+/// mapped until the work request completes, which is as long as a provider may use them.
+///
+/// [`DmaMemory::range`]: super::memory_region::DmaMemory::range
 #[repr(transparent)]
 #[derive(Clone, Copy)]
 pub struct Sge(bindings::ib_sge);
@@ -36,6 +43,32 @@ impl Sge {
     /// The local key of the MR it lies in.
     pub fn lkey(&self) -> u32 {
         self.0.lkey
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl Sge {
+    /// An entry as if a consumer had posted it, for the tests of what an entry grants.
+    pub(super) fn posted_for_test(addr: u64, length: u32, lkey: u32) -> Self {
+        Self(bindings::ib_sge { addr, length, lkey })
+    }
+}
+
+impl PartialEq for Sge {
+    fn eq(&self, other: &Self) -> bool {
+        (self.addr(), self.length(), self.lkey()) == (other.addr(), other.length(), other.lkey())
+    }
+}
+
+impl Eq for Sge {}
+
+impl core::fmt::Debug for Sge {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sge")
+            .field("addr", &self.addr())
+            .field("length", &self.length())
+            .field("lkey", &self.lkey())
+            .finish()
     }
 }
 

@@ -90,14 +90,13 @@ impl MemAccess<'_> {
     fn local(
         self,
         cache: &mut Option<Arc<Mr>>,
-        sge: &Sge,
+        sge: &QpSge,
         offset: u32,
         len: usize,
         write: bool,
         mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
     ) -> core::result::Result<(), WcStatus> {
-        let addr = sge
-            .addr
+        sge.addr()
             .checked_add(u64::from(offset))
             .ok_or(WcStatus::LocLenErr)?;
         let mut at = 0;
@@ -113,8 +112,8 @@ impl MemAccess<'_> {
                 cache,
                 LocalAccess {
                     pd: self.qp.pd,
-                    lkey: sge.lkey,
-                    addr,
+                    sge,
+                    offset: u64::from(offset),
                     len: len as u64,
                     write,
                 },
@@ -127,11 +126,13 @@ impl MemAccess<'_> {
     }
 
     /// Runs `f` over the memory `grant` names once it passed its re-check ([`MrTable::tagged`]);
-    /// `cache` is the region this kind of access used last.
+    /// `cache` is the region this kind of access used last, `sink` the local entry a Read
+    /// Response lands in.
     fn tagged(
         self,
         cache: &mut Option<Arc<Mr>>,
         grant: &Grant,
+        sink: Option<&QpSge>,
         mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
     ) -> core::result::Result<(), TermError> {
         let mut at = 0;
@@ -142,7 +143,7 @@ impl MemAccess<'_> {
         };
         self.qp
             .mrs
-            .tagged(self.bh, cache, self.qp.pd, grant, &mut piece)
+            .tagged(self.bh, cache, self.qp.pd, grant, sink, &mut piece)
     }
 }
 
@@ -159,13 +160,15 @@ impl Ctx<'_> {
 }
 
 impl QpContext for Ctx<'_> {
-    fn peek_send(&mut self) -> Option<SendRequest> {
+    type Sge = QpSge;
+
+    fn peek_send(&mut self) -> Option<SendRequest<QpSge>> {
         let mut wr = SendRequest::EMPTY;
         self.peek_send_into(&mut wr).then_some(wr)
     }
 
     #[inline]
-    fn peek_send_into(&mut self, out: &mut SendRequest) -> bool {
+    fn peek_send_into(&mut self, out: &mut SendRequest<QpSge>) -> bool {
         let limit = self.user_entries(self.qp.caps.max_send_wr);
         match &mut self.queues.work {
             WorkQueues::Kernel { sq, .. } => sq.peek().map(|wr| *out = *wr).is_some(),
@@ -185,13 +188,13 @@ impl QpContext for Ctx<'_> {
         }
     }
 
-    fn pop_recv(&mut self) -> Option<RecvRequest> {
-        let mut wr = siw_abi_entries::EMPTY_RECV;
+    fn pop_recv(&mut self) -> Option<RecvRequest<QpSge>> {
+        let mut wr = RecvRequest::<QpSge>::EMPTY;
         self.pop_recv_into(&mut wr).then_some(wr)
     }
 
     #[inline]
-    fn pop_recv_into(&mut self, out: &mut RecvRequest) -> bool {
+    fn pop_recv_into(&mut self, out: &mut RecvRequest<QpSge>) -> bool {
         if let Some(srq) = &self.qp.srq {
             if self.flushing {
                 return false;
@@ -224,12 +227,12 @@ impl QpContext for Ctx<'_> {
     #[inline]
     fn local_read(
         &mut self,
-        sge: &Sge,
+        sge: &QpSge,
         offset: u32,
         out: &mut [u8],
     ) -> core::result::Result<(), WcStatus> {
         if let WorkQueues::User(u) = &self.queues.work {
-            if sge.lkey == INLINE_LKEY {
+            if sge.lkey() == INLINE_LKEY {
                 let data = u
                     .inline_data(sge, offset, out.len())
                     .ok_or(WcStatus::LocLenErr)?;
@@ -249,7 +252,7 @@ impl QpContext for Ctx<'_> {
     #[inline]
     fn local_write(
         &mut self,
-        sge: &Sge,
+        sge: &QpSge,
         offset: u32,
         data: &[u8],
     ) -> core::result::Result<(), WcStatus> {
@@ -274,7 +277,7 @@ impl QpContext for Ctx<'_> {
         }
         let mem = self.mem();
         let cache = &mut self.queues.mr_cache.tagged_read.0;
-        mem.tagged(cache, grant, |r, at| {
+        mem.tagged(cache, grant, None, |r, at| {
             r.read(0, out.get_mut(at..at + r.len()).ok_or(EINVAL)?)
         })
     }
@@ -289,19 +292,16 @@ impl QpContext for Ctx<'_> {
         grant: &Grant,
         data: Pieces<'_>,
     ) -> core::result::Result<(), TermError> {
-        if grant.access.len != data.len() as u64 {
-            return Err(TermError::DdpLocalCatastrophic);
-        }
-        // The region is looked up, locked and checked once for the whole run; each of its
-        // pages then takes the pieces that land in it.
-        let mem = self.mem();
-        let cache = &mut self.queues.mr_cache.tagged_write.0;
-        let mut rest = data;
-        mem.tagged(cache, grant, |r, _| {
-            let (here, after) = rest.split_at(r.len());
-            rest = after;
-            here.try_for_each_at(|at, piece| r.write(at, piece))
-        })
+        self.place_pieces(grant, None, data)
+    }
+
+    fn sink_write_pieces(
+        &mut self,
+        sink: &QpSge,
+        grant: &Grant,
+        data: Pieces<'_>,
+    ) -> core::result::Result<(), TermError> {
+        self.place_pieces(grant, Some(sink), data)
     }
 
     fn tagged_atomic(
@@ -316,7 +316,7 @@ impl QpContext for Ctx<'_> {
         let cache = &mut self.queues.mr_cache.tagged_write.0;
         let mut old = None;
         self.qp.mrs.with_atomics_serialised(|| {
-            mem.tagged(cache, grant, |r, _| {
+            mem.tagged(cache, grant, None, |r, _| {
                 let mut word = [0u8; 8];
                 r.read(0, &mut word)?;
                 let value = u64::from_ne_bytes(word);
@@ -355,7 +355,7 @@ impl QpContext for Ctx<'_> {
             .map_err(|_| WcStatus::LocProtErr)
     }
 
-    fn send_by_reference(&mut self, source: PayloadSource<'_>, at: usize) -> bool {
+    fn send_by_reference(&mut self, source: PayloadSource<'_, QpSge>, at: usize) -> bool {
         let Some(mut refs) = self.refs.take() else {
             return false;
         };
@@ -374,7 +374,7 @@ impl QpContext for Ctx<'_> {
                     this.gather_pieces(sges, offset, len, &mut pieces)
                 }
                 PayloadSource::Tagged(grant) => {
-                    let tagged = this.mem().tagged(&mut cache, &grant, &mut pieces);
+                    let tagged = this.mem().tagged(&mut cache, &grant, None, &mut pieces);
                     Ok(tagged.is_ok())
                 }
             }
@@ -386,11 +386,33 @@ impl QpContext for Ctx<'_> {
 }
 
 impl Ctx<'_> {
+    /// Places `data` where `grant` names (within `sink`, for a Read Response).
+    fn place_pieces(
+        &mut self,
+        grant: &Grant,
+        sink: Option<&QpSge>,
+        data: Pieces<'_>,
+    ) -> core::result::Result<(), TermError> {
+        if grant.access.len != data.len() as u64 {
+            return Err(TermError::DdpLocalCatastrophic);
+        }
+        // The region is looked up, locked and checked once for the whole run; each of its
+        // pages then takes the pieces that land in it.
+        let mem = self.mem();
+        let cache = &mut self.queues.mr_cache.tagged_write.0;
+        let mut rest = data;
+        mem.tagged(cache, grant, sink, |r, _| {
+            let (here, after) = rest.split_at(r.len());
+            rest = after;
+            here.try_for_each_at(|at, piece| r.write(at, piece))
+        })
+    }
+
     /// Walks bytes `offset..offset + len` of the gather list `sges` (checked as a local read
     /// would be); `Ok(false)` if they are not all there or some check fails.
     fn gather_pieces(
         &self,
-        sges: &[Sge],
+        sges: &[QpSge],
         offset: u32,
         len: u32,
         mut f: impl FnMut(DmaRange<'_>, usize) -> Result,
@@ -401,14 +423,14 @@ impl Ctx<'_> {
             if left == 0 {
                 break;
             }
-            if skip >= sge.length {
-                skip -= sge.length;
+            if skip >= sge.length() {
+                skip -= sge.length();
                 continue;
             }
-            if sge.lkey == INLINE_LKEY && matches!(self.queues.work, WorkQueues::User(_)) {
+            if sge.lkey() == INLINE_LKEY && matches!(self.queues.work, WorkQueues::User(_)) {
                 return Ok(false);
             }
-            let n = core::cmp::min(sge.length - skip, left);
+            let n = core::cmp::min(sge.length() - skip, left);
             // Payload sent by reference is large: its lookup is not worth caching.
             if self
                 .mem()
