@@ -20,7 +20,7 @@ use super::{
     device::{with_driver, Driver},
     objects::PdId,
     user::user_verb,
-    work_request::{recv_wr, RecvWr},
+    work_request::{post_recv_chain, RecvWr},
 };
 use crate::{bindings, error::from_result, ffi::c_int, prelude::*, sync::Arc};
 use core::mem::ManuallyDrop;
@@ -206,21 +206,11 @@ pub(crate) unsafe extern "C" fn destroy_srq_callback<T: Driver>(
 /// Called by the RDMA core with a live SRQ of ours, a valid chain and a valid `bad`.
 pub(crate) unsafe extern "C" fn post_srq_recv_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
-    mut wr: *const bindings::ib_recv_wr,
+    wr: *const bindings::ib_recv_wr,
     bad: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
     // SAFETY: A live SRQ of ours (the caller's guarantee).
     let queue = unsafe { shared_queue::<T>(srq) };
-    while !wr.is_null() {
-        // SAFETY: Each element of the chain is a valid request for the call.
-        let posted = unsafe { recv_wr(wr) }.and_then(|view| queue.post_recv(&view));
-        if let Err(e) = posted {
-            // SAFETY: `bad` is valid for writes.
-            unsafe { *bad = wr };
-            return e.to_errno();
-        }
-        // SAFETY: As above.
-        wr = unsafe { (*wr).next };
-    }
-    0
+    // SAFETY: A valid chain and `bad` (the caller's guarantee).
+    unsafe { post_recv_chain(wr, bad, |view| queue.post_recv(view)) }
 }

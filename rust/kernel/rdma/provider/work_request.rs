@@ -202,7 +202,7 @@ unsafe fn sges<'a>(list: *const bindings::ib_sge, n: c_int) -> Result<&'a [Sge]>
 /// # Safety
 ///
 /// `wr` must be a valid receive work request, valid for `'a`.
-pub(crate) unsafe fn recv_wr<'a>(wr: *const bindings::ib_recv_wr) -> Result<RecvWr<'a>> {
+unsafe fn recv_wr<'a>(wr: *const bindings::ib_recv_wr) -> Result<RecvWr<'a>> {
     // SAFETY: Valid (the caller's guarantee).
     let w = unsafe { &*wr };
     Ok(RecvWr {
@@ -356,14 +356,30 @@ pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
 /// valid `bad`.
 pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
-    mut wr: *const bindings::ib_recv_wr,
+    wr: *const bindings::ib_recv_wr,
     bad: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
     // SAFETY: A live QP of ours (the caller's guarantee).
     let queue = unsafe { queue_pair::<T>(qp) };
+    // SAFETY: A valid chain and `bad` (the caller's guarantee).
+    unsafe { post_recv_chain(wr, bad, |view| queue.post_recv(view)) }
+}
+
+/// Hands the receive requests of the chain `wr` to `post` one at a time; the first refused one
+/// is reported in `bad` and its error returned.
+///
+/// # Safety
+///
+/// `wr` is a valid chain of receive requests (or null), valid for the call, and `bad` is valid
+/// for writes.
+pub(crate) unsafe fn post_recv_chain(
+    mut wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+    mut post: impl FnMut(&RecvWr<'_>) -> Result,
+) -> c_int {
     while !wr.is_null() {
         // SAFETY: Each element of the chain is a valid request for the call.
-        let posted = unsafe { recv_wr(wr) }.and_then(|view| queue.post_recv(&view));
+        let posted = unsafe { recv_wr(wr) }.and_then(|view| post(&view));
         if let Err(e) = posted {
             // SAFETY: `bad` is valid for writes.
             unsafe { *bad = wr };
