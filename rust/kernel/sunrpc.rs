@@ -6,8 +6,9 @@
 //! is chosen by netid at mount time from the transport classes modules register; nfsd's
 //! listeners are transports of the RPC server. Every symbol of SunRPC is exported GPL-only.
 //!
-//! Wrapped so far: client transport classes ([`xprt_class`]).
+//! Wrapped so far: client transport classes ([`xprt_class`]) and client transports ([`xprt`]).
 //!
 //! C headers: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h)
 
+pub mod xprt;
 pub mod xprt_class;

@@ -10,9 +10,11 @@
 //! fails with `EEXIST` (the C `rpcrdma` module holds 256 and the netids "rdma" and "rdma6" once
 //! it is loaded).
 //!
-//! [`Registration`] registers a [`TransportClass`] for as long as it lives. Creating a transport
-//! is not wrapped yet: [`TransportPtr`] has no constructor, so a class's `setup` can only refuse
-//! the client with an error.
+//! [`Registration`] registers a [`TransportClass`] for as long as it lives. The class itself lives
+//! in a [`ClassSlot`], a `static` of its own, because every transport points to its class until
+//! it is destroyed, which may be after the class is unregistered. A class's `setup` creates a
+//! transport with [`Xprt::create`](super::xprt::Xprt::create), the only constructor of
+//! [`TransportPtr`].
 //!
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h)
 
@@ -24,7 +26,10 @@ use crate::{
     str::CStr,
     types::Opaque,
 };
-use core::marker::PhantomData;
+use core::{
+    marker::PhantomData,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 /// The most netids a class has (the C classes have at most two).
 pub const MAX_NETIDS: usize = 4;
@@ -35,8 +40,12 @@ pub trait TransportClass: Send + Sync + 'static {
     const NAME: &'static CStr;
     /// Its ident (`XPRT_TRANSPORT_*`).
     const IDENT: i32;
-    /// Its netids: what `proto=` and `rpcbind` name it by (at most [`MAX_NETIDS`]).
+    /// Its netids: what `proto=` and `rpcbind` name it by (at most [`MAX_NETIDS`]). A
+    /// transport created by [`Xprt::create`](super::xprt::Xprt::create) shows the first as
+    /// its netid for an IPv4 server and the second, if there is one, for an IPv6 server.
     const NETIDS: &'static [&'static CStr];
+    /// Its slot: a `static` of its own, where the class lives for as long as the kernel does.
+    const SLOT: &'static ClassSlot;
 
     /// Creates a transport for an RPC client (`xprt_class::setup`). The error is the client's.
     fn setup(args: &CreateArgs<'_>) -> Result<TransportPtr>;
@@ -52,6 +61,11 @@ pub struct CreateArgs<'a> {
 }
 
 impl CreateArgs<'_> {
+    /// The `xprt_create` of the call.
+    pub(crate) fn as_raw(&self) -> &bindings::xprt_create {
+        self.inner
+    }
+
     /// The ident the client asked for.
     pub fn ident(&self) -> i32 {
         self.inner.ident
@@ -76,6 +90,16 @@ impl CreateArgs<'_> {
 pub struct TransportPtr(*mut bindings::rpc_xprt);
 
 impl TransportPtr {
+    /// Wraps a transport for the RPC client.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a fully set up `rpc_xprt` whose one reference passes to the RPC client.
+    pub(crate) unsafe fn from_raw(ptr: *mut bindings::rpc_xprt) -> Self {
+        // INVARIANT: The caller's guarantee.
+        Self(ptr)
+    }
+
     pub(crate) fn as_raw(&self) -> *mut bindings::rpc_xprt {
         self.0
     }
@@ -89,81 +113,164 @@ struct ClassStorage {
     netids: [*const c_char; MAX_NETIDS + 1],
 }
 
+/// Where a class lives while it is registered and while any transport of it does: a `static`
+/// of its own for each class, named by [`TransportClass::SLOT`].
+///
+/// A transport points to its class (`rpc_xprt::xprt_class`, which the RPC client's sysfs and
+/// `rpc_clnt` code read for its name and ident) for as long as it lives, which may be after the
+/// class is unregistered. A static outlives every transport, so that pointer never dangles: the
+/// class is written once, at its first registration, and never changes afterwards (registering
+/// again only links it into the client's list).
+///
+/// # Examples
+///
+/// ```ignore
+/// static CLASS: ClassSlot = ClassSlot::new();
+/// // impl TransportClass for MyClass { const SLOT: &'static ClassSlot = &CLASS; ... }
+/// ```
+///
+/// # Invariants
+///
+/// Once `written` is true, `storage` holds the class of the one [`TransportClass`] that uses
+/// this slot and is not written again. `registered` is true while a [`Registration`] of it
+/// exists, and only that registration links or unlinks `storage.class.list`.
+pub struct ClassSlot {
+    storage: Opaque<ClassStorage>,
+    written: AtomicBool,
+    registered: AtomicBool,
+}
+
+// SAFETY: The class is written once, by the one registration that holds `registered`, before
+// any reader can see it (readers are the RPC client, once it is registered, and transports
+// created through it); after that only the client's list head changes, under the client's lock.
+unsafe impl Sync for ClassSlot {}
+
+impl ClassSlot {
+    /// An empty slot, for a `static`.
+    pub const fn new() -> Self {
+        Self {
+            storage: Opaque::uninit(),
+            written: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+        }
+    }
+
+    /// The class, for `rpc_xprt::xprt_class`. Valid for ever; its contents are initialised once
+    /// the class was first registered.
+    pub(crate) fn as_ptr(&self) -> *const bindings::xprt_class {
+        let storage = self.storage.get();
+        // SAFETY: Only the address of a field is computed.
+        unsafe { core::ptr::addr_of!((*storage).class) }
+    }
+
+    /// Whether the class was registered at least once, so that [`Self::as_ptr`] points to an
+    /// initialised class.
+    pub(crate) fn is_written(&self) -> bool {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// Writes the class of `T` (the first time) and links it into the RPC client's list.
+    fn register<T: TransportClass>(&self, module: &'static ThisModule) -> Result {
+        if T::NETIDS.is_empty() || T::NETIDS.len() > MAX_NETIDS {
+            return Err(EINVAL);
+        }
+        if self.registered.swap(true, Ordering::Acquire) {
+            return Err(EEXIST);
+        }
+        let storage = self.storage.get();
+        if self.written.load(Ordering::Acquire) {
+            // SAFETY: Written (type invariant) and not written again; reading is race-free.
+            if unsafe { (*storage).class.ident } != T::IDENT {
+                self.registered.store(false, Ordering::Release);
+                return Err(EINVAL);
+            }
+        } else {
+            // SAFETY: `ClassStorage` is plain data (a list head, integers, pointers and bytes),
+            // for which all zeroes is valid.
+            let mut new: ClassStorage = unsafe { core::mem::zeroed() };
+            new.class.ident = T::IDENT;
+            new.class.setup = Some(setup_callback::<T>);
+            new.class.owner = module.as_ptr();
+            for (d, s) in new.class.name.iter_mut().take(31).zip(T::NAME.as_bytes()) {
+                *d = *s as c_char;
+            }
+            for (d, s) in new.netids.iter_mut().zip(T::NETIDS) {
+                *d = s.as_char_ptr();
+            }
+            if let Some(end) = new.netids.get_mut(T::NETIDS.len()) {
+                *end = EMPTY.as_char_ptr();
+            }
+            // SAFETY: Never written before and no one reads it yet: the class was never
+            // registered, so neither the RPC client nor a transport knows it; `registered`
+            // keeps every other registration out.
+            unsafe { storage.write(new) };
+            // INVARIANT: Written once, by the holder of `registered`.
+            self.written.store(true, Ordering::Release);
+        }
+        // SAFETY: The class is initialised and lives for ever (a static); the netid array (the
+        // storage after the struct) ends with an empty string; the strings are static.
+        let ret = to_result(unsafe {
+            bindings::xprt_register_transport(core::ptr::addr_of_mut!((*storage).class))
+        });
+        if ret.is_err() {
+            self.registered.store(false, Ordering::Release);
+        }
+        ret
+    }
+
+    /// Unlinks the class from the RPC client's list.
+    fn unregister(&self) {
+        let storage = self.storage.get();
+        // SAFETY: Registered by the registration calling this; the RPC client holds the
+        // class's module while a client looks it up, and transports keep their own reference.
+        unsafe { bindings::xprt_unregister_transport(core::ptr::addr_of_mut!((*storage).class)) };
+        self.registered.store(false, Ordering::Release);
+    }
+}
+
+impl Default for ClassSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A registered client transport class of `T`; unregistered when dropped.
 ///
 /// # Invariants
 ///
-/// `storage` is registered with the RPC client (`xprt_register_transport` succeeded) and is
-/// not moved until it is unregistered in `drop`.
-#[pin_data(PinnedDrop)]
+/// `T::SLOT` holds `T`'s class, registered with the RPC client until `drop`.
 pub struct Registration<T: TransportClass> {
-    #[pin]
-    storage: Opaque<ClassStorage>,
     _class: PhantomData<T>,
 }
 
-// SAFETY: The registration only unregisters the class on drop, which may happen on any thread.
-unsafe impl<T: TransportClass> Send for Registration<T> {}
-// SAFETY: A shared registration gives no access to the class.
-unsafe impl<T: TransportClass> Sync for Registration<T> {}
-
 impl<T: TransportClass> Registration<T> {
     /// Registers `T` with the RPC client, for `module`; `EEXIST` if a class already holds its
-    /// ident, `EINVAL` if it has no netid or too many.
+    /// ident or `T::SLOT` is registered, `EINVAL` if it has no netid or too many, or if its
+    /// slot held another class before.
     pub fn new(module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        let init = move |slot: *mut Opaque<ClassStorage>| -> Result {
-            if T::NETIDS.is_empty() || T::NETIDS.len() > MAX_NETIDS {
-                return Err(EINVAL);
-            }
-            // SAFETY: `ClassStorage` is plain data (a list head, integers, pointers and bytes),
-            // for which all zeroes is valid.
-            let mut storage: ClassStorage = unsafe { core::mem::zeroed() };
-            storage.class.ident = T::IDENT;
-            storage.class.setup = Some(setup_callback::<T>);
-            storage.class.owner = module.as_ptr();
-            for (d, s) in storage
-                .class
-                .name
-                .iter_mut()
-                .take(31)
-                .zip(T::NAME.as_bytes())
-            {
-                *d = *s as c_char;
-            }
-            for (d, s) in storage.netids.iter_mut().zip(T::NETIDS) {
-                *d = s.as_char_ptr();
-            }
-            if let Some(end) = storage.netids.get_mut(T::NETIDS.len()) {
-                *end = EMPTY.as_char_ptr();
-            }
-            let slot = Opaque::raw_get(slot);
-            // SAFETY: `slot` is valid for writes and pinned: it stays where it is until the
-            // registration is dropped, which unregisters it first. The netid array (the
-            // storage after the struct) ends with an empty string; the strings are static.
-            to_result(unsafe {
-                slot.write(storage);
-                bindings::xprt_register_transport(core::ptr::addr_of_mut!((*slot).class))
-            })
+        let init = move |slot: *mut Self| -> Result {
+            T::SLOT.register::<T>(module)?;
+            // INVARIANT: Registered just now.
+            // SAFETY: `slot` is valid for writes.
+            unsafe {
+                slot.write(Self {
+                    _class: PhantomData,
+                })
+            };
+            Ok(())
         };
-        try_pin_init!(Self {
-            // SAFETY: On success the closure initialised and registered the class; on failure
-            // the class is not registered, and `ClassStorage` needs no drop.
-            storage <- unsafe { crate::init::pin_init_from_closure(init) },
-            _class: PhantomData,
-        }? Error)
+        // SAFETY: On success the closure initialised `slot`; on failure nothing is registered
+        // and `slot` needs no drop.
+        unsafe { crate::init::pin_init_from_closure(init) }
     }
 }
 
 /// The empty netid that ends a class's list.
 const EMPTY: &CStr = crate::c_str!("");
 
-#[pinned_drop]
-impl<T: TransportClass> PinnedDrop for Registration<T> {
-    fn drop(self: Pin<&mut Self>) {
-        let storage = self.storage.get();
-        // SAFETY: Registered (type invariant); the RPC client holds the class's module while a
-        // client uses the class, so none does when its owner drops the registration.
-        unsafe { bindings::xprt_unregister_transport(core::ptr::addr_of_mut!((*storage).class)) };
+impl<T: TransportClass> Drop for Registration<T> {
+    fn drop(&mut self) {
+        T::SLOT.unregister();
     }
 }
 
@@ -196,7 +303,7 @@ pub fn ident_of(netid: &CStr) -> Result<i32> {
 
 #[cfg(CONFIG_KUNIT)]
 mod tests {
-    use super::{ident_of, CreateArgs, Registration, TransportClass, TransportPtr};
+    use super::{ident_of, ClassSlot, CreateArgs, Registration, TransportClass, TransportPtr};
     use crate::{c_str, kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*, str::CStr};
 
     /// An ident no transport of the kernel has.
@@ -208,10 +315,13 @@ mod tests {
     /// A class that refuses every client.
     struct Refusing;
 
+    static REFUSING: ClassSlot = ClassSlot::new();
+
     impl TransportClass for Refusing {
         const NAME: &'static CStr = c_str!("rust kunit");
         const IDENT: i32 = TEST_IDENT;
         const NETIDS: &'static [&'static CStr] = &[c_str!("rust-kunit"), c_str!("rust-kunit6")];
+        const SLOT: &'static ClassSlot = &REFUSING;
 
         fn setup(_args: &CreateArgs<'_>) -> Result<TransportPtr> {
             Err(EPROTONOSUPPORT)
@@ -221,10 +331,13 @@ mod tests {
     /// Another class with the same ident.
     struct SameIdent;
 
+    static SAME_IDENT: ClassSlot = ClassSlot::new();
+
     impl TransportClass for SameIdent {
         const NAME: &'static CStr = c_str!("rust kunit too");
         const IDENT: i32 = TEST_IDENT;
         const NETIDS: &'static [&'static CStr] = &[c_str!("rust-kunit-too")];
+        const SLOT: &'static ClassSlot = &SAME_IDENT;
 
         fn setup(_args: &CreateArgs<'_>) -> Result<TransportPtr> {
             Err(EPROTONOSUPPORT)
@@ -234,10 +347,13 @@ mod tests {
     /// A class without a netid.
     struct NoNetid;
 
+    static NO_NETID: ClassSlot = ClassSlot::new();
+
     impl TransportClass for NoNetid {
         const NAME: &'static CStr = c_str!("rust kunit none");
         const IDENT: i32 = TEST_IDENT + 1;
         const NETIDS: &'static [&'static CStr] = &[];
+        const SLOT: &'static ClassSlot = &NO_NETID;
 
         fn setup(_args: &CreateArgs<'_>) -> Result<TransportPtr> {
             Err(EPROTONOSUPPORT)

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What a transport sees of a call: the request (`struct rpc_rqst`), its task, the encoded call
+//! and the buffer its reply goes to (`struct xdr_buf`: head, page data, tail).
+
+use crate::{bindings, ffi::c_void, prelude::*};
+use core::{marker::PhantomData, ptr::NonNull};
+
+/// A call's request (`struct rpc_rqst`), for the callback it is passed to.
+///
+/// # Invariants
+///
+/// `ptr` is a valid request, owned by the RPC client, for `'a`.
+pub struct Rqst<'a> {
+    ptr: NonNull<bindings::rpc_rqst>,
+    _call: PhantomData<&'a bindings::rpc_rqst>,
+}
+
+impl Rqst<'_> {
+    /// # Safety
+    ///
+    /// `ptr` is a valid request for the view's lifetime.
+    pub(super) unsafe fn from_raw(ptr: *mut bindings::rpc_rqst) -> Option<Self> {
+        // INVARIANT: The caller's guarantee.
+        NonNull::new(ptr).map(|ptr| Self {
+            ptr,
+            _call: PhantomData,
+        })
+    }
+
+    fn raw(&self) -> &bindings::rpc_rqst {
+        // SAFETY: Valid for `'a` (type invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The call's XID, in host byte order.
+    pub fn xid(&self) -> u32 {
+        u32::from_be(self.raw().rq_xid)
+    }
+
+    /// Whether this is a reply of the backchannel (it has no call buffer).
+    pub fn is_backchannel_reply(&self) -> bool {
+        self.raw().rq_buffer.is_null()
+    }
+
+    /// The encoded call (`rq_snd_buf`), stable while the call is being sent.
+    pub fn snd_buf(&self) -> XdrBuf<'_> {
+        XdrBuf {
+            buf: &self.raw().rq_snd_buf,
+        }
+    }
+
+    /// The layout of the buffer the reply goes to (`rq_rcv_buf`). Its contents are only written
+    /// through [`Xprt::complete_reply`].
+    pub fn rcv_buf(&self) -> XdrBufLayout<'_> {
+        XdrBufLayout {
+            buf: &self.raw().rq_rcv_buf,
+        }
+    }
+}
+
+/// An RPC task (`struct rpc_task`), for the callback it is passed to.
+///
+/// # Invariants
+///
+/// `ptr` is a valid task for `'a`.
+pub struct Task<'a> {
+    ptr: NonNull<bindings::rpc_task>,
+    _call: PhantomData<&'a bindings::rpc_task>,
+}
+
+impl Task<'_> {
+    /// # Safety
+    ///
+    /// `ptr` is a valid task for the view's lifetime.
+    pub(super) unsafe fn from_raw(ptr: *mut bindings::rpc_task) -> Option<Self> {
+        // INVARIANT: The caller's guarantee.
+        NonNull::new(ptr).map(|ptr| Self {
+            ptr,
+            _call: PhantomData,
+        })
+    }
+
+    fn raw(&self) -> &bindings::rpc_task {
+        // SAFETY: Valid for `'a` (type invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The task's current status (`tk_status`).
+    pub fn status(&self) -> i32 {
+        self.raw().tk_status
+    }
+
+    /// The task's request, if it has one.
+    pub fn rqst(&self) -> Option<Rqst<'_>> {
+        // SAFETY: A task's request is valid while the task is in a transport callback.
+        unsafe { Rqst::from_raw(self.raw().tk_rqstp) }
+    }
+}
+
+/// The page data of an `xdr_buf` is the target of a file read (`XDRBUF_READ`).
+pub const XDRBUF_READ: u32 = bindings::XDRBUF_READ;
+/// The page data of an `xdr_buf` is the source of a file write (`XDRBUF_WRITE`).
+pub const XDRBUF_WRITE: u32 = bindings::XDRBUF_WRITE;
+/// The page array of an `xdr_buf` may have holes, filled when the reply arrives
+/// (`XDRBUF_SPARSE_PAGES`).
+pub const XDRBUF_SPARSE_PAGES: u32 = bindings::XDRBUF_SPARSE_PAGES;
+
+/// The layout of an XDR buffer (`struct xdr_buf`): head, page data, tail.
+pub struct XdrBufLayout<'a> {
+    buf: &'a bindings::xdr_buf,
+}
+
+impl XdrBufLayout<'_> {
+    /// The length of the head.
+    pub fn head_len(&self) -> usize {
+        self.buf.head[0].iov_len
+    }
+
+    /// Where the page data starts in the first page (`page_base`).
+    pub fn page_base(&self) -> u32 {
+        self.buf.page_base
+    }
+
+    /// The length of the page data (`page_len`).
+    pub fn page_len(&self) -> u32 {
+        self.buf.page_len
+    }
+
+    /// The length of the tail.
+    pub fn tail_len(&self) -> usize {
+        self.buf.tail[0].iov_len
+    }
+
+    /// The length of the XDR message (`len`).
+    pub fn len(&self) -> u32 {
+        self.buf.len
+    }
+
+    /// Whether the message is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.len == 0
+    }
+
+    /// The size of the whole buffer (`buflen`).
+    pub fn buflen(&self) -> u32 {
+        self.buf.buflen
+    }
+
+    /// Its flags: [`XDRBUF_READ`], [`XDRBUF_WRITE`], [`XDRBUF_SPARSE_PAGES`].
+    pub fn flags(&self) -> u32 {
+        self.buf.flags
+    }
+}
+
+/// An encoded XDR buffer (`struct xdr_buf`) that does not change while it is viewed.
+///
+/// # Invariants
+///
+/// `buf` describes memory that is valid and not written for `'a`: a head and a tail in kernel
+/// memory and `page_len` bytes from `page_base` of its page array, whose pages are present.
+pub struct XdrBuf<'a> {
+    buf: &'a bindings::xdr_buf,
+}
+
+impl<'a> XdrBuf<'a> {
+    /// Its layout.
+    pub fn layout(&self) -> XdrBufLayout<'a> {
+        XdrBufLayout { buf: self.buf }
+    }
+
+    /// The head.
+    pub fn head(&self) -> &[u8] {
+        kvec_bytes(&self.buf.head[0])
+    }
+
+    /// The tail.
+    pub fn tail(&self) -> &[u8] {
+        kvec_bytes(&self.buf.tail[0])
+    }
+
+    /// Passes the message to `f` in pieces, in order: head, page data page by page, tail.
+    pub fn for_each_segment(&self, mut f: impl FnMut(&[u8]) -> Result) -> Result {
+        if !self.head().is_empty() {
+            f(self.head())?;
+        }
+        let page_size = crate::page::PAGE_SIZE;
+        let mut off = self.buf.page_base as usize;
+        let mut left = self.buf.page_len as usize;
+        while left > 0 {
+            let in_page = off % page_size;
+            let n = core::cmp::min(page_size - in_page, left);
+            // SAFETY: The page array covers the page data (type invariant).
+            let page = unsafe { *self.buf.pages.add(off / page_size) };
+            if page.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: `page` is a present page of the buffer; mapped for this block only.
+            let r = unsafe {
+                let base = bindings::kmap_local_page(page).cast::<u8>();
+                let r = f(core::slice::from_raw_parts(base.add(in_page), n));
+                bindings::kunmap_local(base.cast::<c_void>());
+                r
+            };
+            r?;
+            off += n;
+            left -= n;
+        }
+        if !self.tail().is_empty() {
+            f(self.tail())?;
+        }
+        Ok(())
+    }
+}
+
+fn kvec_bytes(v: &bindings::kvec) -> &[u8] {
+    if v.iov_base.is_null() || v.iov_len == 0 {
+        return &[];
+    }
+    // SAFETY: The kvec belongs to an `XdrBuf`, whose memory is valid and unchanged for the
+    // borrow (its type invariant).
+    unsafe { core::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) }
+}
+
+/// The receive buffer of a call, for [`Xprt::complete_reply`] to copy a reply into.
+///
+/// Bytes go in order into the head, the page data and the tail as the call laid them out,
+/// never beyond `buflen`, the way the socket transports copy (`xdr_partial_copy_from_skb`): the
+/// layout is not changed, so the buffer the call decodes stays identical to this one except for
+/// the length `xprt_complete_rqst` sets.
+///
+/// # Invariants
+///
+/// `buf` is the `rq_private_buf` of a pinned request that no one else writes or reads until
+/// the reply is completed.
+pub struct ReplyBuf<'a> {
+    buf: *mut bindings::xdr_buf,
+    pos: usize,
+    _call: PhantomData<&'a mut bindings::xdr_buf>,
+}
+
+impl ReplyBuf<'_> {
+    /// # Safety
+    ///
+    /// `buf` is the `rq_private_buf` of a pinned request that no one else writes or reads until
+    /// the reply is completed, for the view's lifetime.
+    pub(super) unsafe fn new(buf: *mut bindings::xdr_buf) -> Self {
+        // INVARIANT: The caller's guarantee.
+        Self {
+            buf,
+            pos: 0,
+            _call: PhantomData,
+        }
+    }
+
+    fn raw(&self) -> &bindings::xdr_buf {
+        // SAFETY: Valid and ours (type invariant).
+        unsafe { &*self.buf }
+    }
+
+    /// How many bytes the buffer takes.
+    pub fn capacity(&self) -> usize {
+        let b = self.raw();
+        let total = b.head[0].iov_len + b.page_len as usize + b.tail[0].iov_len;
+        core::cmp::min(total, b.buflen as usize)
+    }
+
+    /// How many bytes were written.
+    pub fn written(&self) -> usize {
+        self.pos
+    }
+
+    /// Appends `data`; returns how many bytes fitted (fewer than `data.len()` once full).
+    pub fn write(&mut self, data: &[u8]) -> usize {
+        let mut done = 0;
+        let limit = self.capacity();
+        while done < data.len() && self.pos < limit {
+            let Some(taken) = self.write_segment(&data[done..], limit) else {
+                break;
+            };
+            done += taken;
+            self.pos += taken;
+        }
+        done
+    }
+
+    /// Writes into the segment at `pos`; `None` if the page there is missing.
+    fn write_segment(&mut self, data: &[u8], limit: usize) -> Option<usize> {
+        let (head_len, page_len, flags) = {
+            let b = self.raw();
+            (b.head[0].iov_len, b.page_len as usize, b.flags)
+        };
+        let pos = self.pos;
+        let page_size = crate::page::PAGE_SIZE;
+        if pos < head_len || pos >= head_len + page_len {
+            let (base, off, len) = if pos < head_len {
+                (self.raw().head[0].iov_base, pos, head_len)
+            } else {
+                let t = &self.raw().tail[0];
+                (t.iov_base, pos - head_len - page_len, t.iov_len)
+            };
+            let n = data.len().min(len - off).min(limit - pos);
+            // SAFETY: The head and tail are `iov_len` bytes of the request's reply buffer,
+            // ours to write (type invariant); `off + n` is within.
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), base.cast::<u8>().add(off), n) };
+            return Some(n);
+        }
+        let off = self.raw().page_base as usize + (pos - head_len);
+        let in_page = off % page_size;
+        let n = data
+            .len()
+            .min(page_size - in_page)
+            .min(head_len + page_len - pos)
+            .min(limit - pos);
+        // SAFETY: The page array covers the page data (type invariant).
+        let slot = unsafe { self.raw().pages.add(off / page_size) };
+        // SAFETY: `slot` is in the page array, ours to write while the request is pinned.
+        let mut page = unsafe { *slot };
+        if page.is_null() {
+            if flags & XDRBUF_SPARSE_PAGES == 0 {
+                return None;
+            }
+            // SAFETY: Allocates one page; the request owns it once stored in its array and
+            // frees it with its pages.
+            page = unsafe { bindings::alloc_pages(bindings::GFP_NOWAIT, 0) };
+            if page.is_null() {
+                return None;
+            }
+            // SAFETY: As above.
+            unsafe { *slot = page };
+        }
+        // SAFETY: `page` is a page of the request's reply buffer, ours to write; mapped for
+        // this block only, and `in_page + n` is within it.
+        unsafe {
+            let base = bindings::kmap_local_page(page).cast::<u8>();
+            core::ptr::copy_nonoverlapping(data.as_ptr(), base.add(in_page), n);
+            bindings::flush_dcache_page(page);
+            bindings::kunmap_local(base.cast::<c_void>());
+        }
+        Some(n)
+    }
+}
