@@ -22,6 +22,7 @@ use crate::{
     bindings,
     error::{to_result, Result},
     ffi::c_char,
+    net::namespace::Namespace,
     prelude::*,
     str::CStr,
     types::Opaque,
@@ -64,6 +65,13 @@ impl CreateArgs<'_> {
     /// The `xprt_create` of the call.
     pub(crate) fn as_raw(&self) -> &bindings::xprt_create {
         self.inner
+    }
+
+    /// The network namespace of the client: its transport connects there.
+    pub fn net(&self) -> &Namespace {
+        // SAFETY: The client's namespace, which it holds while it creates a transport (type
+        // invariant: valid for `'a`).
+        unsafe { Namespace::from_raw(self.inner.net) }
     }
 
     /// The ident the client asked for.

@@ -31,7 +31,7 @@ use crate::{
     bindings,
     error::{from_err_ptr, to_result},
     ffi::c_int,
-    net::tcp::RawSockAddr,
+    net::{namespace::Namespace, tcp::RawSockAddr},
     new_mutex,
     prelude::*,
     rdma::fixed_ring::FixedRing,
@@ -309,13 +309,19 @@ unsafe impl Sync for CmId {}
 impl CmId {
     /// Creates an id for reliable connections in the initial network namespace.
     pub fn new() -> Result<Self> {
+        Self::new_in(Namespace::initial())
+    }
+
+    /// Creates an id for reliable connections in the network namespace `net` (rdma_cm keeps
+    /// its own reference to it).
+    pub fn new_in(net: &Namespace) -> Result<Self> {
         let queue = EventQueue::new()?;
         let context = queue.clone().into_foreign();
-        // SAFETY: `init_net` is the initial namespace, which is never freed; the handler and
-        // its context are valid until the id is destroyed; the caller string is static.
+        // SAFETY: `net` is live for the call and rdma_cm takes its own reference; the handler
+        // and its context are valid until the id is destroyed; the caller string is static.
         let id = unsafe {
             bindings::__rdma_create_kernel_id(
-                core::ptr::addr_of_mut!(bindings::init_net),
+                net.as_raw(),
                 Some(cm_handler),
                 context as *mut _,
                 bindings::rdma_ucm_port_space_RDMA_PS_TCP,

@@ -8,6 +8,7 @@ use crate::{
     bindings, c_str,
     kunit::suite::Test,
     kunit_expect, kunit_expect_eq,
+    net::namespace::Namespace,
     prelude::*,
     str::CStr,
     sunrpc::xprt_class::{ClassSlot, CreateArgs, Registration, TransportClass, TransportPtr},
@@ -16,7 +17,7 @@ use crate::{
 use core::{
     cell::UnsafeCell,
     ptr::{addr_of_mut, null},
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 // SAFETY: These tests are built into vmlinux, whose `THIS_MODULE` is null.
@@ -24,6 +25,8 @@ static VMLINUX: ThisModule = unsafe { ThisModule::from_ptr(core::ptr::null_mut()
 
 /// Calls the loopback transports answered.
 static ANSWERED: AtomicUsize = AtomicUsize::new(0);
+/// Whether the last loopback transport was set up in its client's namespace.
+static IN_CLIENT_NET: AtomicBool = AtomicBool::new(false);
 /// Test transports dropped (destroyed).
 static DESTROYED: AtomicUsize = AtomicUsize::new(0);
 
@@ -127,6 +130,9 @@ impl TransportClass for Loopback {
     const SLOT: &'static ClassSlot = &LOOPBACK;
 
     fn setup(args: &CreateArgs<'_>) -> Result<TransportPtr> {
+        // The clients of the tests are created in the initial namespace.
+        let initial = Namespace::initial().as_raw();
+        IN_CLIENT_NET.store(args.net().as_raw() == initial, Ordering::SeqCst);
         Xprt::<Loopback>::create(args, &config(), Loopback)
     }
 }
@@ -202,7 +208,7 @@ fn create_client(ident: i32) -> Result<*mut bindings::rpc_clnt> {
     sin.sin_family = bindings::AF_INET as _;
     sin.sin_port = 2049u16.to_be();
     sin.sin_addr.s_addr = 0x7f00_0001u32.to_be();
-    args.net = addr_of_mut!(bindings::init_net);
+    args.net = Namespace::initial().as_raw();
     args.protocol = ident;
     args.address = addr_of_mut!(sin).cast();
     args.addrsize = core::mem::size_of::<bindings::sockaddr_in>();
@@ -238,6 +244,7 @@ fn a_client_pings_over_a_loopback_transport(test: &mut Test) -> Result {
     kunit_expect!(test, clnt.is_ok());
     if let Ok(clnt) = clnt {
         kunit_expect_eq!(test, ANSWERED.load(Ordering::SeqCst) - answered, 1);
+        kunit_expect!(test, IN_CLIENT_NET.load(Ordering::SeqCst));
         // SAFETY: A client `rpc_create` returned, shut down once.
         unsafe { bindings::rpc_shutdown_client(clnt) };
     }
