@@ -179,7 +179,7 @@ impl<'a> DmaRange<'a> {
 ///
 /// Only this module creates it, for a DMA MR the RDMA core asked for (`get_dma_mr` is not
 /// reachable from user space). `key` holds the MR's key while the MR is registered, and
-/// [`DmaKey::NONE`] before and after.
+/// `DmaKey::NONE` before and after.
 pub struct DmaMemory {
     key: Arc<DmaKey>,
 }

@@ -51,7 +51,7 @@ impl Rqst<'_> {
     }
 
     /// The layout of the buffer the reply goes to (`rq_rcv_buf`). Its contents are only written
-    /// through [`Xprt::complete_reply`].
+    /// through [`Xprt::complete_reply`](super::Xprt::complete_reply).
     pub fn rcv_buf(&self) -> XdrBufLayout<'_> {
         XdrBufLayout {
             buf: &self.raw().rq_rcv_buf,
@@ -222,7 +222,8 @@ fn kvec_bytes(v: &bindings::kvec) -> &[u8] {
     unsafe { core::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) }
 }
 
-/// The receive buffer of a call, for [`Xprt::complete_reply`] to copy a reply into.
+/// The receive buffer of a call, for [`Xprt::complete_reply`](super::Xprt::complete_reply) to
+/// copy a reply into.
 ///
 /// Bytes go in order into the head, the page data and the tail as the call laid them out,
 /// never beyond `buflen`, the way the socket transports copy (`xdr_partial_copy_from_skb`): the
