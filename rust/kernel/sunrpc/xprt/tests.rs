@@ -202,9 +202,10 @@ impl Drop for Refused {
 /// Creates an RPC client of the test program over the transport `ident`, to 127.0.0.1
 /// port 2049 (bound, so no rpcbind), which pings the server.
 fn create_client(ident: i32) -> Result<*mut bindings::rpc_clnt> {
-    // SAFETY: All zeroes is a valid `sockaddr_in` and `rpc_create_args`.
-    let (mut sin, mut args): (bindings::sockaddr_in, bindings::rpc_create_args) =
-        unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+    // SAFETY: All zeroes is a valid `sockaddr_in` (integers).
+    let mut sin: bindings::sockaddr_in = unsafe { core::mem::zeroed() };
+    // SAFETY: All zeroes is a valid `rpc_create_args` (integers, null pointers).
+    let mut args: bindings::rpc_create_args = unsafe { core::mem::zeroed() };
     sin.sin_family = bindings::AF_INET as _;
     sin.sin_port = 2049u16.to_be();
     sin.sin_addr.s_addr = 0x7f00_0001u32.to_be();
