@@ -8,7 +8,10 @@
 //! is not tried on the C siw: it refuses the opcode at posting but leaves the refused entry
 //! marked in its send queue, so every later post fails with `ENOMEM`.
 
-use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use core::{
+    net::{Ipv4Addr, SocketAddr, SocketAddrV4},
+    sync::atomic::{AtomicU32, Ordering},
+};
 use kernel::{
     c_str,
     kunit::suite::Test,
@@ -16,8 +19,9 @@ use kernel::{
     prelude::*,
     rdma::consumer::{
         client::{AtomicCap, DeviceRef},
-        kernel_qp::WcStatus,
+        kernel_qp::{CompletionHandler, SendWr, WcOpcode, WcStatus, WorkCompletion},
     },
+    sync::{Arc, Completion},
     time::msecs_to_jiffies,
 };
 
@@ -86,6 +90,90 @@ fn siw_reject_carries_private_data(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// What a completion handler was given.
+#[pin_data]
+struct Seen {
+    recvs: AtomicU32,
+    recv_bytes: AtomicU32,
+    sends: AtomicU32,
+    flushed: AtomicU32,
+    #[pin]
+    doorbell: Completion,
+}
+
+impl CompletionHandler for Seen {
+    fn completed(&self, wc: &WorkCompletion) {
+        let counter = match (wc.status.is_success(), wc.opcode) {
+            (false, _) => &self.flushed,
+            (true, WcOpcode::Recv) => {
+                self.recv_bytes.fetch_add(wc.byte_len, Ordering::Relaxed);
+                &self.recvs
+            }
+            (true, WcOpcode::Send) => &self.sends,
+            (true, _) => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.doorbell.complete();
+    }
+}
+
+impl Seen {
+    /// Waits until `counter` reaches `n` (up to about five seconds).
+    fn wait_for(&self, counter: &AtomicU32, n: u32) -> Result {
+        for _ in 0..50 {
+            if counter.load(Ordering::Relaxed) >= n {
+                return Ok(());
+            }
+            self.doorbell.wait_timeout(msecs_to_jiffies(100));
+        }
+        Err(ETIMEDOUT)
+    }
+}
+
+fn siw_completions_reach_a_handler(test: &mut Test) -> Result {
+    let seen = Arc::pin_init(
+        pin_init!(Seen {
+            recvs: AtomicU32::new(0),
+            recv_bytes: AtomicU32::new(0),
+            sends: AtomicU32::new(0),
+            flushed: AtomicU32::new(0),
+            doorbell <- Completion::new(),
+        }),
+        GFP_KERNEL,
+    )?;
+    let pair = ping::Pair::connect_with_handler(at(SIW, 7506), seen.clone())?;
+    // A message to the client arrives at its handler, not at its queue.
+    let server = &pair.server;
+    let message = server.send_slot();
+    let len = message.len as u32;
+    let send = SendWr::Send {
+        local: message,
+        solicited: false,
+    };
+    server.qp()?.post_send(&send, 100)?;
+    server.expect_wc(WcOpcode::Send)?;
+    seen.wait_for(&seen.recvs, 1)?;
+    kunit_expect_eq!(test, seen.recv_bytes.load(Ordering::Relaxed), len);
+    kunit_expect!(test, pair.client.qp()?.poll().is_none());
+    // The handler's slot was given back first: all receives can be posted again.
+    pair.client.post_recv(0)?;
+    // The client's own send completes at its handler too.
+    let client = &pair.client;
+    let send = SendWr::Send {
+        local: client.send_slot(),
+        solicited: false,
+    };
+    client.qp()?.post_send(&send, 101)?;
+    seen.wait_for(&seen.sends, 1)?;
+    kunit_expect_eq!(test, server.wait()?.opcode, WcOpcode::Recv);
+    // Teardown flushes the posted receives through the handler.
+    drop(pair);
+    kunit_expect_eq!(test, seen.flushed.load(Ordering::Relaxed), ping::RECVS);
+    kunit_expect_eq!(test, seen.recvs.load(Ordering::Relaxed), 1);
+    kunit_expect_eq!(test, seen.sends.load(Ordering::Relaxed), 1);
+    Ok(())
+}
+
 fn rxe_all_operations(test: &mut Test) -> Result {
     let dev = DeviceRef::by_name(c_str!("rxe0")).ok_or(ENODEV)?;
     kunit_expect!(test, dev.caps().atomic != AtomicCap::None);
@@ -105,6 +193,7 @@ kernel::kunit_suite!(
         siw_refuses_atomics_cleanly,
         siw_stale_key_fails_cleanly,
         siw_reject_carries_private_data,
+        siw_completions_reach_a_handler,
         rxe_all_operations
     ]
 );

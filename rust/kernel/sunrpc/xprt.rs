@@ -17,7 +17,9 @@
 //!
 //! Connecting hands the transport a [`Connect`] that it completes, at once or later from its
 //! own context; it holds the transport's write lock until then. A received reply is matched to
-//! its call and copied into the call's receive buffer by [`Xprt::complete_reply`].
+//! its call and copied into the call's receive buffer by [`Xprt::complete_reply`]. The
+//! transport's own contexts (completion handlers, workers) reach it through a [`Handle`],
+//! which holds no reference on it and is revoked when it is destroyed.
 //!
 //! C header: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h)
 
@@ -28,7 +30,7 @@ use crate::{
     ffi::{c_int, c_ulong},
     prelude::*,
     str::CStr,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     types::Opaque,
 };
 use core::{
@@ -39,12 +41,14 @@ use core::{
 
 mod adapter;
 mod addresses;
+mod handle;
 mod request;
 #[cfg(CONFIG_KUNIT)]
 mod tests;
 
 pub use adapter::{Adapter, Stats};
 use addresses::{address_family, format_addresses, free_addresses, Family};
+pub use handle::Handle;
 pub use request::{
     ReplyBuf, Rqst, Task, XdrBuf, XdrBufLayout, XDRBUF_READ, XDRBUF_SPARSE_PAGES, XDRBUF_WRITE,
 };
@@ -184,14 +188,16 @@ pub struct Config {
 /// # Invariants
 ///
 /// Allocated by `xprt_alloc` in [`Xprt::create`], with `xprt` at offset 0, initialised as that
-/// function describes, and freed only by the `destroy` callback; `transport` and `receive` are
-/// pinned and initialised. The `rpc_xprt` points to `T::Class`'s class, whose module it holds a
+/// function describes, and freed only by the `destroy` callback; `transport`, `receive` and
+/// `handle` are pinned and initialised, and `handle` reaches this transport until `destroy`
+/// revokes it. The `rpc_xprt` points to `T::Class`'s class, whose module it holds a
 /// reference to, and to the strings `format_addresses` allocated.
 #[repr(C)]
 pub struct Xprt<T: Transport> {
     xprt: Opaque<bindings::rpc_xprt>,
     timeout: bindings::rpc_timeout,
     receive: Mutex<()>,
+    handle: Arc<Handle<T>>,
     transport: T,
 }
 
@@ -324,18 +330,34 @@ impl<T: Transport> Xprt<T> {
             undo();
             return Err(e);
         }
+        // SAFETY: `c` is the container being set up, whose `destroy` revokes the handle first.
+        let handle = match unsafe { Handle::new(NonNull::new_unchecked(c)) } {
+            Ok(handle) => handle,
+            Err(e) => {
+                undo();
+                return Err(e);
+            }
+        };
         // SAFETY: The fields are in the allocation, pinned there until `destroy`.
         let ret = unsafe {
             crate::new_mutex!(()).__pinned_init(addr_of_mut!((*c).receive))?;
+            addr_of_mut!((*c).handle).write(handle);
             init.__pinned_init(addr_of_mut!((*c).transport))
         };
         if let Err(e) = ret {
+            // SAFETY: Written above; nothing else has the handle yet.
+            unsafe { core::ptr::drop_in_place(addr_of_mut!((*c).handle)) };
             undo();
             return Err(e);
         }
         // SAFETY: Fully set up (the type invariants hold now); the reference `xprt_alloc` made
         // passes to the RPC client.
         Ok(unsafe { TransportPtr::from_raw(x) })
+    }
+
+    /// A handle on the transport for its own asynchronous contexts.
+    pub fn handle(&self) -> Arc<Handle<T>> {
+        self.handle.clone()
     }
 
     /// Whether the transport is connected.

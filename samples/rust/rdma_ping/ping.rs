@@ -25,7 +25,10 @@ use kernel::{
         cm::{CmEvent, CmId, ConnParam},
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
-        kernel_qp::{KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion},
+        kernel_qp::{
+            CompletionHandler, KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus,
+            WorkCompletion,
+        },
     },
     sync::Arc,
     time::{msecs_to_jiffies, Jiffies},
@@ -38,7 +41,7 @@ pub(crate) const DATA_LEN: usize = 64 * 1024;
 /// Size of one message buffer (advertisement or "done").
 const MSG_LEN: usize = 64;
 /// Receives kept posted on each side.
-const RECVS: u32 = 4;
+pub(crate) const RECVS: u32 = 4;
 
 fn timeout() -> Jiffies {
     msecs_to_jiffies(5000)
@@ -57,21 +60,23 @@ pub(crate) struct End {
 }
 
 impl End {
-    /// Allocates PD, QP, buffers and MR on the id's device and posts the receives.
-    fn new(mut id: CmId) -> Result<Self> {
+    /// Allocates PD, QP, buffers and MR on the id's device and posts the receives; `handler`,
+    /// if any, takes the QP's completions (then [`End::wait`] sees none).
+    fn new(mut id: CmId, handler: Option<Arc<dyn CompletionHandler>>) -> Result<Self> {
         let dev = id.device()?;
         let pd = dev.alloc_pd()?;
         let pages = (DATA_LEN / kernel::page::PAGE_SIZE + 1) as u32;
         let mr = FastRegMr::new(&pd, pages)?;
         let data = DmaBuffer::new(&pd, DATA_LEN)?;
         let msgs = DmaBuffer::new(&pd, MSG_LEN * (RECVS as usize + 1))?;
-        id.create_qp(
-            &pd,
-            QpCaps {
-                max_send_wr: 8,
-                max_recv_wr: RECVS,
-            },
-        )?;
+        let caps = QpCaps {
+            max_send_wr: 8,
+            max_recv_wr: RECVS,
+        };
+        match handler {
+            Some(handler) => id.create_qp_with_handler(&pd, caps, handler)?,
+            None => id.create_qp(&pd, caps)?,
+        };
         let end = Self { id, data, msgs, mr };
         for slot in 0..RECVS {
             end.post_recv(slot)?;
@@ -84,7 +89,8 @@ impl End {
         self.id.qp()
     }
 
-    fn post_recv(&self, slot: u32) -> Result {
+    /// Posts receive slot `slot` (below [`RECVS`]); its completion's tag is `slot`.
+    pub(crate) fn post_recv(&self, slot: u32) -> Result {
         self.qp()?.post_recv(
             Sge {
                 buffer: &self.msgs,
@@ -95,7 +101,8 @@ impl End {
         )
     }
 
-    fn send_slot(&self) -> Sge<'_> {
+    /// The message buffer sends use.
+    pub(crate) fn send_slot(&self) -> Sge<'_> {
         Sge {
             buffer: &self.msgs,
             offset: RECVS as usize * MSG_LEN,
@@ -243,12 +250,21 @@ pub(crate) fn start_client(addr: SocketAddr) -> Result<End> {
 
 /// A client end on the device of `src` (if given), connecting to `addr`.
 pub(crate) fn start_client_from(src: Option<SocketAddr>, addr: SocketAddr) -> Result<End> {
+    start_client_with(src, addr, None)
+}
+
+/// A client end as [`start_client_from`] makes it, with `handler` taking its completions.
+fn start_client_with(
+    src: Option<SocketAddr>,
+    addr: SocketAddr,
+    handler: Option<Arc<dyn CompletionHandler>>,
+) -> Result<End> {
     let client = CmId::new()?;
     client.resolve_addr(src.as_ref(), &addr, 2000)?;
     expect_event(&client, "ADDR_RESOLVED")?;
     client.resolve_route(2000)?;
     expect_event(&client, "ROUTE_RESOLVED")?;
-    let client = End::new(client)?;
+    let client = End::new(client, handler)?;
     let ird_ord = client.id.device()?.caps().max_qp_rd_atom.min(16) as u8;
     client.id.connect(&ConnParam {
         private_data: HELLO,
@@ -302,8 +318,24 @@ impl Pair {
 
     /// Connects a client on the device of `src` (if given) to a listener on `addr`.
     pub(crate) fn connect_from(src: Option<SocketAddr>, addr: SocketAddr) -> Result<Self> {
+        Self::connect_with(src, addr, None)
+    }
+
+    /// Connects a client whose completions `handler` takes to a listener on `addr`.
+    pub(crate) fn connect_with_handler(
+        addr: SocketAddr,
+        handler: Arc<dyn CompletionHandler>,
+    ) -> Result<Self> {
+        Self::connect_with(None, addr, Some(handler))
+    }
+
+    fn connect_with(
+        src: Option<SocketAddr>,
+        addr: SocketAddr,
+        handler: Option<Arc<dyn CompletionHandler>>,
+    ) -> Result<Self> {
         let listener = listen(addr)?;
-        let client = start_client_from(src, addr)?;
+        let client = start_client_with(src, addr, handler)?;
         let CmEvent::ConnectRequest(server, param) = expect_event(&listener, "CONNECT_REQUEST")?
         else {
             return Err(EPROTO);
@@ -313,7 +345,7 @@ impl Pair {
             pr_err!("rdma ping: connection request without our private data\n");
             return Err(EPROTO);
         }
-        let server = End::new(server)?;
+        let server = End::new(server, None)?;
         server.id.accept(&ConnParam {
             private_data: HELLO,
             // The request's values are already from our side's point of view.

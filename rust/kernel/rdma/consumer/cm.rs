@@ -25,7 +25,7 @@
 
 use super::{
     client::{DeviceRef, ProtectionDomain},
-    kernel_qp::{KernelQp, QpCaps},
+    kernel_qp::{CompletionHandler, KernelQp, QpCaps},
 };
 use crate::{
     bindings,
@@ -479,8 +479,29 @@ impl CmId {
         unsafe { DeviceRef::try_get((*self.id.as_ptr()).device) }
     }
 
-    /// Creates the id's queue pair in `pd`, which must be on the id's device.
+    /// Creates the id's queue pair in `pd`, which must be on the id's device; its completions
+    /// are collected with [`KernelQp::poll`] and [`KernelQp::wait`].
     pub fn create_qp(&mut self, pd: &Arc<ProtectionDomain>, caps: QpCaps) -> Result<&KernelQp> {
+        self.create_qp_inner(pd, caps, None)
+    }
+
+    /// Creates the id's queue pair in `pd`, which must be on the id's device, with `handler`
+    /// taking its completions as they come.
+    pub fn create_qp_with_handler(
+        &mut self,
+        pd: &Arc<ProtectionDomain>,
+        caps: QpCaps,
+        handler: Arc<dyn CompletionHandler>,
+    ) -> Result<&KernelQp> {
+        self.create_qp_inner(pd, caps, Some(handler))
+    }
+
+    fn create_qp_inner(
+        &mut self,
+        pd: &Arc<ProtectionDomain>,
+        caps: QpCaps,
+        handler: Option<Arc<dyn CompletionHandler>>,
+    ) -> Result<&KernelQp> {
         if self.qp.is_some() {
             return Err(EBUSY);
         }
@@ -490,7 +511,7 @@ impl CmId {
         }
         // SAFETY: The id is valid, bound to the PD's device, has no QP, and outlives the QP
         // (`drop` destroys the QP first).
-        let qp = unsafe { KernelQp::create(self.id, pd, caps)? };
+        let qp = unsafe { KernelQp::create(self.id, pd, caps, handler)? };
         Ok(self.qp.insert(qp))
     }
 

@@ -18,6 +18,15 @@
 //!
 //! Every request is signaled: an unsignaled one would hold its slot forever.
 //!
+//! # Who takes completions
+//!
+//! A queue pair created without a handler queues its completions for [`KernelQp::poll`] and
+//! [`KernelQp::wait`]: a consumer that runs its protocol in its own thread (a test, a ping).
+//! One created with a [`CompletionHandler`] hands each completion to it as the core reports it,
+//! from the CQ's work: a transport that reacts to every receive (a reply to deliver, a credit
+//! grant) without a thread of its own. The slot is given back before the handler runs, so the
+//! handler may post again at once.
+//!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
@@ -263,6 +272,22 @@ pub struct WorkCompletion {
     pub invalidated_rkey: Option<u32>,
 }
 
+/// Takes the completions of a queue pair created with it
+/// ([`CmId::create_qp_with_handler`](super::cm::CmId::create_qp_with_handler)).
+///
+/// `completed` runs from the CQ's work (`IB_POLL_WORKQUEUE`): process context, one completion
+/// at a time for the CQ, in the order the device completed them. It may sleep, but every
+/// other completion of the CQ waits for it. The buffers and region the request used are no
+/// longer held for it (the slot is released first), so a receive buffer may be reposted from
+/// `completed`.
+///
+/// Dropping the queue pair flushes what is still posted: `completed` sees each such request
+/// with a flush status before the queue pair's last reference to the handler goes.
+pub trait CompletionHandler: Send + Sync {
+    /// One request completed.
+    fn completed(&self, wc: &WorkCompletion);
+}
+
 /// A posted request's claim on the memory it uses.
 struct Slot {
     tag: u64,
@@ -290,6 +315,8 @@ struct QpShared {
     #[pin]
     doorbell: Completion,
     caps: QpCaps,
+    /// Takes completions as they come; without it they are queued in `slots.done`.
+    handler: Option<Arc<dyn CompletionHandler>>,
     /// Error events (`IB_EVENT_QP_FATAL`, `_REQ_ERR`, `_ACCESS_ERR`) the device raised.
     error_events: AtomicU32,
 }
@@ -311,6 +338,7 @@ impl QpShared {
             return;
         };
         let released;
+        let done;
         {
             let mut slots = self.slots.lock();
             let Some(Some(slot)) = slots.posted.get_mut(index) else {
@@ -319,7 +347,7 @@ impl QpShared {
             let flags = wc.wc_flags as u32;
             // SAFETY: Plain integers in a union; the flags say which one the device wrote.
             let (imm, inv) = unsafe { (wc.ex.imm_data, wc.ex.invalidate_rkey) };
-            let done = WorkCompletion {
+            done = WorkCompletion {
                 tag: slot.tag,
                 is_recv: slot.is_recv,
                 status: WcStatus(wc.status),
@@ -330,11 +358,18 @@ impl QpShared {
                     .then_some(inv),
             };
             released = (slot.buffer.take(), slot.mr.take());
-            // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
-            let _ = slots.done.push((index, done));
+            if self.handler.is_some() {
+                Self::release(&mut slots, index);
+            } else {
+                // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
+                let _ = slots.done.push((index, done));
+            }
         }
         drop(released);
-        self.doorbell.complete();
+        match &self.handler {
+            Some(handler) => handler.completed(&done),
+            None => self.doorbell.complete(),
+        }
     }
 
     /// Claims a slot for a request; `EAGAIN` when that queue is full.
@@ -426,7 +461,7 @@ unsafe impl Send for KernelQp {}
 unsafe impl Sync for KernelQp {}
 
 impl KernelQp {
-    /// Creates the queue pair of `id` in `pd`.
+    /// Creates the queue pair of `id` in `pd`; `handler`, if any, takes its completions.
     ///
     /// # Safety
     ///
@@ -436,6 +471,7 @@ impl KernelQp {
         id: NonNull<bindings::rdma_cm_id>,
         pd: &Arc<ProtectionDomain>,
         caps: QpCaps,
+        handler: Option<Arc<dyn CompletionHandler>>,
     ) -> Result<Self> {
         if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
             return Err(EINVAL);
@@ -467,6 +503,7 @@ impl KernelQp {
                 }),
                 doorbell <- Completion::new(),
                 caps,
+                handler,
                 error_events: AtomicU32::new(0),
             }),
             GFP_KERNEL,
@@ -770,7 +807,7 @@ impl KernelQp {
         self.unclaim_on_error(index, ret)
     }
 
-    /// Takes the oldest completion, if any.
+    /// Takes the oldest completion, if any (never one of a queue pair with a handler).
     pub fn poll(&self) -> Option<WorkCompletion> {
         let mut slots = self.shared.slots.lock();
         let (index, wc) = slots.done.pop()?;

@@ -163,13 +163,16 @@ impl<T: Transport> Adapter<T> {
     /// Called once by the RPC client with a transport of `T`, after every other callback.
     unsafe extern "C" fn destroy(xprt: *mut bindings::rpc_xprt) {
         let c = xprt.cast::<Xprt<T>>();
-        // SAFETY: The transport is set up (type invariant of `Xprt`) and no one uses it any
-        // more; `T` and the lock are dropped in place once, then the strings, the `rpc_xprt`
-        // and the module reference taken in `create` go.
+        // SAFETY: The transport is set up (type invariant of `Xprt`) and the RPC client no
+        // longer uses it; once its handles are revoked, nothing does. `T`, the lock and the
+        // handle are dropped in place once, then the strings, the `rpc_xprt` and the module
+        // reference taken in `create` go.
         unsafe {
             let module = (*(*xprt).xprt_class).owner;
+            (*c).handle.revoke();
             core::ptr::drop_in_place(addr_of_mut!((*c).transport));
             core::ptr::drop_in_place(addr_of_mut!((*c).receive));
+            core::ptr::drop_in_place(addr_of_mut!((*c).handle));
             free_addresses(xprt);
             bindings::xprt_free(xprt);
             bindings::module_put(module);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! KUnit tests of client transports: an RPC client created with `rpc_create` pings a
-//! transport that answers its calls itself, and fails over one whose connects are refused.
+//! transport that answers its calls itself from a work item, through the transport's handle,
+//! which reaches nothing once the transport is destroyed; and a client fails over a transport
+//! whose connects are refused.
 
 use super::{Config, Connect, Rqst, Timeout, Transport, Xprt};
 use crate::{
@@ -29,6 +31,12 @@ static ANSWERED: AtomicUsize = AtomicUsize::new(0);
 static IN_CLIENT_NET: AtomicBool = AtomicBool::new(false);
 /// Test transports dropped (destroyed).
 static DESTROYED: AtomicUsize = AtomicUsize::new(0);
+/// Whether the late context of a loopback transport was started (one per test).
+static LATE_STARTED: AtomicBool = AtomicBool::new(false);
+/// Lets the late context try its handle.
+static LATE_GO: AtomicBool = AtomicBool::new(false);
+/// What the late context found: 0 not yet, 1 nothing, 2 the transport.
+static LATE_FOUND: AtomicUsize = AtomicUsize::new(0);
 
 /// A C struct the RPC client reads and updates (statistics, call counts), in a static.
 #[repr(transparent)]
@@ -149,10 +157,31 @@ impl Transport for Loopback {
 
     fn send_request(xprt: &Xprt<Self>, rqst: &Rqst<'_>) -> Result {
         let xid = rqst.xid();
-        let xprt = xprt.get().ok_or(ENOTCONN)?;
+        let handle = xprt.handle();
         workqueue::system()
-            .try_spawn(GFP_NOWAIT, move || answer(&xprt, xid))
-            .map_err(|_| ENOBUFS)
+            .try_spawn(GFP_NOWAIT, move || {
+                handle.with(|xprt| answer(xprt, xid));
+            })
+            .map_err(|_| ENOBUFS)?;
+        // A context that outlives the transport: it tries its handle once the test says so.
+        if !LATE_STARTED.swap(true, Ordering::SeqCst) {
+            let late = xprt.handle();
+            let started = workqueue::system().try_spawn(GFP_NOWAIT, move || {
+                for _ in 0..500 {
+                    if LATE_GO.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    // SAFETY: Sleeping is allowed in a work item.
+                    unsafe { bindings::msleep(10) };
+                }
+                let found = late.with(|_| ()).is_some();
+                LATE_FOUND.store(if found { 2 } else { 1 }, Ordering::SeqCst);
+            });
+            if started.is_err() {
+                LATE_FOUND.store(3, Ordering::SeqCst);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -237,10 +266,26 @@ fn destroyed(n: usize) -> bool {
     false
 }
 
+/// Waits up to five seconds until `LATE_FOUND` is set.
+fn late_found() -> usize {
+    for _ in 0..500 {
+        let found = LATE_FOUND.load(Ordering::SeqCst);
+        if found != 0 {
+            return found;
+        }
+        // SAFETY: Sleeping is allowed in a KUnit case.
+        unsafe { bindings::msleep(10) };
+    }
+    0
+}
+
 fn a_client_pings_over_a_loopback_transport(test: &mut Test) -> Result {
     let reg = KBox::pin_init(Registration::<Loopback>::new(&VMLINUX), GFP_KERNEL)?;
     let answered = ANSWERED.load(Ordering::SeqCst);
     let gone = DESTROYED.load(Ordering::SeqCst);
+    LATE_STARTED.store(false, Ordering::SeqCst);
+    LATE_GO.store(false, Ordering::SeqCst);
+    LATE_FOUND.store(0, Ordering::SeqCst);
     let clnt = create_client(Loopback::IDENT);
     kunit_expect!(test, clnt.is_ok());
     if let Ok(clnt) = clnt {
@@ -249,7 +294,11 @@ fn a_client_pings_over_a_loopback_transport(test: &mut Test) -> Result {
         // SAFETY: A client `rpc_create` returned, shut down once.
         unsafe { bindings::rpc_shutdown_client(clnt) };
     }
+    // The late context held a handle all along, which did not keep the transport alive, and
+    // reaches nothing once it is destroyed.
     kunit_expect!(test, destroyed(gone + 1));
+    LATE_GO.store(true, Ordering::SeqCst);
+    kunit_expect_eq!(test, late_found(), 1);
     drop(reg);
     Ok(())
 }
