@@ -26,15 +26,17 @@
 use super::xprt_class::{CreateArgs, TransportClass, TransportPtr};
 use crate::{
     bindings,
-    error::{Result, VTABLE_DEFAULT_ERROR},
-    ffi::{c_int, c_ulong},
+    error::{Error, Result, VTABLE_DEFAULT_ERROR},
+    ffi::{c_int, c_long, c_ulong},
+    net::namespace::Namespace,
     prelude::*,
     str::CStr,
-    sync::{Arc, Mutex},
+    sync::{Arc, LockClassKey, Mutex},
     types::Opaque,
 };
 use core::{
     mem::{align_of, size_of},
+    net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6},
     ops::Deref,
     ptr::{addr_of, addr_of_mut, NonNull},
 };
@@ -52,6 +54,16 @@ pub use handle::Handle;
 pub use request::{
     ReplyBuf, Rqst, Task, XdrBuf, XdrBufLayout, XDRBUF_READ, XDRBUF_SPARSE_PAGES, XDRBUF_WRITE,
 };
+
+/// The lock class of every transport's `receive` lock, made outside the generic code (see
+/// [`Handle`]'s lock).
+#[inline(never)]
+fn receive_lock_class() -> (&'static CStr, &'static LockClassKey) {
+    (
+        crate::c_str!("sunrpc::xprt::Xprt::receive"),
+        crate::static_lock_class!(),
+    )
+}
 
 /// The alignment `kzalloc` (which `xprt_alloc` uses) guarantees on every architecture.
 const KMALLOC_MIN_ALIGN: usize = 8;
@@ -141,6 +153,10 @@ pub trait Transport: Send + Sync + Sized + 'static {
     }
 }
 
+/// TCP, as [`Config::prot`] (connection-oriented transports, RPC-over-RDMA included, say so to
+/// rpcbind).
+pub const IPPROTO_TCP: i32 = bindings::IPPROTO_TCP as i32;
+
 /// An RPC timeout, in jiffies (`struct rpc_timeout`).
 #[derive(Clone, Copy)]
 pub struct Timeout {
@@ -177,7 +193,7 @@ pub struct Config {
     pub prealloc_slots: u32,
     /// The most request slots (`max_alloc` of `xprt_alloc`).
     pub max_slots: u32,
-    /// The IP protocol that side protocols (rpcbind) see (`prot`), e.g. `IPPROTO_TCP`.
+    /// The IP protocol that side protocols (rpcbind) see (`prot`), e.g. [`IPPROTO_TCP`].
     pub prot: i32,
     /// What `/proc/self/mountstats` and `rpc_peeraddr2str` show as the protocol.
     pub proto_name: &'static CStr,
@@ -340,7 +356,8 @@ impl<T: Transport> Xprt<T> {
         };
         // SAFETY: The fields are in the allocation, pinned there until `destroy`.
         let ret = unsafe {
-            crate::new_mutex!(()).__pinned_init(addr_of_mut!((*c).receive))?;
+            let (name, key) = receive_lock_class();
+            Mutex::new((), name, key).__pinned_init(addr_of_mut!((*c).receive))?;
             addr_of_mut!((*c).handle).write(handle);
             init.__pinned_init(addr_of_mut!((*c).transport))
         };
@@ -358,6 +375,70 @@ impl<T: Transport> Xprt<T> {
     /// A handle on the transport for its own asynchronous contexts.
     pub fn handle(&self) -> Arc<Handle<T>> {
         self.handle.clone()
+    }
+
+    /// The network namespace the transport connects in (the client's).
+    pub fn net(&self) -> &Namespace {
+        // SAFETY: `xprt_alloc` took a reference on the namespace, which the transport keeps
+        // until `xprt_free` (type invariant: live).
+        unsafe { Namespace::from_raw((*self.as_raw()).xprt_net) }
+    }
+
+    /// The server's address, with the port rpcbind found or the client gave.
+    pub fn server_address(&self) -> Result<SocketAddr> {
+        let x = self.as_raw();
+        // SAFETY: A live transport whose address was set in `create`; rpcbind changes only
+        // its port, before the transport connects.
+        let (sap, len) = unsafe {
+            (
+                addr_of!((*x).addr).cast::<bindings::sockaddr>(),
+                (*x).addrlen,
+            )
+        };
+        match address_family(sap, len)? {
+            Family::V4 => {
+                // SAFETY: An IPv4 address of the size of `sockaddr_in` (checked).
+                let sin = unsafe { &*sap.cast::<bindings::sockaddr_in>() };
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                Ok(SocketAddr::V4(SocketAddrV4::new(
+                    ip,
+                    u16::from_be(sin.sin_port),
+                )))
+            }
+            Family::V6 => {
+                // SAFETY: An IPv6 address of the size of `sockaddr_in6` (checked).
+                let sin6 = unsafe { &*sap.cast::<bindings::sockaddr_in6>() };
+                // SAFETY: Every view of the address union is plain bytes.
+                let ip = Ipv6Addr::from(unsafe { sin6.sin6_addr.in6_u.u6_addr8 });
+                Ok(SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    u16::from_be(sin6.sin6_port),
+                    u32::from_be(sin6.sin6_flowinfo),
+                    sin6.sin6_scope_id,
+                )))
+            }
+        }
+    }
+
+    /// The cookie of the current connection: it changes with every connect.
+    pub fn connect_cookie(&self) -> u32 {
+        // SAFETY: A live transport; the cookie is a word that the connect path updates.
+        unsafe { core::ptr::read_volatile(addr_of!((*self.as_raw()).connect_cookie)) }
+    }
+
+    /// Sets the congestion window to `credits` calls in flight (`cwnd`), as a server's credit
+    /// grant says; at least one.
+    pub fn set_credits(&self, credits: u32) {
+        let x = self.as_raw();
+        let cwnd = credits.clamp(1, u32::MAX >> bindings::RPC_CWNDSHIFT) << bindings::RPC_CWNDSHIFT;
+        // SAFETY: A live transport; `cwnd` is changed under `transport_lock`, as the
+        // congestion helpers read it.
+        unsafe {
+            let lock = addr_of_mut!((*x).transport_lock);
+            bindings::spin_lock(lock);
+            (*x).cwnd = c_ulong::try_from(cwnd).unwrap_or(c_ulong::MAX);
+            bindings::spin_unlock(lock);
+        }
     }
 
     /// Whether the transport is connected.
@@ -417,6 +498,29 @@ impl<T: Transport> Xprt<T> {
         xid: u32,
         copy: impl FnOnce(&mut ReplyBuf<'_>) -> Result,
     ) -> Result {
+        self.finish_call(xid, |buf| {
+            copy(buf)?;
+            match buf.written() {
+                0 => Err(EPROTO),
+                n => Ok(c_int::try_from(n).unwrap_or(c_int::MAX)),
+            }
+        })
+    }
+
+    /// Ends the call `xid` (in host byte order) with `error` instead of a reply, as for a
+    /// transport error the server returned for it. `ENOENT` if no call waits for `xid`.
+    /// Process context only, as [`Xprt::complete_reply`].
+    pub fn fail_call(&self, xid: u32, error: Error) -> Result {
+        self.finish_call(xid, |_| Ok(error.to_errno()))
+    }
+
+    /// Finds the call `xid` and completes it with what `status` returns: bytes of reply or a
+    /// negative errno. On `Err`, the call keeps waiting.
+    fn finish_call(
+        &self,
+        xid: u32,
+        status: impl FnOnce(&mut ReplyBuf<'_>) -> Result<c_int>,
+    ) -> Result {
         let _receiving = self.receive.lock();
         let x = self.as_raw();
         // SAFETY: A live transport (type invariant).
@@ -440,25 +544,18 @@ impl<T: Transport> Xprt<T> {
         // the call does not read the buffer before it is completed.
         // SAFETY: `rqst` is pinned, so valid, and its reply buffer ours (see above).
         let mut buf = unsafe { ReplyBuf::new(addr_of_mut!((*rqst).rq_private_buf)) };
-        let ret = copy(&mut buf).and_then(|()| {
-            if buf.written() == 0 {
-                Err(EPROTO)
-            } else {
-                Ok(())
-            }
-        });
-        let copied = c_int::try_from(buf.written()).unwrap_or(c_int::MAX);
+        let status = status(&mut buf);
         // SAFETY: `rqst` is pinned; `xprt_complete_rqst` and `xprt_unpin_rqst` want the lock
         // held, and the request's task is valid while it is on the queue.
         unsafe {
             bindings::spin_lock(queue_lock);
-            if ret.is_ok() {
-                bindings::xprt_complete_rqst((*rqst).rq_task, copied);
+            if let Ok(status) = status {
+                bindings::xprt_complete_rqst((*rqst).rq_task, status);
             }
             bindings::xprt_unpin_rqst(rqst);
             bindings::spin_unlock(queue_lock);
         }
-        ret
+        status.map(|_| ())
     }
 }
 
@@ -513,6 +610,25 @@ impl<T: Transport> Connect<T> {
     pub fn xprt(&self) -> &Xprt<T> {
         // SAFETY: Live while the write lock is held (type invariant).
         unsafe { self.ptr.as_ref() }
+    }
+
+    /// Waits before connecting again, as long as the RPC client's reconnect delay for the
+    /// transport says (`xprt_reconnect_delay`: from the last connect attempt, at most the
+    /// current reestablish timeout), then doubles that timeout for the next time, from
+    /// `initial` up to the transport's maximum (`xprt_reconnect_backoff`). Sleeps: for the
+    /// transport's own worker, when it reconnects.
+    pub fn back_off(&self, initial: c_ulong) {
+        let x = self.xprt().as_raw();
+        // SAFETY: The transport is live and its write lock ours (type invariant), which
+        // serialises the reestablish timeout with the rest of the connect path.
+        let delay = unsafe { bindings::xprt_reconnect_delay(x) };
+        // SAFETY: As above.
+        unsafe { bindings::xprt_reconnect_backoff(x, initial) };
+        if delay > 0 {
+            let delay = c_long::try_from(delay).unwrap_or(c_long::MAX);
+            // SAFETY: Sleeping is allowed here (a worker, see above).
+            unsafe { bindings::schedule_timeout_uninterruptible(delay) };
+        }
     }
 
     /// Completes the connect as the C connect workers do: on success marks the transport

@@ -32,6 +32,9 @@ use core::{
     sync::atomic::{AtomicBool, Ordering},
 };
 
+/// The ident of RPC-over-RDMA (`XPRT_TRANSPORT_RDMA`), which `mount -o proto=rdma` asks for.
+pub const XPRT_TRANSPORT_RDMA: i32 = bindings::xprt_transports_XPRT_TRANSPORT_RDMA;
+
 /// The most netids a class has (the C classes have at most two).
 pub const MAX_NETIDS: usize = 4;
 

@@ -14,8 +14,23 @@
 //! transport gone and does nothing.
 
 use super::{Transport, Xprt};
-use crate::{new_mutex, prelude::*, sync::Arc, sync::Mutex};
+use crate::{
+    prelude::*,
+    str::CStr,
+    sync::{Arc, LockClassKey, Mutex},
+};
 use core::ptr::NonNull;
+
+/// The lock class of every handle's lock. Generic code must not make its own: a static in a
+/// generic function is one key, but its name is copied into every module that instantiates the
+/// function, and lockdep refuses one key under two names.
+#[inline(never)]
+fn lock_class() -> (&'static CStr, &'static LockClassKey) {
+    (
+        crate::c_str!("sunrpc::xprt::Handle"),
+        crate::static_lock_class!(),
+    )
+}
 
 /// The transport a handle reaches.
 struct Target<T: Transport>(NonNull<Xprt<T>>);
@@ -44,10 +59,11 @@ impl<T: Transport> Handle<T> {
     /// `xprt` is a live `Xprt<T>` whose `destroy` calls [`Handle::revoke`] on the handle
     /// before the transport goes.
     pub(super) unsafe fn new(xprt: NonNull<Xprt<T>>) -> Result<Arc<Self>> {
+        let (name, key) = lock_class();
         // INVARIANT: Live until revoked (the caller's guarantee).
         Arc::pin_init(
             pin_init!(Self {
-                xprt <- new_mutex!(Some(Target(xprt))),
+                xprt <- Mutex::new(Some(Target(xprt)), name, key),
             }),
             GFP_KERNEL,
         )

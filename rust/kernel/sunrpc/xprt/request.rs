@@ -38,6 +38,13 @@ impl Rqst<'_> {
         u32::from_be(self.raw().rq_xid)
     }
 
+    /// The connect cookie of the connection the call was last sent on
+    /// ([`Xprt::connect_cookie`](super::Xprt::connect_cookie) then); one less than the
+    /// transport's at the time the call was made, if it was never sent.
+    pub fn connect_cookie(&self) -> u32 {
+        self.raw().rq_connect_cookie
+    }
+
     /// Whether this is a reply of the backchannel (it has no call buffer).
     pub fn is_backchannel_reply(&self) -> bool {
         self.raw().rq_buffer.is_null()

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rpcrdma2: RPC-over-RDMA for the kernel's RPC client (and, later, its server), in Rust.
+//!
+//! Loading the module registers the client transport class "rdma": ident
+//! `XPRT_TRANSPORT_RDMA` (256), netids "rdma" and "rdma6", which `mount -o proto=rdma` asks
+//! for. The C `rpcrdma` module registers the same ident: only one of the two can be loaded, and
+//! loading this one while the C one is fails (`EBUSY`: modprobe takes `EEXIST` for "already
+//! loaded") with a message that says so.
+//!
+//! The wire formats and protocol rules are the pure protocol core in [`proto`], shared with the
+//! host crate where they are tested and fuzzed; [`client`] is the transport that drives them.
+//! Documentation: `Documentation/rpcrdma2.rst`.
+
+use kernel::{
+    error::code::{EBUSY, EEXIST},
+    prelude::*,
+    sunrpc::xprt_class::Registration,
+};
+
+pub mod proto;
+
+mod client;
+
+module! {
+    type: Rpcrdma2,
+    name: "rpcrdma2",
+    author: "rsiw project",
+    description: "RPC-over-RDMA transport (RFC 8166) for the kernel RPC client, in Rust",
+    license: "GPL",
+}
+
+/// The module: the client transport class, registered while it is loaded.
+struct Rpcrdma2 {
+    _client: Pin<KBox<Registration<client::ClientClass>>>,
+}
+
+impl kernel::Module for Rpcrdma2 {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let client = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
+            if e != EEXIST {
+                return e;
+            }
+            pr_err!(
+                "transport ident 256 (netids rdma, rdma6) is already registered, by the C \
+                 rpcrdma module: unload it first\n"
+            );
+            // modprobe takes `EEXIST` from a module's init for "already loaded" and reports
+            // success: the class being taken is reported as busy instead.
+            EBUSY
+        })?;
+        pr_info!("client transport \"rdma\" registered (RPC-over-RDMA Version 1)\n");
+        Ok(Rpcrdma2 { _client: client })
+    }
+}
