@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the VM's initramfs from the machine's installed Debian packages: busybox, iproute2,
 # rdma-core (+ providers), perftest, rdmacm-utils, nfs-utils, fio, iperf3, nvme-cli, tcpdump,
-# the kernel's modules and ours, the guest init and the scenario scripts.
+# the kernel's modules and ours, the guest init and the scenario scripts. RSIW_IMAGE (see
+# env.sh) is where it goes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 
-out="$RSIW_CACHE/image"
+out="$RSIW_IMAGE"
 root="$out/root"
 krel=$(make -s -C "$KTREE" kernelrelease)
 rm -rf "$root"

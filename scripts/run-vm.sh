@@ -2,7 +2,8 @@
 # Boot the test VM (QEMU TCG, serial console, no NIC) on the built kernel and image and write
 # the console log. The guest powers off by itself; a hard timeout stops a hung guest.
 #   run-vm.sh LOG [mode] [scenario-glob]
-# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/).
+# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/);
+# RSIW_IMAGE picks the image (scripts/env.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
@@ -35,7 +36,7 @@ timeout -k 10 "$RSIW_VM_TIMEOUT" qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp 2 -m "$RSIW_VM_MEM" \
   -nographic -no-reboot -nic none -monitor none -serial stdio \
   -virtfs "local,path=$share,mount_tag=rsiwshare,security_model=none,id=share" \
-  -kernel "$KTREE/arch/x86/boot/bzImage" -initrd "$RSIW_CACHE/image/initramfs.cpio" \
+  -kernel "$KTREE/arch/x86/boot/bzImage" -initrd "$RSIW_IMAGE/initramfs.cpio" \
   ${RSIW_QEMU_ARGS:-} -append "$append" </dev/null >"$log" 2>&1 || rc=$?
 echo "run-vm: guest ran $(( $(date +%s) - start ))s, qemu exit $rc"
 [ "$rc" = 124 ] && echo "run-vm: TIMEOUT after ${RSIW_VM_TIMEOUT}s" >>"$log"
