@@ -98,6 +98,9 @@ install -m 0755 "$RSIW_TOP/kunit/guest/init" "$root/init"
 mkdir -p "$root/tests"
 cp "$RSIW_TOP"/kunit/scenarios/*.sh "$root/tests/" 2>/dev/null || true
 cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
+# The scenarios of a pair run (scripts/run-pair.sh) and their helpers.
+mkdir -p "$root/pair"
+cp "$RSIW_TOP"/kunit/pair/*.sh "$root/pair/"
 mkdir -p "$root/bench"
 cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
 mkdir -p "$root/profile"
