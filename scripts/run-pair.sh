@@ -5,14 +5,21 @@
 # against the other guest (kunit/pair/lib.sh) instead of the single-guest tests.
 #   run-pair.sh DIR [mode] [scenario-glob]
 # writes DIR/pair-a.log and DIR/pair-b.log (judge them with check-run.py) and DIR/pair-*.share.
-# RSIW_PAIR_TIMEOUT (seconds) is each guest's hard timeout.
+# RSIW_PAIR_TIMEOUT (seconds) is each guest's hard timeout; by default 600 more than the limits
+# of the scenarios that run (boot, the start wait, the leak scan).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
-RSIW_VM_TIMEOUT=${RSIW_PAIR_TIMEOUT:-1200}
-. "$here/vm-lib.sh"
 
 dir=$1; mode=${2:-test}; only=${3:-*}
+limits=0
+for f in "$RSIW_TOP"/kunit/pair/[0-9]*.sh; do
+  case $(basename "$f" .sh) in $only) ;; *) continue ;; esac
+  limit=$(sed -n 's/^# timeout: *//p' "$f" | head -n1)
+  limits=$((limits + ${limit:-300}))
+done
+RSIW_VM_TIMEOUT=${RSIW_PAIR_TIMEOUT:-$((600 + limits))}
+. "$here/vm-lib.sh"
 mkdir -p "$dir"
 # The link is a stream over a unix socket that guest a's QEMU listens on and b's connects to.
 # QEMU 7.2 has no reconnect: a client started before the socket exists stays unlinked, so b
