@@ -3,7 +3,7 @@
 # the console log. The guest powers off by itself; a hard timeout stops a hung guest.
 #   run-vm.sh LOG [mode] [scenario-glob]
 # RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/);
-# RSIW_IMAGE picks the image (scripts/env.sh).
+# RSIW_IMAGE picks the image (scripts/env.sh). Two guests on a link: run-pair.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
