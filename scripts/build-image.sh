@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the VM's initramfs from the machine's installed Debian packages: busybox, iproute2,
 # rdma-core (+ providers), perftest, rdmacm-utils, nfs-utils, fio, iperf3, nvme-cli, tcpdump,
-# the kernel's modules and ours, the guest init and the scenario scripts.
+# the kernel's modules and ours, the guest init and the scenario scripts. RSIW_IMAGE (see
+# env.sh) is where it goes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 
-out="$RSIW_CACHE/image"
+out="$RSIW_IMAGE"
 root="$out/root"
 krel=$(make -s -C "$KTREE" kernelrelease)
 rm -rf "$root"
@@ -97,6 +98,9 @@ install -m 0755 "$RSIW_TOP/kunit/guest/init" "$root/init"
 mkdir -p "$root/tests"
 cp "$RSIW_TOP"/kunit/scenarios/*.sh "$root/tests/" 2>/dev/null || true
 cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
+# The scenarios of a pair run (scripts/run-pair.sh) and their helpers.
+mkdir -p "$root/pair"
+cp "$RSIW_TOP"/kunit/pair/*.sh "$root/pair/"
 mkdir -p "$root/bench"
 cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
 mkdir -p "$root/profile"

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Judge a test VM's console log.
+"""Judge a test VM's console log, or the logs of the guests of one run.
 
-Extracts the KTAP document the guest printed between its markers, parses it with the kernel's
+Extracts the KTAP document each guest printed between its markers (several are merged into
+one, their top-level tests renumbered in the order of the logs), parses it with the kernel's
 own parser (tools/testing/kunit/kunit.py parse), prints a per-suite summary, and fails on a
 failed or missing test, on any kernel splat (Oops, BUG, WARNING, KASAN, KFENCE, lockdep, panic, hung
-task, RCU stall) anywhere in the log, or when the guest never reached its end marker.
+task, RCU stall) anywhere in a log, or when a guest never reached its end marker.
 Writes the counts as JSON to --counts for the caller's closing line.
 """
 import argparse
@@ -37,32 +38,55 @@ def leaves(node, path=()):
         yield from leaves(sub, path + (sub.get("name", "?"),))
 
 
+def merge(docs):
+    """One KTAP document of the top-level tests of DOCS, renumbered in order."""
+    body, n = [], 0
+    for doc in docs:
+        for line in doc.splitlines():
+            if re.match(r"(KTAP version \d+|1\.\.\d+)$", line):
+                continue
+            m = re.match(r"(ok|not ok) \d+(.*)", line)
+            if m:
+                n += 1
+                line = f"{m.group(1)} {n}{m.group(2)}"
+            body.append(line)
+    return "\n".join(["KTAP version 1", f"1..{n}"] + body) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("log")
+    ap.add_argument("logs", nargs="+", metavar="log")
     ap.add_argument("--kunit-py", required=True)
     ap.add_argument("--counts", required=True)
+    ap.add_argument("--merged", help="with several logs, BASE of the merged BASE.ktap and "
+                    "kunit.py's BASE.json (default: the first log)")
     args = ap.parse_args()
 
-    text = open(args.log, errors="replace").read()
     problems = []
+    docs = []
+    for log in args.logs:
+        text = open(log, errors="replace").read()
+        # Which log a problem is in, when there are several.
+        where = f" ({os.path.basename(log)})" if len(args.logs) > 1 else ""
+        splats = []
+        for line in text.splitlines():
+            if any(re.search(p, line) for p in SPLATS) and not any(re.search(b, line) for b in BENIGN):
+                splats.append(line.strip())
+        if splats:
+            problems.append(f"kernel splats in the console log{where}:\n    " + "\n    ".join(splats[:20]))
+        m = re.search(r"^RSIW-KTAP-BEGIN\r?$(.*?)^RSIW-KTAP-END\r?$", text, re.S | re.M)
+        if not m:
+            problems.append(f"the guest never printed its results (no RSIW-KTAP-END marker){where}")
+        else:
+            docs.append(m.group(1).replace("\r", "").lstrip("\n"))
 
-    splats = []
-    for line in text.splitlines():
-        if any(re.search(p, line) for p in SPLATS) and not any(re.search(b, line) for b in BENIGN):
-            splats.append(line.strip())
-    if splats:
-        problems.append("kernel splats in the console log:\n    " + "\n    ".join(splats[:20]))
-
-    m = re.search(r"^RSIW-KTAP-BEGIN\r?$(.*?)^RSIW-KTAP-END\r?$", text, re.S | re.M)
     passed = failed = 0
-    if not m:
-        problems.append("the guest never printed its results (no RSIW-KTAP-END marker)")
-    else:
-        ktap = m.group(1).replace("\r", "")
-        ktap_file = args.log + ".ktap"
-        open(ktap_file, "w").write(ktap.lstrip("\n"))
-        json_file = args.log + ".json"
+    if docs:
+        ktap = docs[0] if len(args.logs) == 1 else merge(docs)
+        base = args.merged if args.merged and len(args.logs) > 1 else args.logs[0]
+        ktap_file = base + ".ktap"
+        open(ktap_file, "w").write(ktap)
+        json_file = base + ".json"
         parse = subprocess.run(
             [sys.executable, args.kunit_py, "parse", "--json=" + json_file, ktap_file],
             capture_output=True, text=True)

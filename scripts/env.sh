@@ -16,9 +16,12 @@ case "$RSIW_FLAVOUR" in
   *) echo "env: RSIW_FLAVOUR must be test or bench, not $RSIW_FLAVOUR" >&2; exit 2 ;;
 esac
 : "${KTREE:=$RSIW_CACHE/linux-source-6.12}"
+# The VM image (initramfs) that build-image.sh writes and the run scripts boot; a second
+# worktree can build and boot an image of its own without replacing this one.
+: "${RSIW_IMAGE:=$RSIW_CACHE/image}"
 : "${JOBS:=$(( $(nproc) + 1 ))}"
 RSIW_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RSIW_CACHE KSRC_TARBALL KTREE CCACHE_DIR JOBS RSIW_TOP RSIW_FLAVOUR
+export RSIW_CACHE RSIW_IMAGE KSRC_TARBALL KTREE CCACHE_DIR JOBS RSIW_TOP RSIW_FLAVOUR
 export PATH="$HOME/.cargo/bin:$PATH"
 mkdir -p "$RSIW_CACHE" "$CCACHE_DIR"
 

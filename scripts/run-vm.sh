@@ -2,41 +2,18 @@
 # Boot the test VM (QEMU TCG, serial console, no NIC) on the built kernel and image and write
 # the console log. The guest powers off by itself; a hard timeout stops a hung guest.
 #   run-vm.sh LOG [mode] [scenario-glob]
-# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/).
+# RSIW_VM_APPEND adds to the kernel command line, RSIW_QEMU_ARGS to QEMU's (tools/tcg-profile/);
+# RSIW_IMAGE picks the image (scripts/env.sh). Two guests on a link: run-pair.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
+. "$here/vm-lib.sh"
 
 log=$1; mode=${2:-test}; only=${3:-*}
-: "${RSIW_VM_TIMEOUT:=1800}"
-: "${RSIW_VM_MEM:=4096}"
-append="console=ttyS0 panic=-1 oops=panic softlockup_panic=1 rdinit=/init"
-# The test kernel: a WARN (or a KASAN report) ends the run where it happened.
-[ "$mode" = test ] && append="$append panic_on_warn=1"
-# The test kernel (test and demo) on 4-level paging: QEMU's `-cpu max` offers LA57, and with
-# 5-level paging 6.12's KASAN finds where its shadow starts from the LA57 feature bit, which
-# identify_cpu() clears for a moment at boot; an interrupt then had its irq_desc lock reported
-# as a wild access (seen once in eight boots).
-case $mode in test | demo) append="$append no5lvl" ;; esac
-# Benchmarks and profiles: under TCG the clocksource watchdog sometimes finds the TSC skewed
-# against the HPET and switches clocks mid-run, which breaks perftest's cycle-based timing (it
-# prints "inf") and makes every clock read an emulated HPET access (a timed critical-path boot
-# then ran all code, the shared TCP path too, 1.3 to 1.9 times slower).
-# (tsc=reliable would do too, but made 1 boot in 3 panic in the IO-APIC timer check.)
-case $mode in bench | profile) append="$append tsc=nowatchdog" ;; esac
-append="$append rsiw.mode=$mode rsiw.only=$only ${RSIW_VM_APPEND:-}"
-# A directory the guest mounts at /share (virtio 9p) for what does not fit the console.
-share="${log%.log}.share"
-rm -rf "$share" && mkdir -p "$share"
 echo "run-vm: booting (mode=$mode, timeout ${RSIW_VM_TIMEOUT}s), console -> $log"
 start=$(date +%s)
 rc=0
-timeout -k 10 "$RSIW_VM_TIMEOUT" qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu max -smp 2 -m "$RSIW_VM_MEM" \
-  -nographic -no-reboot -nic none -monitor none -serial stdio \
-  -virtfs "local,path=$share,mount_tag=rsiwshare,security_model=none,id=share" \
-  -kernel "$KTREE/arch/x86/boot/bzImage" -initrd "$RSIW_CACHE/image/initramfs.cpio" \
-  ${RSIW_QEMU_ARGS:-} -append "$append" </dev/null >"$log" 2>&1 || rc=$?
+# A directory the guest mounts at /share (virtio 9p) for what does not fit the console.
+vm_qemu "$log" "${log%.log}.share" "$(vm_append "$mode" "$only")" -nic none || rc=$?
 echo "run-vm: guest ran $(( $(date +%s) - start ))s, qemu exit $rc"
-[ "$rc" = 124 ] && echo "run-vm: TIMEOUT after ${RSIW_VM_TIMEOUT}s" >>"$log"
 exit 0

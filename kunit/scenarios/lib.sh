@@ -80,8 +80,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 # line, so its status is printed on the way out.
 trap 'rc=$?; [ $rc = 0 ] || echo "the script ended with status $rc"' EXIT
 
-# nfs_server_start: knfsd exporting a tmpfs at /srv/export over TCP and RDMA (port 20049),
-# with the shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s.
+# nfs_server_start: knfsd exporting a tmpfs at /srv/export to every client over TCP and RDMA
+# (port 20049), listening on every address (the dummy ones, or eth0's in a pair run), with the
+# shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s.
 nfs_server_start() {
   modprobe rpcrdma
   modprobe nfsd
@@ -105,6 +106,18 @@ nfs_server_stop() {
   rpc.nfsd 0
   exportfs -ua
   killall rpc.mountd rpcbind 2>/dev/null || true
+}
+
+# nfs_client_start: what a guest that mounts NFS over RDMA without serving it needs besides the
+# kernel: the RPC-over-RDMA module and rpcbind, with which the kernel's lockd registers (NFSv3).
+nfs_client_start() {
+  modprobe rpcrdma
+  mkdir -p /run/rpcbind
+  rpcbind -w 2>/dev/null || rpcbind
+}
+
+nfs_client_stop() {
+  killall rpcbind 2>/dev/null || true
 }
 
 # left_behind WHEN: fail if a QP, CQ, PD, MR or CM id exists that the RDMA core did not make

@@ -1,0 +1,48 @@
+# Helpers of a pair run (scripts/run-pair.sh): two guests, a and b, on one virtio-net link
+# (eth0 on both). Sourced by the guest init and by the pair scenarios (kunit/pair/NN-name.sh,
+# after /tests/lib.sh). The init exports ROLE (a or b), SELF_ADDR, PEER_ADDR and, while a
+# scenario runs, PAIR_SCENARIO (its name).
+PAIR_ADDR_A=10.77.0.1
+PAIR_ADDR_B=10.77.0.2
+PAIR_PREFIXLEN=24
+# pair_sync's rendezvous: b listens on this TCP port, a connects to it.
+PAIR_SYNC_PORT=7777
+# How long pair_sync waits for the peer unless told otherwise (seconds).
+PAIR_SYNC_TIMEOUT=120
+
+# pair_addr ROLE: the link address of guest ROLE.
+pair_addr() {
+  case $1 in a) echo $PAIR_ADDR_A ;; b) echo $PAIR_ADDR_B ;; *) return 1 ;; esac
+}
+
+# pair_sync POINT [TIMEOUT]: a barrier. Returns once the peer reached POINT of the same scenario
+# too, or fails (status 1, with a line saying why) after TIMEOUT seconds or as soon as the peer
+# shows it has left this scenario. Both sides send "SCENARIO/POINT" at once over a short TCP
+# connection (busybox nc, b listening, a connecting and retrying) and compare. A peer at another
+# point of the same scenario or at an earlier scenario is waited for; one at a later scenario
+# (scenarios run in name order, and the init's last point is "~end/...", after every name)
+# has given up on ours, so waiting longer would only delay the failure.
+pair_sync() {
+  local me="${PAIR_SCENARIO:-}/$1" limit=${2:-$PAIR_SYNC_TIMEOUT} deadline now peer last=
+  deadline=$(( $(date +%s) + limit ))
+  while now=$(date +%s); [ "$now" -lt "$deadline" ]; do
+    if [ "$ROLE" = b ]; then
+      peer=$({ echo "$me" | timeout $((deadline - now)) nc -l -p $PAIR_SYNC_PORT; } 2>/dev/null) || true
+    else
+      # A bounded exchange: a peer that stops answering mid-way must not hold us.
+      peer=$({ echo "$me" | timeout 20 nc -w 5 "$PEER_ADDR" $PAIR_SYNC_PORT; } 2>/dev/null) || true
+    fi
+    [ "$peer" = "$me" ] && return 0
+    if [ -n "$peer" ]; then
+      last=$peer
+      if [ "${peer%%/*}" \> "${me%%/*}" ]; then
+        echo "pair_sync $1: the peer has left ${me%%/*} (it is at $peer)"
+        return 1
+      fi
+    fi
+    # a: nobody listening yet, or the peer elsewhere; b: the port still held. Again shortly.
+    if [ "$ROLE" = a ] || [ -z "$peer" ]; then sleep 1; fi
+  done
+  echo "pair_sync $1: the peer did not come within ${limit}s${last:+ (it was at $last)}"
+  return 1
+}
