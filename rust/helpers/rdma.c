@@ -102,3 +102,29 @@ dma_addr_t rust_helper_rdma_block_iter_dma_address(struct ib_block_iter *biter)
 {
 	return rdma_block_iter_dma_address(biter);
 }
+
+void rust_helper_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+			     unsigned int offset)
+{
+	sg_set_page(sg, page, len, offset);
+}
+
+int rust_helper_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+			      enum dma_data_direction direction)
+{
+	return ib_dma_map_sg(dev, sg, nents, direction);
+}
+
+void rust_helper_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents,
+				 enum dma_data_direction direction)
+{
+	ib_dma_unmap_sg(dev, sg, nents, direction);
+}
+
+void rust_helper_ib_dma_sync_sg_for_cpu(struct ib_device *dev, struct scatterlist *sg,
+					int nents, enum dma_data_direction dir)
+{
+	/* As ib_dma_sync_single_for_cpu(): software devices address kernel memory directly. */
+	if (!ib_uses_virt_dma(dev))
+		dma_sync_sg_for_cpu(dev->dma_device, sg, nents, dir);
+}

@@ -174,6 +174,20 @@ fn siw_completions_reach_a_handler(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// A peer's RDMA Write lands in pages registered from a byte offset: in order across the page
+/// boundaries, and nowhere outside the range.
+fn siw_writes_land_in_registered_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(SIW, 7507))?;
+    kunit_expect_eq!(test, pair.write_into_pages(7)?, 0);
+    Ok(())
+}
+
+fn rxe_writes_land_in_registered_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RXE, 7508))?;
+    kunit_expect_eq!(test, pair.write_into_pages(8)?, 0);
+    Ok(())
+}
+
 fn rxe_all_operations(test: &mut Test) -> Result {
     let dev = DeviceRef::by_name(c_str!("rxe0")).ok_or(ENODEV)?;
     kunit_expect!(test, dev.caps().atomic != AtomicCap::None);
@@ -194,6 +208,8 @@ kernel::kunit_suite!(
         siw_stale_key_fails_cleanly,
         siw_reject_carries_private_data,
         siw_completions_reach_a_handler,
+        siw_writes_land_in_registered_pages,
+        rxe_writes_land_in_registered_pages,
         rxe_all_operations
     ]
 );

@@ -5,9 +5,9 @@
 //!
 //! A consumer finds a device and allocates protection domains ([`client`]), connects with
 //! rdma_cm ([`cm`]), posts work requests on the connection's queue pair and collects their
-//! completions ([`kernel_qp`]), in memory mapped for the device ([`dma_buffer`]) and, for a
-//! peer's RDMA Read or Write, registered with a fast-registration memory region
-//! ([`fast_reg`]).
+//! completions ([`kernel_qp`]), in memory mapped for the device ([`dma_buffer`], or someone
+//! else's pages: [`mapped_pages`]) and, for a peer's RDMA Read or Write, registered with a
+//! fast-registration memory region ([`fast_reg`]).
 //!
 //! The two sides of the RDMA core see the same C objects from opposite ends (a consumer posts
 //! the work request a provider executes), so each is a module of its own: a ULP imports only
@@ -21,3 +21,4 @@ pub mod cm;
 pub mod dma_buffer;
 pub mod fast_reg;
 pub mod kernel_qp;
+pub mod mapped_pages;

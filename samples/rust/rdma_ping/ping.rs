@@ -19,6 +19,7 @@
 use core::net::SocketAddr;
 use kernel::{
     error::code::*,
+    page::{Page, PAGE_SIZE},
     prelude::*,
     rdma::consumer::{
         client::AtomicCap,
@@ -29,6 +30,7 @@ use kernel::{
             CompletionHandler, KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus,
             WorkCompletion,
         },
+        mapped_pages::MappedPages,
     },
     sync::Arc,
     time::{msecs_to_jiffies, Jiffies},
@@ -422,6 +424,68 @@ impl Pair {
             return Err(ECONNRESET);
         }
         Ok(())
+    }
+
+    /// The client registers three pages of its own from 100 bytes into the first to 50 bytes
+    /// before the end of the last; the server RDMA Writes pattern 0x3c of `round` there; the
+    /// client invalidates the region. Returns how many bytes of the pages differ from what the
+    /// write should have left: the pattern, in order across the page boundaries, and zeroes
+    /// outside the range.
+    pub(crate) fn write_into_pages(&self, round: u32) -> Result<usize> {
+        self.check_events()?;
+        let (c, s) = (&self.client, &self.server);
+        let pages = [
+            Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?,
+            Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?,
+            Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?,
+        ];
+        let (offset, len) = (100, 3 * PAGE_SIZE - 150);
+        let pd = c.mr.pd();
+        let mapped = MappedPages::new(pd, &pages, offset, len)?;
+        let mr = FastRegMr::new(pd, pages.len() as u32 + 1)?;
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let reg = SendWr::RegPages {
+            mr: &mr,
+            pages: &mapped,
+            access,
+        };
+        c.qp()?.post_send(&reg, 20)?;
+        c.expect_wc(WcOpcode::RegMr)?;
+        if mr.length() != len as u64 {
+            pr_err!("rdma ping: {} bytes registered as {}\n", len, mr.length());
+            return Err(EPROTO);
+        }
+        let remote = Remote {
+            addr: mr.iova(),
+            rkey: mr.rkey(),
+        };
+        fill(&s.data, 0x3c, round)?;
+        let write = SendWr::Write {
+            local: Sge {
+                buffer: &s.data,
+                offset: 0,
+                len,
+            },
+            remote,
+        };
+        s.qp()?.post_send(&write, 21)?;
+        s.expect_wc(WcOpcode::RdmaWrite)?;
+        c.qp()?.post_send(&SendWr::LocalInv { mr: &mr }, 22)?;
+        c.expect_wc(WcOpcode::LocalInv)?;
+        mapped.sync_for_cpu();
+        let mut wrong = 0;
+        let mut bytes = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        for (index, page) in pages.iter().enumerate() {
+            // SAFETY: `bytes` has room for a page; nothing writes the page any more (the
+            // region over it was invalidated).
+            unsafe { page.read_raw(bytes.as_mut_ptr(), 0, PAGE_SIZE)? };
+            for (at, byte) in bytes.iter().enumerate() {
+                let i = (index * PAGE_SIZE + at).wrapping_sub(offset);
+                let expected = if i < len { pattern(0x3c, round, i) } else { 0 };
+                wrong += usize::from(*byte != expected);
+            }
+        }
+        Ok(wrong)
     }
 
     /// One round of Send/Recv, RDMA Read, RDMA Write and Send with Invalidate, verified.

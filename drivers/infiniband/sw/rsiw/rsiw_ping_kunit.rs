@@ -112,6 +112,18 @@ fn rsiw_reject_carries_private_data(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// A peer's RDMA Write lands in pages registered from a byte offset, on rsiw as the device
+/// of both ends, and of either end with the C siw.
+fn rsiw_writes_land_in_registered_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RSIW, 7607))?;
+    kunit_expect_eq!(test, pair.write_into_pages(1)?, 0);
+    let pair = ping::Pair::connect_from(Some(at(RSIW, 0)), at(SIW, 7608))?;
+    kunit_expect_eq!(test, pair.write_into_pages(2)?, 0);
+    let pair = ping::Pair::connect_from(Some(at(SIW, 0)), at(RSIW, 7609))?;
+    kunit_expect_eq!(test, pair.write_into_pages(3)?, 0);
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_ping,
     [
@@ -121,6 +133,7 @@ kernel::kunit_suite!(
         siw_client_rsiw_server,
         rsiw_immediate_and_atomics,
         rsiw_stale_key_fails_cleanly,
-        rsiw_reject_carries_private_data
+        rsiw_reject_carries_private_data,
+        rsiw_writes_land_in_registered_pages
     ]
 );

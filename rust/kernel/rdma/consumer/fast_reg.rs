@@ -4,16 +4,17 @@
 //! memory.
 //!
 //! A [`FastRegMr`] is allocated once (`ib_alloc_mr`, type `IB_MR_TYPE_MEM_REG`) and then
-//! (re)registered over a [`DmaBuffer`] by a `REG_MR` work request
-//! ([`super::kernel_qp::SendWr::RegMr`]) and invalidated by `LOCAL_INV` or by a peer's Send
+//! (re)registered over a [`DmaBuffer`] or over [`MappedPages`] by a `REG_MR` work request
+//! ([`super::kernel_qp::SendWr::RegMr`], [`super::kernel_qp::SendWr::RegPages`]) and
+//! invalidated by `LOCAL_INV` or by a peer's Send
 //! with Invalidate; it must be invalid again before the next `REG_MR` (rxe fails the request
 //! and the QP otherwise). Each registration gets a fresh key (`ib_inc_rkey`), so a stale key held by
-//! the peer no longer matches. The region keeps the buffer alive while registered: a peer can
-//! only ever reach memory that exists.
+//! the peer no longer matches. The region keeps the buffer or pages alive while registered (until
+//! its next registration or its end): a peer can only ever reach memory that exists.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{client::ProtectionDomain, dma_buffer::DmaBuffer};
+use super::{client::ProtectionDomain, dma_buffer::DmaBuffer, mapped_pages::MappedPages};
 use crate::{
     bindings,
     error::from_err_ptr,
@@ -61,7 +62,13 @@ pub struct FastRegMr {
     pd: Arc<ProtectionDomain>,
     max_pages: u32,
     #[pin]
-    registered: Mutex<Option<Arc<DmaBuffer>>>,
+    registered: Mutex<Option<Registered>>,
+}
+
+/// What a region was last registered over, kept until the next registration.
+enum Registered {
+    Buffer { _buffer: Arc<DmaBuffer> },
+    Pages { _pages: Arc<MappedPages> },
 }
 
 // SAFETY: The MR may be used and freed from any thread.
@@ -155,10 +162,58 @@ impl FastRegMr {
                 EINVAL
             });
         }
-        *registered = Some(buffer.clone());
+        *registered = Some(Registered::Buffer {
+            _buffer: buffer.clone(),
+        });
         // SAFETY: As above.
         let key = unsafe { (*mr).rkey };
         Ok(Mapped { mr, key })
+    }
+
+    /// Maps `pages` into the region with a fresh key, for a `REG_MR` work request.
+    pub(crate) fn map_pages(&self, pages: &Arc<MappedPages>) -> Result<Mapped> {
+        if !Arc::ptr_eq(pages.pd(), &self.pd) {
+            return Err(EINVAL);
+        }
+        if pages.page_count() > self.max_pages as usize {
+            return Err(EINVAL);
+        }
+        let mut registered = self.registered.lock();
+        let mr = self.mr.0.as_ptr();
+        let nents = pages.mapped_nents();
+        // SAFETY: `mr` is valid and its keys are ours to change under the lock (type
+        // invariant); the table is mapped for the region's device and only read here.
+        let mapped = unsafe {
+            let key = bindings::ib_inc_rkey((*mr).rkey) as u8;
+            bindings::ib_update_fast_reg_key(mr, key);
+            bindings::ib_map_mr_sg(
+                mr,
+                pages.table(),
+                nents,
+                core::ptr::null_mut(),
+                bindings::PAGE_SIZE as u32,
+            )
+        };
+        if mapped != nents {
+            return Err(if mapped < 0 {
+                Error::from_errno(mapped)
+            } else {
+                EINVAL
+            });
+        }
+        *registered = Some(Registered::Pages {
+            _pages: pages.clone(),
+        });
+        // SAFETY: As above.
+        let key = unsafe { (*mr).rkey };
+        Ok(Mapped { mr, key })
+    }
+
+    /// Bytes the current registration covers.
+    pub fn length(&self) -> u64 {
+        let _guard = self.registered.lock();
+        // SAFETY: As in `rkey`.
+        unsafe { (*self.mr.0.as_ptr()).length }
     }
 }
 

@@ -33,6 +33,7 @@ use super::{
     client::{AtomicCap, ProtectionDomain},
     dma_buffer::DmaBuffer,
     fast_reg::{Access, FastRegMr},
+    mapped_pages::MappedPages,
 };
 use crate::{
     bindings,
@@ -176,6 +177,16 @@ pub enum SendWr<'a> {
         mr: &'a Arc<FastRegMr>,
         /// The memory.
         buffer: &'a Arc<DmaBuffer>,
+        /// Rights granted.
+        access: Access,
+    },
+    /// Registers `pages` in `mr` with `access`; the new key is `mr.rkey()` afterwards and the
+    /// first byte is at `mr.iova()`.
+    RegPages {
+        /// The region.
+        mr: &'a Arc<FastRegMr>,
+        /// The memory.
+        pages: &'a Arc<MappedPages>,
         /// Rights granted.
         access: Access,
     },
@@ -767,6 +778,20 @@ impl KernelQp {
                     return Err(crate::error::code::EINVAL);
                 }
                 let mapped = region.map(b)?;
+                reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
+                (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
+                mr = Some((*region).clone());
+                Kind::Reg
+            }
+            SendWr::RegPages {
+                mr: region,
+                pages,
+                access,
+            } => {
+                if !Arc::ptr_eq(region.pd(), &self.pd) {
+                    return Err(crate::error::code::EINVAL);
+                }
+                let mapped = region.map_pages(pages)?;
                 reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
                 (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
                 mr = Some((*region).clone());
