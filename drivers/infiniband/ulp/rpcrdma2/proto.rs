@@ -14,6 +14,7 @@
 //! [`error::Fault`] that names the error the peer must receive (or that the
 //! message must be dropped silently), and no input can make it panic.
 
+pub mod call_plan;
 pub mod chunk;
 pub mod cm_private;
 pub mod continuation;
