@@ -147,9 +147,23 @@ impl CmEvent {
     }
 }
 
+/// Told of each event of an id as it happens ([`CmId::watch`]), before the event is queued for
+/// [`CmId::next_event`]: for a consumer that must react without waiting for events, e.g. drop
+/// its connection when the peer disconnects or the device goes away.
+///
+/// `event` runs from rdma_cm's event handler, which holds the id's handler mutex: it may sleep
+/// briefly, but must not drop the id or wait for anything that does (schedule that instead).
+/// Connection requests of a listener are not shown to it.
+pub trait CmEventWatcher: Send + Sync {
+    /// An event of the watched id.
+    fn event(&self, event: &CmEvent);
+}
+
 /// The events of one id, filled by the handler and emptied by the consumer.
 #[pin_data]
 struct EventQueue {
+    #[pin]
+    watcher: Mutex<Option<Arc<dyn CmEventWatcher>>>,
     #[pin]
     events: Mutex<FixedRing<CmEvent>>,
     lost: AtomicBool,
@@ -162,6 +176,7 @@ impl EventQueue {
         let ring = FixedRing::new(EVENT_QUEUE_LEN, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
+                watcher <- new_mutex!(None),
                 events <- new_mutex!(ring),
                 lost: AtomicBool::new(false),
                 doorbell <- Completion::new(),
@@ -280,6 +295,10 @@ unsafe extern "C" fn cm_handler(
         bindings::rdma_cm_event_type_RDMA_CM_EVENT_TIMEWAIT_EXIT => CmEvent::TimewaitExit,
         other => CmEvent::Other(other),
     };
+    let watcher = queue.watcher.lock().clone();
+    if let Some(watcher) = watcher {
+        watcher.event(&queued);
+    }
     if queue.push(queued).is_err() {
         // Never destroy an id we own from here: record the loss; `next_event` reports it.
         queue.lost.store(true, Ordering::Relaxed);
@@ -378,6 +397,12 @@ impl CmId {
             return Err(ENOMEM);
         }
         Ok(None)
+    }
+
+    /// Shows every later event of the id to `watcher` as it happens (replacing any earlier
+    /// watcher); the events are queued as before.
+    pub fn watch(&self, watcher: Arc<dyn CmEventWatcher>) {
+        *self.queue.watcher.lock() = Some(watcher);
     }
 
     /// Whether events are queued.

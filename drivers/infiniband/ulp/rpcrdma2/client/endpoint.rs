@@ -154,7 +154,7 @@ impl Endpoint {
             max_send_wr: SENDS as u32,
             max_recv_wr: RECVS as u32,
         };
-        let qp = id.create_qp_with_handler(&pd, caps, receiver)?;
+        let qp = id.create_qp_with_handler(&pd, caps, receiver.clone())?;
         for (index, buffer) in buffers.recvs.iter().enumerate() {
             qp.post_recv(
                 Sge {
@@ -184,6 +184,8 @@ impl Endpoint {
                 return Err(ECONNREFUSED);
             }
         };
+        // From now on a disconnect or the device going away ends the connection at once.
+        id.watch(receiver);
         let server_receives = peer.map_or(V1_DEFAULT_INLINE, |p| p.recv_size);
         let send_limit = server_receives.min(INLINE_SIZE) as usize;
         pr_info!(

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The completions of an endpoint: replies in, send buffers back, connection loss.
+//! The completions and connection events of an endpoint: replies in, send buffers back,
+//! connection loss.
 //!
 //! A [`Receiver`] runs from the queue pair's CQ work. It reaches its transport through the
 //! transport's handle (which holds no reference: the transport owns the endpoint that owns
@@ -11,12 +12,15 @@ use super::{endpoint::Buffers, ClientTransport, INLINE_SIZE};
 use kernel::{
     new_mutex,
     prelude::*,
-    rdma::consumer::kernel_qp::{CompletionHandler, WorkCompletion},
+    rdma::consumer::{
+        cm::{CmEvent, CmEventWatcher},
+        kernel_qp::{CompletionHandler, WorkCompletion},
+    },
     sunrpc::xprt::Handle,
     sync::{Arc, Mutex},
 };
 
-/// Takes the completions of one endpoint.
+/// Takes the completions and connection events of one endpoint.
 #[pin_data]
 pub(crate) struct Receiver {
     xprt: Arc<Handle<ClientTransport>>,
@@ -84,5 +88,15 @@ impl CompletionHandler for Receiver {
                 ClientTransport::received(xprt, message);
             }
         });
+    }
+}
+
+impl CmEventWatcher for Receiver {
+    fn event(&self, event: &CmEvent) {
+        // The server went away, or the device did: rdma_cm then waits until the id is
+        // destroyed, which closing the connection does (from the RPC client's worker).
+        if matches!(event, CmEvent::Disconnected | CmEvent::DeviceRemoval) {
+            self.lost();
+        }
     }
 }
