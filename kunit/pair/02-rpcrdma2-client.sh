@@ -12,6 +12,9 @@ modprobe rsiw || fail "modprobe rsiw"
 modprobe siw || fail "modprobe siw"
 case $ROLE in
   a)
+    # An earlier scenario's NFS client loaded the C rpcrdma: it goes first.
+    modprobe -r rpcrdma 2>/dev/null || true
+    ! grep -q '^rpcrdma ' /proc/modules || fail "the C rpcrdma cannot be unloaded"
     modprobe rpcrdma2 || fail "modprobe rpcrdma2"
     # lockd (NFSv3) registers with the local rpcbind.
     mkdir -p /run/rpcbind

@@ -8,6 +8,9 @@ two_dummies
 modprobe rsiw || fail "modprobe rsiw"
 rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
 
+# Earlier scenarios' NFS servers loaded the C rpcrdma (its svcrdma): it goes first.
+modprobe -r rpcrdma 2>/dev/null || true
+! grep -q '^rpcrdma ' /proc/modules || fail "the C rpcrdma cannot be unloaded: $(grep '^rpcrdma ' /proc/modules)"
 modprobe rpcrdma2 || fail "modprobe rpcrdma2"
 dmesg | grep -q 'rpcrdma2: client transport "rdma" registered' || fail "no registration message"
 

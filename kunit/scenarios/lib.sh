@@ -118,6 +118,7 @@ nfs_client_start() {
 
 nfs_client_stop() {
   killall rpcbind 2>/dev/null || true
+  modprobe -r rpcrdma 2>/dev/null || true
 }
 
 # left_behind WHEN: fail if a QP, CQ, PD, MR or CM id exists that the RDMA core did not make
