@@ -18,6 +18,7 @@ use super::{client::ProtectionDomain, dma_buffer::DmaBuffer, mapped_pages::Mappe
 use crate::{
     bindings,
     error::from_err_ptr,
+    ffi::c_int,
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
@@ -133,41 +134,19 @@ impl FastRegMr {
         }
         let len = u32::try_from(buffer.len())?;
         let pages = buffer.len().div_ceil(bindings::PAGE_SIZE) + 1;
-        if pages > self.max_pages as usize {
-            return Err(EINVAL);
-        }
-        let mut registered = self.registered.lock();
-        let mr = self.mr.0.as_ptr();
         let mut sg = bindings::scatterlist::default();
-        // SAFETY: `mr` is valid and its keys are ours to change under the lock (type
-        // invariant); `sg` is a local scatterlist describing the buffer's kmalloc'ed memory,
-        // with the DMA address the buffer was mapped at.
-        let mapped = unsafe {
-            let key = bindings::ib_inc_rkey((*mr).rkey) as u8;
-            bindings::ib_update_fast_reg_key(mr, key);
+        // SAFETY: `sg` is a local scatterlist describing the buffer's kmalloc'ed memory, with
+        // the DMA address the buffer was mapped at.
+        unsafe {
             bindings::sg_init_one(&mut sg, buffer.cpu_addr().cast(), len);
             bindings::sg_dma_set(&mut sg, buffer.dma_addr(), len);
-            bindings::ib_map_mr_sg(
-                mr,
-                &mut sg,
-                1,
-                core::ptr::null_mut(),
-                bindings::PAGE_SIZE as u32,
-            )
-        };
-        if mapped != 1 {
-            return Err(if mapped < 0 {
-                Error::from_errno(mapped)
-            } else {
-                EINVAL
-            });
         }
-        *registered = Some(Registered::Buffer {
+        let keep = Registered::Buffer {
             _buffer: buffer.clone(),
-        });
-        // SAFETY: As above.
-        let key = unsafe { (*mr).rkey };
-        Ok(Mapped { mr, key })
+        };
+        // SAFETY: `sg` is one entry mapped for the buffer's device, which is the region's (same
+        // PD), and lives across the call.
+        unsafe { self.register(&mut sg, 1, pages, keep) }
     }
 
     /// Maps `pages` into the region with a fresh key, for a `REG_MR` work request.
@@ -175,20 +154,48 @@ impl FastRegMr {
         if !Arc::ptr_eq(pages.pd(), &self.pd) {
             return Err(EINVAL);
         }
-        if pages.page_count() > self.max_pages as usize {
+        let keep = Registered::Pages {
+            _pages: pages.clone(),
+        };
+        // SAFETY: The table is mapped for the pages' device, which is the region's (same PD),
+        // and kept alive by `keep`.
+        unsafe {
+            self.register(
+                pages.table(),
+                pages.mapped_nents(),
+                pages.page_count(),
+                keep,
+            )
+        }
+    }
+
+    /// Maps the `nents` entries of `sg` (spanning `pages` pages) into the region with a fresh
+    /// key, and keeps `keep`, the memory they describe, until the next registration.
+    ///
+    /// # Safety
+    ///
+    /// `sg` has `nents` entries DMA-mapped for the region's device, valid for the call, which
+    /// describe memory that `keep` keeps alive and mapped.
+    unsafe fn register(
+        &self,
+        sg: *mut bindings::scatterlist,
+        nents: c_int,
+        pages: usize,
+        keep: Registered,
+    ) -> Result<Mapped> {
+        if pages > self.max_pages as usize {
             return Err(EINVAL);
         }
         let mut registered = self.registered.lock();
         let mr = self.mr.0.as_ptr();
-        let nents = pages.mapped_nents();
         // SAFETY: `mr` is valid and its keys are ours to change under the lock (type
-        // invariant); the table is mapped for the region's device and only read here.
+        // invariant); `sg` is as the caller guarantees, and only read.
         let mapped = unsafe {
             let key = bindings::ib_inc_rkey((*mr).rkey) as u8;
             bindings::ib_update_fast_reg_key(mr, key);
             bindings::ib_map_mr_sg(
                 mr,
-                pages.table(),
+                sg,
                 nents,
                 core::ptr::null_mut(),
                 bindings::PAGE_SIZE as u32,
@@ -201,9 +208,7 @@ impl FastRegMr {
                 EINVAL
             });
         }
-        *registered = Some(Registered::Pages {
-            _pages: pages.clone(),
-        });
+        *registered = Some(keep);
         // SAFETY: As above.
         let key = unsafe { (*mr).rkey };
         Ok(Mapped { mr, key })

@@ -32,7 +32,7 @@
 use super::{
     client::{AtomicCap, ProtectionDomain},
     dma_buffer::DmaBuffer,
-    fast_reg::{Access, FastRegMr},
+    fast_reg::{Access, FastRegMr, Mapped},
     mapped_pages::MappedPages,
 };
 use crate::{
@@ -662,6 +662,20 @@ impl KernelQp {
                 Ok(())
             }
         };
+        // Fills a `REG_MR` request for `region`, which must be in our PD, mapped by `map`.
+        let reg_mr = |reg: &mut ib_reg_wr,
+                      region: &Arc<FastRegMr>,
+                      access: Access,
+                      map: &dyn Fn(&FastRegMr) -> Result<Mapped>|
+         -> Result {
+            if !Arc::ptr_eq(region.pd(), &self.pd) {
+                return Err(crate::error::code::EINVAL);
+            }
+            let mapped = map(region)?;
+            reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
+            (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
+            Ok(())
+        };
         // Which of the request structures is posted.
         enum Kind {
             Rdma,
@@ -774,12 +788,7 @@ impl KernelQp {
                 buffer: b,
                 access,
             } => {
-                if !Arc::ptr_eq(region.pd(), &self.pd) {
-                    return Err(crate::error::code::EINVAL);
-                }
-                let mapped = region.map(b)?;
-                reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
-                (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
+                reg_mr(&mut reg, region, *access, &|r| r.map(b))?;
                 mr = Some((*region).clone());
                 Kind::Reg
             }
@@ -788,12 +797,7 @@ impl KernelQp {
                 pages,
                 access,
             } => {
-                if !Arc::ptr_eq(region.pd(), &self.pd) {
-                    return Err(crate::error::code::EINVAL);
-                }
-                let mapped = region.map_pages(pages)?;
-                reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
-                (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
+                reg_mr(&mut reg, region, *access, &|r| r.map_pages(pages))?;
                 mr = Some((*region).clone());
                 Kind::Reg
             }
