@@ -52,7 +52,8 @@ pub use adapter::{Adapter, Stats};
 use addresses::{address_family, format_addresses, free_addresses, Family};
 pub use handle::Handle;
 pub use request::{
-    ReplyBuf, Rqst, Task, XdrBuf, XdrBufLayout, XDRBUF_READ, XDRBUF_SPARSE_PAGES, XDRBUF_WRITE,
+    ReplyBuf, Rqst, Task, XdrBuf, XdrBufLayout, XdrPages, XdrPart, XDRBUF_READ,
+    XDRBUF_SPARSE_PAGES, XDRBUF_WRITE,
 };
 
 /// The lock class of every transport's `receive` lock, made outside the generic code (see
@@ -91,6 +92,13 @@ pub trait Transport: Send + Sync + Sized + 'static {
     /// `ENOTCONN`: reconnect and call again; `EAGAIN`: call again; `ENOBUFS`: call again after a
     /// delay; `EMSGSIZE`, `EIO`: the call fails for good.
     fn send_request(xprt: &Xprt<Self>, rqst: &Rqst<'_>) -> Result;
+
+    /// The buffers of `rqst` are about to be freed (`buf_free`), after its reply or because
+    /// the call ended early. A transport that let the device, or its peer, reach them ends
+    /// that first; may sleep.
+    fn release_buffers(_xprt: &Xprt<Self>, _rqst: &Rqst<'_>) {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
 
     /// A call timed out while the transport is connected (`timer`).
     fn timer(_xprt: &Xprt<Self>, _task: &Task<'_>) {
@@ -507,6 +515,20 @@ impl<T: Transport> Xprt<T> {
         })
     }
 
+    /// The part `part` of the reply buffer of `rqst`, a call of this transport being sent, as
+    /// pages for a device to write the reply into (`None` if the part is empty). Missing pages
+    /// of a sparse page array are allocated, under the lock replies are delivered with.
+    pub fn reply_pages<'a>(
+        &self,
+        rqst: &'a Rqst<'_>,
+        part: XdrPart,
+    ) -> Result<Option<XdrPages<'a>>> {
+        let _receiving = self.receive.lock();
+        // SAFETY: `receive` keeps `complete_reply`, the only other writer of the page array
+        // while the call is the transport's, out.
+        unsafe { rqst.rcv_pages(part) }
+    }
+
     /// Ends the call `xid` (in host byte order) with `error` instead of a reply, as for a
     /// transport error the server returned for it. `ENOENT` if no call waits for `xid`.
     /// Process context only, as [`Xprt::complete_reply`].
@@ -543,7 +565,12 @@ impl<T: Transport> Xprt<T> {
         // until unpinned below; `receive` keeps every other reply of this transport out, and
         // the call does not read the buffer before it is completed.
         // SAFETY: `rqst` is pinned, so valid, and its reply buffer ours (see above).
-        let mut buf = unsafe { ReplyBuf::new(addr_of_mut!((*rqst).rq_private_buf)) };
+        let mut buf = unsafe {
+            ReplyBuf::new(
+                addr_of_mut!((*rqst).rq_private_buf),
+                addr_of_mut!((*rqst).rq_rcv_buf),
+            )
+        };
         let status = status(&mut buf);
         // SAFETY: `rqst` is pinned; `xprt_complete_rqst` and `xprt_unpin_rqst` want the lock
         // held, and the request's task is valid while it is on the queue.

@@ -10,7 +10,8 @@
 //! with Invalidate; it must be invalid again before the next `REG_MR` (rxe fails the request
 //! and the QP otherwise). Each registration gets a fresh key (`ib_inc_rkey`), so a stale key held by
 //! the peer no longer matches. The region keeps the buffer or pages alive while registered (until
-//! its next registration or its end): a peer can only ever reach memory that exists.
+//! a `LOCAL_INV` of that registration completed, its next registration or its end): a peer can
+//! only ever reach memory that exists.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
@@ -212,6 +213,22 @@ impl FastRegMr {
         // SAFETY: As above.
         let key = unsafe { (*mr).rkey };
         Ok(Mapped { mr, key })
+    }
+
+    /// The registration under key `key` ended: a `LOCAL_INV` of it completed, or its `REG_MR`
+    /// was never posted. If it is still the current one, the memory it kept is let go (pages
+    /// are unmapped once no one else holds them); a newer registration (a new key) is kept.
+    pub(crate) fn registration_ended(&self, key: u32) {
+        let mut registered = self.registered.lock();
+        // SAFETY: As in `rkey`.
+        let current = unsafe { (*self.mr.0.as_ptr()).rkey };
+        let old = if current == key {
+            registered.take()
+        } else {
+            None
+        };
+        drop(registered);
+        drop(old);
     }
 
     /// Bytes the current registration covers.

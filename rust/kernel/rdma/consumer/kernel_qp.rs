@@ -305,6 +305,9 @@ struct Slot {
     is_recv: bool,
     buffer: Option<Arc<DmaBuffer>>,
     mr: Option<Arc<FastRegMr>>,
+    /// The key a `LOCAL_INV` invalidates: once it succeeded, `mr` lets that registration's
+    /// memory go.
+    invalidates: Option<u32>,
 }
 
 /// Slot bookkeeping. A slot is in use from posting until its completion is taken by the
@@ -369,6 +372,11 @@ impl QpShared {
                     .then_some(inv),
             };
             released = (slot.buffer.take(), slot.mr.take());
+            if let (Some(key), Some(mr)) = (slot.invalidates, &released.1) {
+                if wc.status == bindings::ib_wc_status_IB_WC_SUCCESS {
+                    mr.registration_ended(key);
+                }
+            }
             if self.handler.is_some() {
                 Self::release(&mut slots, index);
             } else {
@@ -605,6 +613,7 @@ impl KernelQp {
             is_recv: true,
             buffer: Some(local.buffer.clone()),
             mr: None,
+            invalidates: None,
         })?;
         let mut wr = bindings::ib_recv_wr {
             sg_list: &mut sge,
@@ -635,6 +644,7 @@ impl KernelQp {
         let mut sge = ib_sge::default();
         let mut buffer = None;
         let mut mr = None;
+        let mut invalidates = None;
         let mut local = |l: &Sge<'_>| -> Result<c_int> {
             self.check_pd(l.buffer)?;
             sge = l.buffer.sge(l.offset, l.len)?;
@@ -806,17 +816,34 @@ impl KernelQp {
                     return Err(crate::error::code::EINVAL);
                 }
                 rdma.wr.opcode = ib_wr_opcode_IB_WR_LOCAL_INV;
-                rdma.wr.ex.invalidate_rkey = region.rkey();
+                let key = region.rkey();
+                rdma.wr.ex.invalidate_rkey = key;
+                invalidates = Some(key);
                 mr = Some((*region).clone());
                 Kind::Rdma
             }
         };
-        let index = self.shared.claim(Slot {
+        // A registration mapped above but not posted never reached the device: it ends here.
+        let new_key = matches!(kind, Kind::Reg).then_some(reg.key);
+        let unposted = |mr: &Option<Arc<FastRegMr>>| {
+            if let (Some(key), Some(region)) = (new_key, mr) {
+                region.registration_ended(key);
+            }
+        };
+        let region = mr.clone();
+        let index = match self.shared.claim(Slot {
             tag,
             is_recv: false,
             buffer,
             mr,
-        })?;
+            invalidates,
+        }) {
+            Ok(index) => index,
+            Err(e) => {
+                unposted(&region);
+                return Err(e);
+            }
+        };
         let cqe = self.shared.cqe(index)?;
         let head: &mut ib_send_wr = match kind {
             Kind::Rdma => &mut rdma.wr,
@@ -833,6 +860,9 @@ impl KernelQp {
         // requires) and `sge` live across the call; buffers and regions stay alive until the
         // request completes (its slot holds them).
         let ret = unsafe { ib_post_send(self.qp.as_ptr(), head, &mut bad) };
+        if ret != 0 {
+            unposted(&region);
+        }
         self.unclaim_on_error(index, ret)
     }
 

@@ -8,16 +8,20 @@
 //! into them, and a write call's pages so that it RDMA Reads them. [`MappedPages`] takes a
 //! reference on each page (`get_page`) for as long as it lives and maps a byte range of them
 //! with a scatterlist (`ib_dma_map_sg`); a [`FastRegMr`](super::fast_reg::FastRegMr) registered
-//! over them keeps them until its next registration or its end. So the device, and a peer
-//! through it, only ever reaches pages that exist, whatever the owner of the pages does
-//! meanwhile: keeping the peer from writing into pages their owner has reused is the
-//! protocol's business (invalidate before the pages go back), not memory safety's.
+//! over them keeps them until a `LOCAL_INV` of it completed, its next registration or its end.
+//! So the device, and a peer through it, only ever reaches pages that exist, whatever the owner
+//! of the pages does meanwhile: keeping the peer from writing into pages their owner has reused
+//! is the protocol's business (invalidate before the pages go back), not memory safety's.
 //!
-//! The CPU sees what the device wrote after [`MappedPages::sync_for_cpu`].
+//! The pages may also be those of an RPC call's buffers ([`MappedPages::of_xdr`]).
+//!
+//! The CPU sees what the device wrote after [`MappedPages::sync_for_cpu`], or once the mapping
+//! is dropped (unmapping syncs).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::client::ProtectionDomain;
+use crate::sunrpc::xprt::XdrPages;
 use crate::{
     bindings, ffi::c_int, page::Page, page::PAGE_SIZE, prelude::*, sync::Arc, types::Opaque,
 };
@@ -63,6 +67,23 @@ impl MappedPages {
         }
         // SAFETY: Each page is owned by a `Page` borrowed for the call.
         unsafe { Self::from_raw_pages(pd, &raw, offset, len) }
+    }
+
+    /// Maps `len` bytes from byte `from` of a call's buffer `xdr` for `pd`'s device (a
+    /// transport registers a long range in pieces, one region each). `EINVAL` if the bytes
+    /// are not all in `xdr`.
+    pub fn of_xdr(
+        pd: &Arc<ProtectionDomain>,
+        xdr: &XdrPages<'_>,
+        from: usize,
+        len: usize,
+    ) -> Result<Arc<Self>> {
+        let end = from.checked_add(len).ok_or(EINVAL)?;
+        if end > xdr.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The request keeps the pages of `xdr` while it is borrowed (its invariant).
+        unsafe { Self::from_raw_pages(pd, xdr.raw_pages(), xdr.offset() + from, len) }
     }
 
     /// Maps `len` bytes of the pages `pages` from byte `offset` for `pd`'s device, holding a

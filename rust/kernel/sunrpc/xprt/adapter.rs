@@ -68,8 +68,8 @@ impl<T: Transport> Adapter<T> {
             connect: Some(Self::connect),
             get_srcaddr: None,
             get_srcport: None,
-            buf_alloc: Some(bindings::rpc_malloc),
-            buf_free: Some(bindings::rpc_free),
+            buf_alloc: Some(Self::buf_alloc),
+            buf_free: Some(Self::buf_free),
             prepare_request: None,
             send_request: Some(Self::send_request),
             abort_send_request: None,
@@ -176,6 +176,72 @@ impl<T: Transport> Adapter<T> {
             free_addresses(xprt);
             bindings::xprt_free(xprt);
             bindings::module_put(module);
+        }
+    }
+
+    /// `buf_alloc`: the call and reply buffers of a request, in one allocation of whole pages
+    /// (a compound page) rather than `rpc_malloc`'s slab memory, so that the head and tail of
+    /// both `xdr_buf`s can be handed to a device by page reference ([`XdrPages`]).
+    ///
+    /// [`XdrPages`]: super::request::XdrPages
+    ///
+    /// # Safety
+    ///
+    /// Called by the RPC client with a task of a transport of `T` that has a request without a
+    /// buffer.
+    unsafe extern "C" fn buf_alloc(task: *mut bindings::rpc_task) -> c_int {
+        // SAFETY: The caller's guarantee.
+        let rqst = unsafe { (*task).tk_rqstp };
+        // SAFETY: As above; the request is the task's, ours to set up.
+        let (call, reply) = unsafe { ((*rqst).rq_callsize, (*rqst).rq_rcvsize) };
+        let Some(size) = call.checked_add(reply) else {
+            return -(bindings::ENOMEM as c_int);
+        };
+        let order = super::request::buffer_order(size);
+        // SAFETY: Any order and these flags may be asked for; the result is checked.
+        let page = unsafe { bindings::alloc_pages(super::request::BUFFER_GFP, order) };
+        if page.is_null() {
+            return -(bindings::ENOMEM as c_int);
+        }
+        // SAFETY: `page` heads `1 << order` pages of the linear map, covering `size` bytes;
+        // the request owns them until `buf_free`.
+        unsafe {
+            let base = bindings::page_address(page);
+            (*rqst).rq_buffer = base;
+            (*rqst).rq_rbuffer = base.cast::<u8>().add(call).cast();
+        }
+        0
+    }
+
+    /// `buf_free`: the transport ends the device's use of the buffers
+    /// ([`Transport::release_buffers`]), then the request's reference to them goes (references
+    /// a device mapping still holds keep the pages).
+    ///
+    /// # Safety
+    ///
+    /// Called by the RPC client with a task of a transport of `T` whose request's buffer, if
+    /// any, `buf_alloc` allocated.
+    unsafe extern "C" fn buf_free(task: *mut bindings::rpc_task) {
+        // SAFETY: The caller's guarantee.
+        let rqst = unsafe { (*task).tk_rqstp };
+        // SAFETY: As above.
+        let buffer = unsafe { (*rqst).rq_buffer };
+        if buffer.is_null() {
+            return;
+        }
+        if T::HAS_RELEASE_BUFFERS {
+            // SAFETY: A request of a live transport of `T`, valid for the call.
+            if let Some(view) = unsafe { Rqst::from_raw(rqst) } {
+                // SAFETY: As above.
+                T::release_buffers(unsafe { Xprt::from_raw((*rqst).rq_xprt) }, &view);
+            }
+        }
+        // SAFETY: `buffer` is the first byte of the compound page `buf_alloc` allocated, on
+        // which the request holds the allocation's reference.
+        unsafe {
+            (*rqst).rq_buffer = core::ptr::null_mut();
+            (*rqst).rq_rbuffer = core::ptr::null_mut();
+            bindings::put_page(bindings::virt_to_page(buffer));
         }
     }
 

@@ -3,8 +3,24 @@
 //! What a transport sees of a call: the request (`struct rpc_rqst`), its task, the encoded call
 //! and the buffer its reply goes to (`struct xdr_buf`: head, page data, tail).
 
-use crate::{bindings, ffi::c_void, prelude::*};
-use core::{marker::PhantomData, ptr::NonNull};
+use crate::{bindings, ffi::c_void, page::PAGE_SIZE, prelude::*};
+use core::{marker::PhantomData, ops::Range, ptr::NonNull};
+
+/// How a request's buffer is allocated: like `GFP_NOFS` (NFS writeback may be what needs the
+/// memory), failing rather than retrying hard or warning (the RPC client retries later), as
+/// one compound page, so that a reference on any of its pages keeps all of them.
+pub(super) const BUFFER_GFP: bindings::gfp_t = (1 << bindings::___GFP_DIRECT_RECLAIM_BIT)
+    | (1 << bindings::___GFP_KSWAPD_RECLAIM_BIT)
+    | (1 << bindings::___GFP_IO_BIT)
+    | (1 << bindings::___GFP_NOWARN_BIT)
+    | (1 << bindings::___GFP_NORETRY_BIT)
+    | (1 << bindings::___GFP_COMP_BIT);
+
+/// The page order of a buffer of `size` bytes.
+pub(super) fn buffer_order(size: usize) -> u32 {
+    let pages = size.max(1).div_ceil(PAGE_SIZE);
+    pages.next_power_of_two().trailing_zeros()
+}
 
 /// A call's request (`struct rpc_rqst`), for the callback it is passed to.
 ///
@@ -54,7 +70,51 @@ impl Rqst<'_> {
     pub fn snd_buf(&self) -> XdrBuf<'_> {
         XdrBuf {
             buf: &self.raw().rq_snd_buf,
+            owner: self.buffer_range(),
         }
+    }
+
+    /// Where the request's buffer (`rq_buffer`, call then reply part) lies, if it has one.
+    ///
+    /// The transport's `buf_alloc` allocated it as one compound page (see the adapter), so each
+    /// of its pages may be referenced on its own.
+    fn buffer_range(&self) -> Option<Range<usize>> {
+        let r = self.raw();
+        let start = r.rq_buffer as usize;
+        let len = r.rq_callsize.checked_add(r.rq_rcvsize)?;
+        (start != 0).then_some(start..start.checked_add(len)?)
+    }
+
+    /// Whether the call's credential protects the whole message (RPCSEC_GSS integrity or
+    /// privacy): its data items must then travel inside the message, never placed apart
+    /// (`RPCAUTH_AUTH_DATATOUCH`).
+    pub fn auth_touches_data(&self) -> bool {
+        let cred = self.raw().rq_cred;
+        if cred.is_null() {
+            return false;
+        }
+        // SAFETY: A call's credential and its auth are valid while the call is.
+        let auth = unsafe { (*cred).cr_auth };
+        if auth.is_null() {
+            return false;
+        }
+        // SAFETY: As above.
+        let flags = unsafe { (*auth).au_flags };
+        flags & (1 << bindings::RPCAUTH_AUTH_DATATOUCH) != 0
+    }
+
+    /// The part `part` of the reply buffer (`rq_rcv_buf`) as pages, for a device to write the
+    /// reply into: `None` if the part is empty. Missing pages of a sparse page array are
+    /// allocated (the request frees them with the others).
+    ///
+    /// # Safety
+    ///
+    /// The caller keeps every other writer of the page array out (the transport's receive lock)
+    /// for the call.
+    pub(super) unsafe fn rcv_pages(&self, part: XdrPart) -> Result<Option<XdrPages<'_>>> {
+        let buf = &self.raw().rq_rcv_buf;
+        // SAFETY: The caller keeps other writers of the page array out.
+        unsafe { xdr_part_pages(buf, self.buffer_range(), part, true) }
     }
 
     /// The layout of the buffer the reply goes to (`rq_rcv_buf`). Its contents are only written
@@ -166,8 +226,11 @@ impl XdrBufLayout<'_> {
 ///
 /// `buf` describes memory that is valid and not written for `'a`: a head and a tail in kernel
 /// memory and `page_len` bytes from `page_base` of its page array, whose pages are present.
+/// `owner`, if any, is the request's buffer, pages allocated by the transport's `buf_alloc`
+/// and kept for `'a`.
 pub struct XdrBuf<'a> {
     buf: &'a bindings::xdr_buf,
+    owner: Option<Range<usize>>,
 }
 
 impl<'a> XdrBuf<'a> {
@@ -218,6 +281,179 @@ impl<'a> XdrBuf<'a> {
         }
         Ok(())
     }
+
+    /// Passes the bytes `range` of the message to `f` in pieces, in order.
+    pub fn for_each_segment_in(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(&[u8]) -> Result,
+    ) -> Result {
+        let mut at = 0usize;
+        self.for_each_segment(|segment| {
+            let seg = at..at + segment.len();
+            at = seg.end;
+            let from = range.start.max(seg.start);
+            let to = range.end.min(seg.end);
+            if from < to {
+                f(segment
+                    .get(from - seg.start..to - seg.start)
+                    .ok_or(EINVAL)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The part `part` of the message as pages, for a device to read it: `None` if the part
+    /// is empty. `EINVAL` if a head or tail lies outside the request's own buffer (it then
+    /// cannot be referenced by page) or a page is missing.
+    pub fn pages(&self, part: XdrPart) -> Result<Option<XdrPages<'a>>> {
+        // SAFETY: `false`: the page array is only read.
+        unsafe { xdr_part_pages(self.buf, self.owner.clone(), part, false) }
+    }
+}
+
+/// A part of an `xdr_buf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdrPart {
+    /// The head (`head[0]`).
+    Head,
+    /// The page data (`page_len` bytes from `page_base` of `pages`).
+    Pages,
+    /// The tail (`tail[0]`).
+    Tail,
+}
+
+/// Bytes of a call's buffers as the pages they lie in, for a device to reach them by page
+/// reference (a scatterlist), without copying.
+///
+/// # Invariants
+///
+/// Every entry of `pages` is a valid page that the request keeps for `'a`; the bytes are `len`
+/// (at least one) bytes from `offset` in the first page, within the pages.
+pub struct XdrPages<'a> {
+    pages: KVec<*mut bindings::page>,
+    offset: usize,
+    len: usize,
+    _buf: PhantomData<&'a bindings::xdr_buf>,
+}
+
+impl XdrPages<'_> {
+    /// Bytes in the range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty (never: empty parts have no `XdrPages`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where the bytes start in the first page.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The pages, each valid while `self` is (type invariant).
+    pub(crate) fn raw_pages(&self) -> &[*mut bindings::page] {
+        &self.pages
+    }
+}
+
+/// The pages of part `part` of `buf`, whose head and tail must lie in `owner`.
+///
+/// # Safety
+///
+/// `buf` is valid for `'a`, its pages kept by their owner for `'a`; `owner` is memory of whole
+/// pages in the linear map kept for `'a`. With `fill`, missing pages of a sparse array are
+/// allocated into it, which the caller keeps other writers of the array out for.
+unsafe fn xdr_part_pages<'a>(
+    buf: &'a bindings::xdr_buf,
+    owner: Option<Range<usize>>,
+    part: XdrPart,
+    fill: bool,
+) -> Result<Option<XdrPages<'a>>> {
+    let (first_page, offset, len, count) = match part {
+        XdrPart::Head | XdrPart::Tail => {
+            let v = if part == XdrPart::Head {
+                &buf.head[0]
+            } else {
+                &buf.tail[0]
+            };
+            if v.iov_len == 0 {
+                return Ok(None);
+            }
+            let start = v.iov_base as usize;
+            let end = start.checked_add(v.iov_len).ok_or(EINVAL)?;
+            let owner = owner.ok_or(EINVAL)?;
+            if start < owner.start || end > owner.end {
+                return Err(EINVAL);
+            }
+            (
+                None,
+                start % PAGE_SIZE,
+                v.iov_len,
+                (start % PAGE_SIZE + v.iov_len).div_ceil(PAGE_SIZE),
+            )
+        }
+        XdrPart::Pages => {
+            let len = buf.page_len as usize;
+            if len == 0 {
+                return Ok(None);
+            }
+            let base = buf.page_base as usize;
+            (
+                Some(base / PAGE_SIZE),
+                base % PAGE_SIZE,
+                len,
+                (base % PAGE_SIZE + len).div_ceil(PAGE_SIZE),
+            )
+        }
+    };
+    let mut pages = KVec::with_capacity(count, GFP_KERNEL)?;
+    for i in 0..count {
+        let page = match first_page {
+            None => {
+                let v = if part == XdrPart::Head {
+                    &buf.head[0]
+                } else {
+                    &buf.tail[0]
+                };
+                let addr = (v.iov_base as usize / PAGE_SIZE + i) * PAGE_SIZE;
+                // SAFETY: `addr` is a page of `owner`, in the linear map (checked above).
+                unsafe { bindings::virt_to_page(addr as *const c_void) }
+            }
+            Some(first) => {
+                // SAFETY: The page array covers the page data (the caller's guarantee).
+                let slot = unsafe { buf.pages.add(first + i) };
+                // SAFETY: As above.
+                let mut page = unsafe { *slot };
+                if page.is_null() {
+                    if !fill || buf.flags & XDRBUF_SPARSE_PAGES == 0 {
+                        return Err(EINVAL);
+                    }
+                    // SAFETY: Allocates one page; the request owns it once stored in its array
+                    // and frees it with its pages.
+                    page = unsafe { bindings::alloc_pages(bindings::GFP_NOWAIT, 0) };
+                    if page.is_null() {
+                        return Err(ENOMEM);
+                    }
+                    // SAFETY: The slot is in the array, which the caller lets us write.
+                    unsafe { *slot = page };
+                }
+                page
+            }
+        };
+        // Cannot fail: the capacity is `count`.
+        pages.push(page, GFP_KERNEL)?;
+    }
+    // INVARIANT: The pages are the request's (its buffer's or its page array's), kept for `'a`
+    // (the caller's guarantee); the range lies within them.
+    Ok(Some(XdrPages {
+        pages,
+        offset,
+        len,
+        _buf: PhantomData,
+    }))
 }
 
 fn kvec_bytes(v: &bindings::kvec) -> &[u8] {
@@ -239,10 +475,11 @@ fn kvec_bytes(v: &bindings::kvec) -> &[u8] {
 ///
 /// # Invariants
 ///
-/// `buf` is the `rq_private_buf` of a pinned request that no one else writes or reads until
-/// the reply is completed.
+/// `buf` is the `rq_private_buf` and `rcv` the `rq_rcv_buf` of a pinned request that no one
+/// else writes or reads until the reply is completed.
 pub struct ReplyBuf<'a> {
     buf: *mut bindings::xdr_buf,
+    rcv: *mut bindings::xdr_buf,
     pos: usize,
     _call: PhantomData<&'a mut bindings::xdr_buf>,
 }
@@ -250,15 +487,46 @@ pub struct ReplyBuf<'a> {
 impl ReplyBuf<'_> {
     /// # Safety
     ///
-    /// `buf` is the `rq_private_buf` of a pinned request that no one else writes or reads until
-    /// the reply is completed, for the view's lifetime.
-    pub(super) unsafe fn new(buf: *mut bindings::xdr_buf) -> Self {
+    /// `buf` is the `rq_private_buf` and `rcv` the `rq_rcv_buf` of a pinned request that no
+    /// one else writes or reads until the reply is completed, for the view's lifetime.
+    pub(super) unsafe fn new(buf: *mut bindings::xdr_buf, rcv: *mut bindings::xdr_buf) -> Self {
         // INVARIANT: The caller's guarantee.
         Self {
             buf,
+            rcv,
             pos: 0,
             _call: PhantomData,
         }
+    }
+
+    /// Shortens the head to `len` bytes before anything is written (both the buffer the reply
+    /// is written to and the one the call decodes, which must stay identical), so that the
+    /// page data starts right after `len` bytes of reply: for a reply whose bulk data a device
+    /// already placed at the start of the pages. `EINVAL` if the head is shorter or something
+    /// was written.
+    pub fn trim_head(&mut self, len: usize) -> Result {
+        let head = self.raw().head[0].iov_len;
+        if self.pos != 0 || len > head {
+            return Err(EINVAL);
+        }
+        let delta = head - len;
+        for b in [self.buf, self.rcv] {
+            // SAFETY: Both buffers are ours to change until the reply is completed (type
+            // invariant).
+            unsafe {
+                (*b).head[0].iov_len = len;
+                (*b).buflen = (*b).buflen.saturating_sub(delta as u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the next `n` bytes as written without writing them: a device placed them.
+    /// Returns how many fitted.
+    pub fn skip(&mut self, n: usize) -> usize {
+        let n = n.min(self.capacity().saturating_sub(self.pos));
+        self.pos += n;
+        n
     }
 
     fn raw(&self) -> &bindings::xdr_buf {
@@ -271,6 +539,11 @@ impl ReplyBuf<'_> {
         let b = self.raw();
         let total = b.head[0].iov_len + b.page_len as usize + b.tail[0].iov_len;
         core::cmp::min(total, b.buflen as usize)
+    }
+
+    /// The length of the head.
+    pub fn head_len(&self) -> usize {
+        self.raw().head[0].iov_len
     }
 
     /// How many bytes were written.
