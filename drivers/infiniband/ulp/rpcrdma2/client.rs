@@ -8,17 +8,19 @@
 //! - **connect** sets up an [`Endpoint`] from a worker ([`ConnectWork`]): rdma_cm address and route resolution in
 //!   the client's network namespace, a queue pair whose completions go to the endpoint's
 //!   [`Receiver`], every receive posted, then the connection with RFC 8797 private data.
-//! - **send_request** marshals the call into one of the endpoint's send buffers: a Version 1
-//!   `RDMA_MSG` header followed by the whole RPC call, and posts it as one Send.
-//! - each **receive** is decoded by the protocol core, its credit grant becomes the congestion
-//!   window, and its RPC reply is copied into the waiting call's receive buffer.
+//! - **send_request** asks the protocol core for the call's chunk plan, registers the memory
+//!   behind its chunks ([`registration`]), and copies the inline part of the call after a
+//!   Version 1 header into one of the endpoint's send buffers, posted as one Send.
+//! - each **receive** is decoded by the protocol core and its credit grant becomes the
+//!   congestion window. A reply to a call with chunks waits until the call's regions are
+//!   invalidated; then its inline part is copied into the call's receive buffer around what
+//!   the server wrote there directly.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
 //!
-//! What this transport carries: calls and replies that fit the inline threshold of both
-//! sides. Calls larger than that fail with `EMSGSIZE` (they need Read chunks), and the
-//! transport offers the RPC client a maximum payload that keeps replies of NFS reads and
-//! directory listings inline; chunks, memory registration and the NFSv4.1 backchannel are not
-//! implemented yet.
+//! What this transport carries: Version 1 calls and replies of up to 1 MiB of payload, inline,
+//! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
+//! chunk (the bulk data of a reply) or a Reply chunk (a whole long reply). The NFSv4.1
+//! backchannel is not implemented yet.
 //!
 //! A call is never sent twice on one connection (RFC 8166, section 3.3.2): the server would
 //! count it against its credits again. A retransmission closes the connection instead, and
@@ -40,23 +42,39 @@ use kernel::{
 mod connect;
 mod endpoint;
 mod receive;
+mod registration;
 
 use connect::ConnectWork;
 use endpoint::Endpoint;
 use receive::Receiver;
+use registration::{Finished, HeldReply, ReplyKind};
 
-/// Bytes of our send and receive buffers: the inline threshold we offer in both directions
-/// (the C implementations' default).
+/// Bytes of our send and receive buffers: the largest inline threshold, and the default (the C
+/// implementations').
 pub(crate) const INLINE_SIZE: u32 = 4096;
+
+/// The inline threshold of new connections, both ways: what we tell the server we receive, and
+/// the most we send inline whatever the server receives (the `inline_threshold` parameter).
+static INLINE_THRESHOLD: AtomicU32 = AtomicU32::new(INLINE_SIZE);
+
+/// Sets the inline threshold (the module's init, before the class is registered): from 1024 to
+/// [`INLINE_SIZE`] bytes.
+pub(crate) fn set_inline_threshold(bytes: u32) {
+    INLINE_THRESHOLD.store(bytes.clamp(1024, INLINE_SIZE), Ordering::Relaxed);
+}
+
+/// The inline threshold of new connections.
+pub(crate) fn inline_threshold() -> u32 {
+    INLINE_THRESHOLD.load(Ordering::Relaxed)
+}
 
 /// Calls in flight we ask the server for (`rdma_credit` of our calls), and the receives posted
 /// for their replies.
 pub(crate) const MAX_REQUESTS: u32 = 64;
 
-/// The largest RPC payload offered to the RPC client: NFS sizes its reads, writes and
-/// directory listings by it (rounded down to a power of two, so 2 KiB), which keeps them and
-/// their replies within [`INLINE_SIZE`] with room for the RPC and NFS headers.
-const MAX_PAYLOAD: usize = 3072;
+/// The largest RPC payload offered to the RPC client (NFS sizes its reads and writes by it):
+/// 1 MiB, the C transport's, which one call's chunks cover in at most two regions.
+const MAX_PAYLOAD: usize = 1 << 20;
 
 /// The client transport class: ident `XPRT_TRANSPORT_RDMA`, netids "rdma" and "rdma6".
 pub(crate) struct ClientClass;
@@ -128,6 +146,22 @@ pub(crate) struct Counters {
     pub(crate) bad_reply: AtomicU64,
     /// Sends that found no free send buffer (`empty_sendctx_q`).
     pub(crate) no_send_buffer: AtomicU64,
+    /// Calls with a Read chunk (`read_chunk_count`).
+    pub(crate) read_chunks: AtomicU64,
+    /// Calls with a Write chunk (`write_chunk_count`).
+    pub(crate) write_chunks: AtomicU64,
+    /// Calls with a Reply chunk (`reply_chunk_count`).
+    pub(crate) reply_chunks: AtomicU64,
+    /// Bytes of calls the server pulled by RDMA Read (`total_rdma_request`).
+    pub(crate) rdma_request: AtomicU64,
+    /// Bytes of replies the server pushed by RDMA Write (`total_rdma_reply`).
+    pub(crate) rdma_reply: AtomicU64,
+    /// Calls sent as `RDMA_NOMSG` (`nomsg_call_count`).
+    pub(crate) nomsg_calls: AtomicU64,
+    /// MRs allocated (`mrs_allocated`).
+    pub(crate) mrs_allocated: AtomicU64,
+    /// Regions invalidated (`local_inv_needed`).
+    pub(crate) local_invs: AtomicU64,
 }
 
 impl Counters {
@@ -180,19 +214,45 @@ impl ClientTransport {
         Ok(())
     }
 
-    /// A message arrived on the current endpoint.
-    fn received(xprt: &Xprt<Self>, message: &[u8]) {
+    /// A message arrived on the endpoint of `generation`, in receive buffer `recv_index`.
+    /// Returns whether the buffer is held: the reply waits there until its call's regions are
+    /// invalidated.
+    fn received(xprt: &Xprt<Self>, generation: u32, message: &[u8], recv_index: usize) -> bool {
         use crate::proto::v1::{self, V1Body, V1DecodeConfig};
         let header = match v1::decode(message, &V1DecodeConfig::default()) {
             Ok(header) => header,
             Err(fault) => {
                 pr_debug!("dropped a malformed message from the server: {:?}\n", fault);
                 Counters::add(&xprt.counters.bad_reply, 1);
-                return;
+                return false;
             }
         };
         xprt.set_credits(header.credit.clamp(1, MAX_REQUESTS));
         let xid = header.xid;
+        if matches!(header.body, V1Body::Done) {
+            return false;
+        }
+        let Some(endpoint) = xprt.endpoint().filter(|e| e.generation() == generation) else {
+            return false;
+        };
+        let regs = endpoint.registrations();
+        if let Some((record, layout, plan)) = regs.registered(xid) {
+            let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
+            let reply = HeldReply {
+                recv_index,
+                len: message.len(),
+                kind,
+            };
+            if endpoint.invalidate_for_reply(record, reply).is_err() {
+                xprt.force_disconnect();
+                return false;
+            }
+            return true;
+        }
+        if regs.has_record(xid) {
+            // A reply to a call that ended early, whose memory is being invalidated.
+            return false;
+        }
         let delivered = match header.body {
             V1Body::Msg { chunks, payload } if chunks.is_empty() => {
                 xprt.complete_reply(xid, |buf| {
@@ -204,15 +264,45 @@ impl ClientTransport {
                     }
                 })
             }
-            // Chunks we never offered, or a reply that is not inline at all.
+            // Chunks this call never offered.
             V1Body::Msg { .. } | V1Body::NoMsg { .. } => Err(EPROTO),
             V1Body::Error(error) => {
                 pr_debug!("server answered call {:#x} with {:?}\n", xid, error);
                 Counters::add(&xprt.counters.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
             }
-            V1Body::Done => return,
+            V1Body::Done => return false,
         };
+        Self::settle(xprt, xid, delivered);
+        false
+    }
+
+    /// Delivers a reply held while its call's regions were invalidated: `message` is the
+    /// whole received message.
+    fn deliver(xprt: &Xprt<Self>, finished: &Finished, reply: &HeldReply, message: &[u8]) {
+        let xid = finished.xid;
+        let c = &xprt.counters;
+        let delivered = match &reply.kind {
+            ReplyKind::Failed => {
+                Counters::add(&c.bad_reply, 1);
+                xprt.fail_call(xid, EIO)
+            }
+            ReplyKind::NoMsg { len } => xprt.complete_reply(xid, |buf| {
+                Counters::add(&c.rdma_reply, *len);
+                (buf.skip(*len) == *len).then_some(()).ok_or(EMSGSIZE)
+            }),
+            ReplyKind::Msg { payload, placement } => match message.get(payload.clone()) {
+                Some(payload) => {
+                    xprt.complete_reply(xid, |buf| receive::place(buf, payload, placement, c))
+                }
+                None => Err(EPROTO),
+            },
+        };
+        Self::settle(xprt, xid, delivered);
+    }
+
+    /// What follows an attempt to deliver the reply to call `xid`.
+    fn settle(xprt: &Xprt<Self>, xid: u32, delivered: Result) {
         match delivered {
             Ok(()) => {}
             // A reply to a call that is gone (it timed out, or was interrupted).
@@ -257,11 +347,19 @@ impl Transport for ClientTransport {
             xprt.force_disconnect();
             return Err(ENOTCONN);
         }
-        endpoint.send_call(rqst, &xprt.counters).inspect_err(|e| {
-            if *e == ENOTCONN {
-                xprt.force_disconnect();
-            }
-        })
+        endpoint
+            .send_call(xprt, rqst, &xprt.counters)
+            .inspect_err(|e| {
+                if *e == ENOTCONN {
+                    xprt.force_disconnect();
+                }
+            })
+    }
+
+    fn release_buffers(xprt: &Xprt<Self>, rqst: &Rqst<'_>) {
+        if let Some(endpoint) = xprt.endpoint() {
+            endpoint.release_call(rqst.xid());
+        }
     }
 
     fn print_stats(xprt: &Xprt<Self>, stats: &Stats<'_>) {
@@ -270,13 +368,21 @@ impl Transport for ClientTransport {
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG
         // calls, MRs (recycled, orphaned, allocated), local invalidations, empty send queue,
-        // and a column kept at 0. No chunks and no MRs here: their columns are 0.
+        // and a column kept at 0.
         stats.print(format_args!(
-            " 0 0 0 0 0 {} {} 0 {} {} 0 0 0 0 0 {} 0",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0",
+            get(&c.read_chunks),
+            get(&c.write_chunks),
+            get(&c.reply_chunks),
+            get(&c.rdma_request),
+            get(&c.rdma_reply),
             get(&c.pullup_copy),
             get(&c.fixup_copy),
             get(&c.failed_marshal),
             get(&c.bad_reply),
+            get(&c.nomsg_calls),
+            get(&c.mrs_allocated),
+            get(&c.local_invs),
             get(&c.no_send_buffer)
         ));
     }

@@ -14,6 +14,7 @@
 
 use kernel::{
     error::code::{EBUSY, EEXIST},
+    module_param::StrParam,
     prelude::*,
     sunrpc::xprt_class::Registration,
 };
@@ -21,6 +22,24 @@ use kernel::{
 pub mod proto;
 
 mod client;
+
+kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
+
+/// The inline threshold given at load time (`modprobe rpcrdma2 inline_threshold=1024`): from
+/// RFC 8166's minimum, 1024 bytes, to the size of the transport's buffers, which is the default.
+fn inline_threshold(param: &StrParam) -> Result<u32> {
+    let (min, max) = (1024, client::INLINE_SIZE);
+    let Some(text) = param.get() else {
+        return Ok(max);
+    };
+    match text.to_str().ok().and_then(|t| t.trim().parse().ok()) {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => {
+            pr_err!("inline_threshold is from {min} to {max} bytes, not {text}\n");
+            Err(EINVAL)
+        }
+    }
+}
 
 module! {
     type: Rpcrdma2,
@@ -37,6 +56,7 @@ struct Rpcrdma2 {
 
 impl kernel::Module for Rpcrdma2 {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        client::set_inline_threshold(inline_threshold(&INLINE_THRESHOLD)?);
         let client = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
             if e != EEXIST {
                 return e;
@@ -49,7 +69,11 @@ impl kernel::Module for Rpcrdma2 {
             // success: the class being taken is reported as busy instead.
             EBUSY
         })?;
-        pr_info!("client transport \"rdma\" registered (RPC-over-RDMA Version 1)\n");
+        pr_info!(
+            "client transport \"rdma\" registered (RPC-over-RDMA Version 1, inline threshold \
+             {} bytes)\n",
+            client::inline_threshold()
+        );
         Ok(Rpcrdma2 { _client: client })
     }
 }

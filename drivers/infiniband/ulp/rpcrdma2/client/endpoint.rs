@@ -12,9 +12,16 @@
 //! A new connection is a new endpoint: nothing of an old one, its buffers included, is used
 //! again, and its completions are told apart by its generation.
 
-use super::{ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS};
+use super::{
+    registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
+    ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
+};
 use crate::proto::{
-    chunk::ChunkListsRef,
+    call_plan::{
+        inline_ranges, plan_v1, CallChunks, CallLayout, CallPlan, DdpItem, PlanThresholds,
+        ReplyChunks,
+    },
+    chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
     v1::{self, V1BodyRef, V1_DEFAULT_INLINE},
     version::RPCRDMA_VERSION_1,
@@ -25,17 +32,20 @@ use core::{
 };
 use kernel::{
     new_mutex,
+    page::PAGE_SIZE,
     prelude::*,
     rdma::{
         consumer::{
             client::ProtectionDomain,
             cm::{CmEvent, CmId, ConnParam},
             dma_buffer::DmaBuffer,
+            fast_reg::Access,
             kernel_qp::{QpCaps, SendWr, Sge},
+            mapped_pages::MappedPages,
         },
         fixed_ring::FixedRing,
     },
-    sunrpc::xprt::{Rqst, Xprt},
+    sunrpc::xprt::{Rqst, XdrPages, XdrPart, Xprt, XDRBUF_READ, XDRBUF_WRITE},
     sync::{Arc, Mutex},
     time::msecs_to_jiffies,
 };
@@ -48,6 +58,45 @@ const RECVS: usize = MAX_REQUESTS as usize + 2;
 /// Send buffers: a call's buffer is free again only once its Send completed, which may be
 /// after its reply arrived.
 const SENDS: usize = 2 * MAX_REQUESTS as usize;
+/// Send queue entries: the Sends, and a registration and an invalidation for each region of
+/// each record.
+const SEND_QUEUE: usize = SENDS + 2 * super::registration::RECORDS * MAX_REGIONS;
+/// Bytes kept for the transport header out of each inline threshold: the largest header this
+/// transport sends (four Read segments, a Write chunk of two segments, a Reply chunk of four)
+/// or receives (the server echoes the Write list and Reply chunk) is 236 bytes.
+pub(crate) const HEADER_RESERVE: usize = 256;
+
+/// What a send queue completion's tag says it was: the Send of send buffer `index`, or a
+/// registration or invalidation of record `index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendTag {
+    Send(usize),
+    Register(usize),
+    Invalidate(usize),
+}
+
+impl SendTag {
+    const KIND_SHIFT: u32 = 32;
+
+    pub(crate) fn encode(self) -> u64 {
+        let (kind, index) = match self {
+            Self::Send(i) => (0u64, i),
+            Self::Register(i) => (1, i),
+            Self::Invalidate(i) => (2, i),
+        };
+        (kind << Self::KIND_SHIFT) | index as u64
+    }
+
+    pub(crate) fn decode(tag: u64) -> Option<Self> {
+        let index = usize::try_from(tag & u64::from(u32::MAX)).ok()?;
+        match tag >> Self::KIND_SHIFT {
+            0 => Some(Self::Send(index)),
+            1 => Some(Self::Register(index)),
+            2 => Some(Self::Invalidate(index)),
+            _ => None,
+        }
+    }
+}
 /// How long address and route resolution may take, in milliseconds.
 const RESOLVE_MS: u32 = 5000;
 /// How long the connection may take to be established, in milliseconds.
@@ -66,6 +115,9 @@ pub(crate) struct Buffers {
     /// Indices of receive buffers whose message was taken, to post again.
     #[pin]
     to_repost: Mutex<FixedRing<usize>>,
+    /// The memory calls registered for the server.
+    #[pin]
+    pub(crate) registrations: Registrations,
 }
 
 impl Buffers {
@@ -81,14 +133,16 @@ impl Buffers {
             recvs.push(DmaBuffer::new(pd, INLINE_SIZE as usize)?, GFP_KERNEL)?;
         }
         let to_repost = FixedRing::new(RECVS, GFP_KERNEL)?;
+        let registrations = Registrations::new()?;
         Arc::pin_init(
-            pin_init!(Self {
+            try_pin_init!(Self {
                 generation,
                 sends,
                 recvs,
                 free_sends <- new_mutex!(free),
                 to_repost <- new_mutex!(to_repost),
-            }),
+                registrations <- registrations,
+            }? Error),
             GFP_KERNEL,
         )
     }
@@ -113,10 +167,15 @@ impl Buffers {
 /// A connection to the server; dropping it drains and destroys the queue pair, then the id.
 pub(crate) struct Endpoint {
     id: CmId,
+    pd: Arc<ProtectionDomain>,
     buffers: Arc<Buffers>,
+    /// Pages one region maps: the device's fast-registration limit, at most [`REGION_PAGES`].
+    region_pages: u32,
     /// The largest message the server receives inline (RFC 8797; 1024 bytes without its
-    /// private data), and at most what our send buffers hold.
+    /// private data), and at most our inline threshold.
     send_limit: usize,
+    /// The largest message we told the server we receive inline.
+    recv_limit: usize,
 }
 
 /// Waits for the next event of `id`, which must be `wanted` (a resolution step).
@@ -147,11 +206,15 @@ impl Endpoint {
         expect_event(&id, "ROUTE_RESOLVED")?;
         let device = id.device()?;
         let depth = device.caps().max_qp_rd_atom.min(16) as u8;
+        let region_pages = device.caps().max_fast_reg_pages.min(REGION_PAGES);
+        if region_pages < 2 {
+            return Err(EOPNOTSUPP);
+        }
         let pd = device.alloc_pd()?;
         let buffers = Buffers::new(&pd, generation)?;
         let receiver = Receiver::new(xprt.handle(), buffers.clone())?;
         let caps = QpCaps {
-            max_send_wr: SENDS as u32,
+            max_send_wr: (SEND_QUEUE as u32).min(device.caps().max_qp_wr),
             max_recv_wr: RECVS as u32,
         };
         let qp = id.create_qp_with_handler(&pd, caps, receiver.clone())?;
@@ -165,7 +228,8 @@ impl Endpoint {
                 index as u64,
             )?;
         }
-        let private = CmPrivateData::new(INLINE_SIZE, INLINE_SIZE, false).encode();
+        let threshold = super::inline_threshold();
+        let private = CmPrivateData::new(threshold, threshold, false).encode();
         id.connect(&ConnParam {
             private_data: &private,
             responder_resources: depth,
@@ -187,22 +251,26 @@ impl Endpoint {
         // From now on a disconnect or the device going away ends the connection at once.
         id.watch(receiver);
         let server_receives = peer.map_or(V1_DEFAULT_INLINE, |p| p.recv_size);
-        let send_limit = server_receives.min(INLINE_SIZE) as usize;
+        let send_limit = server_receives.min(threshold) as usize;
         pr_info!(
-            "connected to {} (the server receives {} bytes inline{})\n",
+            "connected to {} (the server receives {} bytes inline{}, we {})\n",
             server,
             server_receives,
             if peer.is_some() {
                 ""
             } else {
                 ", no RFC 8797 private data"
-            }
+            },
+            threshold
         );
         Ok(Arc::new(
             Self {
                 id,
+                pd,
                 buffers,
+                region_pages,
                 send_limit,
+                recv_limit: threshold as usize,
             },
             GFP_KERNEL,
         )?)
@@ -233,44 +301,117 @@ impl Endpoint {
         }
     }
 
-    /// Sends the call of `rqst` inline: a Version 1 `RDMA_MSG` header without chunks, then
-    /// the whole call.
+    /// Sends the call of `rqst` with the chunks the protocol core plans for it: a Version 1
+    /// header, then the inline part of the call, as one Send, after the registrations of its
+    /// chunks' memory.
     ///
-    /// `EMSGSIZE` if it does not fit the server's inline threshold, `ENOBUFS` if every send
-    /// buffer is in use, `ENOTCONN` if the queue pair refuses work.
-    pub(crate) fn send_call(&self, rqst: &Rqst<'_>, counters: &Counters) -> Result {
+    /// `EMSGSIZE` or `EIO` if the call cannot be sent at all, `ENOBUFS` if a send buffer, a
+    /// record or an MR is lacking for now, `ENOTCONN` if the queue pair refuses work or the
+    /// call was sent on this connection before.
+    pub(crate) fn send_call(
+        &self,
+        xprt: &Xprt<ClientTransport>,
+        rqst: &Rqst<'_>,
+        counters: &Counters,
+    ) -> Result {
         self.repost().map_err(|_| ENOTCONN)?;
         let Some(index) = self.buffers.free_sends.lock().pop() else {
             Counters::add(&counters.no_send_buffer, 1);
             return Err(ENOBUFS);
         };
-        let result = self.marshal_and_post(rqst, index, counters);
+        let result = self.marshal_and_post(xprt, rqst, index, counters);
         if result.is_err() {
             self.buffers.send_done(index);
         }
         result
     }
 
-    fn marshal_and_post(&self, rqst: &Rqst<'_>, index: usize, counters: &Counters) -> Result {
+    /// The thresholds the plan applies: the server's inline size and ours, less the header.
+    fn thresholds(&self) -> PlanThresholds {
+        PlanThresholds {
+            send: self.send_limit.saturating_sub(HEADER_RESERVE),
+            recv: self.recv_limit.saturating_sub(HEADER_RESERVE),
+        }
+    }
+
+    fn marshal_and_post(
+        &self,
+        xprt: &Xprt<ClientTransport>,
+        rqst: &Rqst<'_>,
+        index: usize,
+        counters: &Counters,
+    ) -> Result {
         let buffer = self.buffers.sends.get(index).ok_or(EINVAL)?;
-        let mut header = [0u8; 28];
-        let body = V1BodyRef::Msg(ChunkListsRef::EMPTY);
-        let header_len = v1::encode(
-            &mut header,
-            rqst.xid(),
-            RPCRDMA_VERSION_1,
-            MAX_REQUESTS,
-            &body,
-        )
-        .map_err(|_| EINVAL)?;
-        let call = rqst.snd_buf();
-        let total = header_len + call.layout().len() as usize;
+        let (layout, plan) = plan_call(rqst, &self.thresholds()).inspect_err(|_| {
+            Counters::add(&counters.failed_marshal, 1);
+        })?;
+        let mut chunks = Chunks::new()?;
+        let record = if plan.call == CallChunks::Inline && plan.reply == ReplyChunks::Inline {
+            None
+        } else {
+            Some(self.register(xprt, rqst, &layout, &plan, &mut chunks, counters)?)
+        };
+        let result = self.post_call(rqst, buffer, index, &layout, &plan, &chunks, counters);
+        if result.is_err() {
+            if let Some(record) = record {
+                self.abandon(record);
+            }
+        }
+        result.inspect(|()| {
+            let c = counters;
+            match plan.call {
+                CallChunks::Inline => {}
+                CallChunks::ReadChunk { .. } => Counters::add(&c.read_chunks, 1),
+                CallChunks::PositionZero { .. } => {
+                    Counters::add(&c.read_chunks, 1);
+                    Counters::add(&c.nomsg_calls, 1);
+                }
+            }
+            match plan.reply {
+                ReplyChunks::Inline => {}
+                ReplyChunks::WriteChunk { .. } => Counters::add(&c.write_chunks, 1),
+                ReplyChunks::ReplyChunk { .. } => Counters::add(&c.reply_chunks, 1),
+            }
+        })
+    }
+
+    /// Encodes the header and the inline part of the call into send buffer `index` and posts
+    /// the Send.
+    #[allow(clippy::too_many_arguments)]
+    fn post_call(
+        &self,
+        rqst: &Rqst<'_>,
+        buffer: &Arc<DmaBuffer>,
+        index: usize,
+        layout: &CallLayout,
+        plan: &CallPlan,
+        chunks: &Chunks,
+        counters: &Counters,
+    ) -> Result {
+        let mut header = [0u8; HEADER_RESERVE];
+        let header_len = chunks
+            .with_lists(|lists| {
+                let body = match plan.call {
+                    CallChunks::PositionZero { .. } => V1BodyRef::NoMsg(lists),
+                    _ => V1BodyRef::Msg(lists),
+                };
+                v1::encode(
+                    &mut header,
+                    rqst.xid(),
+                    RPCRDMA_VERSION_1,
+                    MAX_REQUESTS,
+                    &body,
+                )
+            })
+            .map_err(|_| EMSGSIZE)?;
+        let ranges = inline_ranges(layout, plan);
+        let inline: usize = ranges.iter().map(|r| r.len()).sum();
+        let total = header_len + inline;
         if total > self.send_limit {
             Counters::add(&counters.failed_marshal, 1);
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_warn!(
-                    "a call of {} bytes does not fit the server's {} inline: it fails \
-                     (Read chunks are not implemented)\n",
+                    "a call of {} bytes does not fit the server's {} inline\n",
                     total,
                     self.send_limit
                 );
@@ -279,11 +420,17 @@ impl Endpoint {
         }
         buffer.write(0, header.get(..header_len).ok_or(EINVAL)?)?;
         let mut offset = header_len;
-        call.for_each_segment(|segment| {
-            buffer.write(offset, segment)?;
-            offset += segment.len();
-            Ok(())
-        })?;
+        let call = rqst.snd_buf();
+        for range in ranges {
+            if range.is_empty() {
+                continue;
+            }
+            call.for_each_segment_in(range, |segment| {
+                buffer.write(offset, segment)?;
+                offset += segment.len();
+                Ok(())
+            })?;
+        }
         Counters::add(&counters.pullup_copy, offset - header_len);
         let send = SendWr::Send {
             local: Sge {
@@ -295,7 +442,272 @@ impl Endpoint {
         };
         self.id
             .qp()?
-            .post_send(&send, index as u64)
+            .post_send(&send, SendTag::Send(index).encode())
             .map_err(|_| ENOTCONN)
     }
+
+    /// Registers the memory behind the chunks of `plan` and fills `chunks` with their
+    /// segments; returns the call's record.
+    fn register(
+        &self,
+        xprt: &Xprt<ClientTransport>,
+        rqst: &Rqst<'_>,
+        layout: &CallLayout,
+        plan: &CallPlan,
+        chunks: &mut Chunks,
+        counters: &Counters,
+    ) -> Result<usize> {
+        let regs = &self.buffers.registrations;
+        let call = rqst.snd_buf();
+        // The parts of the call's buffers each chunk covers, and their use.
+        let mut parts: KVec<(XdrPages<'_>, Use)> = KVec::with_capacity(8, GFP_KERNEL)?;
+        match plan.call {
+            CallChunks::Inline => {}
+            CallChunks::ReadChunk { position, .. } => {
+                if let Some(pages) = call.pages(XdrPart::Pages)? {
+                    parts.push((pages, Use::Read(position)), GFP_KERNEL)?;
+                }
+            }
+            CallChunks::PositionZero { .. } => {
+                for part in [XdrPart::Head, XdrPart::Pages, XdrPart::Tail] {
+                    if let Some(pages) = call.pages(part)? {
+                        parts.push((pages, Use::Read(0)), GFP_KERNEL)?;
+                    }
+                }
+            }
+        }
+        match plan.reply {
+            ReplyChunks::Inline => {}
+            ReplyChunks::WriteChunk { .. } => {
+                if let Some(pages) = xprt.reply_pages(rqst, XdrPart::Pages)? {
+                    parts.push((pages, Use::Write), GFP_KERNEL)?;
+                }
+            }
+            ReplyChunks::ReplyChunk { .. } => {
+                for part in [XdrPart::Head, XdrPart::Pages, XdrPart::Tail] {
+                    if let Some(pages) = xprt.reply_pages(rqst, part)? {
+                        parts.push((pages, Use::Reply), GFP_KERNEL)?;
+                    }
+                }
+            }
+        }
+        // Each part in pieces of at most `region_pages` pages: one region, one segment each.
+        let span = self.region_pages as usize * PAGE_SIZE;
+        let mut pieces: KVec<(usize, usize, usize)> = KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?;
+        for (part, (pages, _)) in parts.iter().enumerate() {
+            let mut from = 0;
+            let mut room = span - pages.offset();
+            while from < pages.len() {
+                let len = room.min(pages.len() - from);
+                if pieces.len() == MAX_REGIONS {
+                    return Err(EMSGSIZE);
+                }
+                pieces.push((part, from, len), GFP_KERNEL)?;
+                from += len;
+                room = span;
+            }
+        }
+        let record = regs.reserve(rqst.xid(), *layout, *plan).map_err(|e| {
+            if e == EEXIST {
+                ENOTCONN
+            } else {
+                e
+            }
+        })?;
+        let mut mrs = KVec::with_capacity(pieces.len(), GFP_KERNEL)?;
+        let mapped = (|| -> Result<KVec<Arc<MappedPages>>> {
+            let allocated = regs.take_mrs(&self.pd, self.region_pages, pieces.len(), &mut mrs)?;
+            Counters::add(&counters.mrs_allocated, allocated);
+            let mut mapped = KVec::with_capacity(pieces.len(), GFP_KERNEL)?;
+            for &(part, from, len) in pieces.iter() {
+                let (pages, _) = parts.get(part).ok_or(EINVAL)?;
+                mapped.push(MappedPages::of_xdr(&self.pd, pages, from, len)?, GFP_KERNEL)?;
+            }
+            Ok(mapped)
+        })();
+        let mapped = match mapped {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                regs.put_mrs(mrs);
+                regs.discard_unregistered(record);
+                // Out of MRs or memory for now: the call is sent again later.
+                return Err(if e == ENOMEM { ENOBUFS } else { e });
+            }
+        };
+        let qp = self.id.qp()?;
+        let regions = pieces.iter().zip(mrs).zip(mapped);
+        for (registered, ((&(part, _, len), mr), pages)) in regions.enumerate() {
+            let Some((_, usage)) = parts.get(part) else {
+                break;
+            };
+            let access = match usage {
+                Use::Read(_) => Access::REMOTE_READ,
+                Use::Write | Use::Reply => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            };
+            let posted = qp.post_send(
+                &SendWr::RegPages {
+                    mr: &mr,
+                    pages: &pages,
+                    access,
+                },
+                SendTag::Register(record).encode(),
+            );
+            let segment = Segment {
+                handle: mr.rkey(),
+                length: u32::try_from(len)?,
+                offset: mr.iova(),
+            };
+            if regs.add_region(record, Region { mr, pages }).is_err() || posted.is_err() {
+                if registered == 0 {
+                    regs.discard_unregistered(record);
+                } else {
+                    self.abandon(record);
+                }
+                return Err(ENOTCONN);
+            }
+            chunks.push(*usage, segment)?;
+            if let Use::Read(_) = usage {
+                Counters::add(&counters.rdma_request, len);
+            }
+        }
+        Ok(record)
+    }
+
+    /// Ends record `record` of a call that will not be sent: its regions are invalidated
+    /// (the record goes when that completed); if that cannot be posted, the connection is
+    /// broken and goes.
+    fn abandon(&self, record: usize) {
+        let Ok(qp) = self.id.qp() else {
+            return;
+        };
+        let posted = self.buffers.registrations.invalidate(record, None, |mr| {
+            qp.post_send(
+                &SendWr::LocalInv { mr },
+                SendTag::Invalidate(record).encode(),
+            )
+        });
+        if posted.is_err() {
+            self.disconnect();
+        }
+    }
+
+    /// Starts invalidating the regions of record `record`, for the reply `reply` that
+    /// arrived; `reply` is delivered when that completed. `Err` if the connection is broken.
+    pub(crate) fn invalidate_for_reply(&self, record: usize, reply: HeldReply) -> Result {
+        let qp = self.id.qp()?;
+        self.buffers
+            .registrations
+            .invalidate(record, Some(reply), |mr| {
+                qp.post_send(
+                    &SendWr::LocalInv { mr },
+                    SendTag::Invalidate(record).encode(),
+                )
+            })
+            .map(|_| ())
+    }
+
+    /// The call `xid` ends and its buffers go back: if the server may still reach them, their
+    /// regions are invalidated first, and this waits until that completed.
+    pub(crate) fn release_call(&self, xid: u32) {
+        let regs = &self.buffers.registrations;
+        let Some((record, registered)) = regs.find(xid) else {
+            return;
+        };
+        if registered {
+            self.abandon(record);
+        }
+        regs.wait_gone(xid);
+    }
+
+    /// The memory registrations of this endpoint.
+    pub(crate) fn registrations(&self) -> &Registrations {
+        &self.buffers.registrations
+    }
+
+    /// This endpoint's generation.
+    pub(crate) fn generation(&self) -> u32 {
+        self.buffers.generation
+    }
+}
+
+/// What a region is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Use {
+    /// A Read chunk segment at this XDR position.
+    Read(u32),
+    /// A segment of the Write chunk.
+    Write,
+    /// A segment of the Reply chunk.
+    Reply,
+}
+
+/// The segments of a call's chunks, in wire order.
+struct Chunks {
+    reads: KVec<ReadSegment>,
+    write: KVec<Segment>,
+    reply: KVec<Segment>,
+}
+
+impl Chunks {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            reads: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
+            write: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
+            reply: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
+        })
+    }
+
+    fn push(&mut self, usage: Use, target: Segment) -> Result {
+        match usage {
+            Use::Read(position) => self
+                .reads
+                .push(ReadSegment { position, target }, GFP_KERNEL)?,
+            Use::Write => self.write.push(target, GFP_KERNEL)?,
+            Use::Reply => self.reply.push(target, GFP_KERNEL)?,
+        }
+        Ok(())
+    }
+
+    /// Passes the lists, as the encoder takes them, to `f`.
+    fn with_lists<R>(&self, f: impl FnOnce(ChunkListsRef<'_>) -> R) -> R {
+        let write_list = [&self.write[..]];
+        f(ChunkListsRef {
+            reads: &self.reads,
+            writes: if self.write.is_empty() {
+                &[]
+            } else {
+                &write_list
+            },
+            reply: (!self.reply.is_empty()).then_some(&self.reply[..]),
+        })
+    }
+}
+
+/// The layout of the call of `rqst` and its chunk plan. Data items go apart from the message
+/// (Read and Write chunks) unless the credential protects the whole message; a layout the
+/// plan refuses with them is planned without them.
+fn plan_call(rqst: &Rqst<'_>, thresholds: &PlanThresholds) -> Result<(CallLayout, CallPlan)> {
+    let snd = rqst.snd_buf().layout();
+    let rcv = rqst.rcv_buf();
+    let ddp = !rqst.auth_touches_data();
+    let item = |flags: u32, flag: u32, head: usize, len: u32| {
+        (ddp && flags & flag != 0 && len > 0).then_some(DdpItem {
+            position: head,
+            len: len as usize,
+        })
+    };
+    let mut layout = CallLayout {
+        call_len: snd.len() as usize,
+        call_ddp: item(snd.flags(), XDRBUF_WRITE, snd.head_len(), snd.page_len()),
+        reply_max: rcv.buflen() as usize,
+        reply_ddp: item(rcv.flags(), XDRBUF_READ, rcv.head_len(), rcv.page_len()),
+    };
+    if let Ok(plan) = plan_v1(&layout, thresholds) {
+        return Ok((layout, plan));
+    }
+    layout.call_ddp = None;
+    layout.reply_ddp = None;
+    plan_v1(&layout, thresholds)
+        .map(|plan| (layout, plan))
+        .map_err(|_| EMSGSIZE)
 }

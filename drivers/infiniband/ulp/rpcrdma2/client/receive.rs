@@ -8,7 +8,15 @@
 //! the receiver) and acts only while its endpoint is the current one: completions flushed while
 //! an old endpoint drains reach nothing.
 
-use super::{endpoint::Buffers, ClientTransport, INLINE_SIZE};
+use super::{
+    endpoint::{Buffers, SendTag},
+    registration::ReplyKind,
+    ClientTransport, Counters, INLINE_SIZE,
+};
+use crate::proto::{
+    call_plan::{place_reply, CallLayout, CallPlan, ReplyChunks, ReplyPlacement},
+    v1::V1Body,
+};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -16,7 +24,7 @@ use kernel::{
         cm::{CmEvent, CmEventWatcher},
         kernel_qp::{CompletionHandler, WorkCompletion},
     },
-    sunrpc::xprt::Handle,
+    sunrpc::xprt::{Handle, ReplyBuf},
     sync::{Arc, Mutex},
 };
 
@@ -57,14 +65,11 @@ impl Receiver {
 
 impl CompletionHandler for Receiver {
     fn completed(&self, wc: &WorkCompletion) {
-        let index = wc.tag as usize;
         if !wc.is_recv {
-            self.buffers.send_done(index);
-            if !wc.status.is_success() {
-                self.lost();
-            }
+            self.send_completed(wc);
             return;
         }
+        let index = wc.tag as usize;
         if !wc.status.is_success() {
             self.lost();
             return;
@@ -78,17 +83,155 @@ impl CompletionHandler for Receiver {
             Some(buffer) => buffer.read(0, message),
             None => return,
         };
-        self.buffers.repost_later(index);
-        if copied.is_err() {
-            return;
+        let generation = self.buffers.generation;
+        let held = copied.is_ok()
+            && self
+                .xprt
+                .with(|xprt| {
+                    xprt.is_current(generation)
+                        && ClientTransport::received(xprt, generation, message, index)
+                })
+                .unwrap_or(false);
+        if !held {
+            self.buffers.repost_later(index);
         }
+    }
+}
+
+impl Receiver {
+    /// A Send, registration or invalidation completed.
+    fn send_completed(&self, wc: &WorkCompletion) {
+        let ok = wc.status.is_success();
+        match SendTag::decode(wc.tag) {
+            Some(SendTag::Send(index)) => self.buffers.send_done(index),
+            Some(SendTag::Register(_)) => {}
+            Some(SendTag::Invalidate(record)) => {
+                if ok {
+                    self.xprt
+                        .with(|xprt| Counters::add(&xprt.counters.local_invs, 1));
+                }
+                let regs = &self.buffers.registrations;
+                if let Some(finished) = regs.invalidated(record, ok) {
+                    if let Some(reply) = &finished.reply {
+                        self.deliver_held(&finished, reply);
+                    }
+                }
+            }
+            None => {}
+        }
+        if !ok {
+            self.lost();
+        }
+    }
+
+    /// Delivers a reply that waited in its receive buffer for its call's invalidations, and
+    /// posts the buffer again.
+    fn deliver_held(
+        &self,
+        finished: &super::registration::Finished,
+        reply: &super::registration::HeldReply,
+    ) {
+        let mut message = self.message.lock();
+        let copied = match (
+            self.buffers.recvs.get(reply.recv_index),
+            message.get_mut(..reply.len),
+        ) {
+            (Some(buffer), Some(message)) => buffer.read(0, message).is_ok(),
+            _ => false,
+        };
+        self.buffers.repost_later(reply.recv_index);
+        let Some(message) = message.get(..reply.len).filter(|_| copied) else {
+            return;
+        };
         let generation = self.buffers.generation;
         self.xprt.with(|xprt| {
             if xprt.is_current(generation) {
-                ClientTransport::received(xprt, message);
+                ClientTransport::deliver(xprt, finished, reply, message);
             }
         });
     }
+}
+
+/// How the reply `body` (of a message of `message_len` bytes) to a call planned as `plan` for
+/// `layout` is delivered: checked against what the call offered, never trusting the server.
+pub(crate) fn reply_kind(
+    body: &V1Body<'_>,
+    layout: &CallLayout,
+    plan: &CallPlan,
+    message_len: usize,
+) -> ReplyKind {
+    match body {
+        V1Body::Msg { chunks, payload } => {
+            if chunks.writes.chunk_count() > 1
+                || chunks.reply.is_some_and(|c| c.length() != 0)
+                || !chunks.reads.is_empty()
+            {
+                return ReplyKind::Failed;
+            }
+            let written = chunks.writes.chunks().next().map_or(0, |c| c.length());
+            match place_reply(layout, plan, payload.len(), written) {
+                Ok(placement) => ReplyKind::Msg {
+                    payload: message_len - payload.len()..message_len,
+                    placement,
+                },
+                Err(_) => ReplyKind::Failed,
+            }
+        }
+        V1Body::NoMsg { chunks } => {
+            let (ReplyChunks::ReplyChunk { len }, Some(chunk)) = (plan.reply, chunks.reply) else {
+                return ReplyKind::Failed;
+            };
+            let written = chunk.length();
+            if written == 0 || written > u64::from(len) || !chunks.writes.is_empty() {
+                return ReplyKind::Failed;
+            }
+            match usize::try_from(written) {
+                Ok(len) => ReplyKind::NoMsg { len },
+                Err(_) => ReplyKind::Failed,
+            }
+        }
+        V1Body::Error(_) | V1Body::Done => ReplyKind::Failed,
+    }
+}
+
+/// Rebuilds an `RDMA_MSG` reply in the call's receive buffer: `payload` is its inline part,
+/// `placement` says where the bulk data the server wrote lies.
+pub(crate) fn place(
+    buf: &mut ReplyBuf<'_>,
+    payload: &[u8],
+    placement: &ReplyPlacement,
+    counters: &Counters,
+) -> Result {
+    match *placement {
+        ReplyPlacement::Inline { len } => {
+            let inline = payload.get(..len).ok_or(EPROTO)?;
+            if buf.write(inline) != len {
+                return Err(EMSGSIZE);
+            }
+            Counters::add(&counters.fixup_copy, len);
+        }
+        ReplyPlacement::Placed {
+            head,
+            data,
+            pad,
+            tail,
+        } => {
+            if head < buf.head_len() {
+                buf.trim_head(head)?;
+            }
+            let before = payload.get(..head).ok_or(EPROTO)?;
+            let after = payload.get(head..head + tail).ok_or(EPROTO)?;
+            if buf.write(before) != head
+                || buf.skip(data + pad) != data + pad
+                || buf.write(after) != tail
+            {
+                return Err(EMSGSIZE);
+            }
+            Counters::add(&counters.fixup_copy, head + tail);
+            Counters::add(&counters.rdma_reply, data);
+        }
+    }
+    Ok(())
 }
 
 impl CmEventWatcher for Receiver {

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The memory a call lets the server reach, from registration to invalidation.
+//!
+//! A call whose chunks the protocol core planned ([`plan_v1`]) registers the bytes behind
+//! them: its bulk data for a Read chunk, the whole call for a Position Zero Read chunk, the
+//! reply's page data for a Write chunk or the whole reply buffer for a Reply chunk. Each
+//! piece is a [`Region`]: pages of the call's own buffers mapped for the device
+//! ([`MappedPages`]) and a fast-registration MR over them, whose key and address go on the
+//! wire as one segment. No byte is copied.
+//!
+//! A call's regions form its [`Record`], kept by the endpoint under the call's XID until
+//! every region is invalid again, which only a completed `LOCAL_INV` proves (RFC 8166,
+//! section 3.4.7: the Requester invalidates before it uses the memory). So:
+//!
+//! - when the reply arrives, its receive buffer is held (not posted again) while the
+//!   invalidations run, and the reply is delivered to the call only once the last one
+//!   completed, with the pages unmapped;
+//! - when a call ends before its reply (a signal, a timeout), freeing its buffers
+//!   ([`Endpoint::release_call`](super::endpoint::Endpoint::release_call)) invalidates and
+//!   waits, so no page goes back to its owner while the server may still write it;
+//! - a region whose invalidation failed belongs to a connection that is gone: its MR keeps
+//!   the pages until the endpoint, and so the queue pair, is dropped.
+//!
+//! MRs come from a per-endpoint pool, allocated on first use up to [`MAX_MRS`]; an MR returns
+//! to the pool only after its invalidation completed.
+//!
+//! [`plan_v1`]: crate::proto::call_plan::plan_v1
+
+use super::MAX_REQUESTS;
+use crate::proto::call_plan::{CallLayout, CallPlan, ReplyPlacement};
+use core::ops::Range;
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    rdma::{
+        consumer::{client::ProtectionDomain, fast_reg::FastRegMr, mapped_pages::MappedPages},
+        fixed_ring::FixedRing,
+    },
+    sync::{Arc, CondVar, Mutex},
+};
+
+/// Regions one call may have: a Position Zero Read chunk or a Reply chunk takes up to four
+/// (head, page data in two pieces, tail).
+pub(crate) const MAX_REGIONS: usize = 8;
+
+/// Pages one region maps at most (the C siw's and rsiw's fast-registration limit; a device
+/// with a lower one sets the endpoint's).
+pub(crate) const REGION_PAGES: u32 = 256;
+
+/// Records an endpoint keeps: one per call in flight, as many again for calls ended early
+/// whose invalidation runs.
+pub(crate) const RECORDS: usize = 2 * MAX_REQUESTS as usize;
+
+/// MRs an endpoint allocates at most.
+pub(crate) const MAX_MRS: usize = 4 * MAX_REQUESTS as usize;
+
+/// One registered piece of a call's memory.
+pub(crate) struct Region {
+    pub(crate) mr: Arc<FastRegMr>,
+    /// The pages; unmapped once both this and the MR's registration let go of them.
+    pub(crate) pages: Arc<MappedPages>,
+}
+
+/// How a reply is to be delivered once its call's regions are invalid.
+#[derive(Clone, Debug)]
+pub(crate) enum ReplyKind {
+    /// `RDMA_MSG`: the inline payload (bytes `payload` of the message) and where the bulk
+    /// data went.
+    Msg {
+        payload: Range<usize>,
+        placement: ReplyPlacement,
+    },
+    /// `RDMA_NOMSG`: the whole reply, `len` bytes, came through the Reply chunk.
+    NoMsg { len: usize },
+    /// `RDMA_ERROR`, or a reply that does not fit its call: the call fails.
+    Failed,
+}
+
+/// A reply waiting for its call's invalidations, in receive buffer `recv_index`.
+#[derive(Clone, Debug)]
+pub(crate) struct HeldReply {
+    pub(crate) recv_index: usize,
+    pub(crate) len: usize,
+    pub(crate) kind: ReplyKind,
+}
+
+/// Where a record stands.
+enum Stage {
+    /// The server may reach the regions.
+    Registered,
+    /// `pending` invalidations are in flight; then the reply, if any, is delivered.
+    Invalidating {
+        pending: usize,
+        reply: Option<HeldReply>,
+    },
+}
+
+/// The registered memory of one call.
+pub(crate) struct Record {
+    pub(crate) xid: u32,
+    pub(crate) layout: CallLayout,
+    pub(crate) plan: CallPlan,
+    regions: KVec<Region>,
+    stage: Stage,
+}
+
+/// What finished with a record: its call's reply, if one is held, now to be delivered.
+pub(crate) struct Finished {
+    pub(crate) xid: u32,
+    pub(crate) reply: Option<HeldReply>,
+}
+
+struct Inner {
+    records: KVec<Option<Record>>,
+    free_mrs: FixedRing<Arc<FastRegMr>>,
+    allocated_mrs: usize,
+}
+
+/// The records and MR pool of one endpoint, shared by its sender and its completion handler.
+#[pin_data]
+pub(crate) struct Registrations {
+    #[pin]
+    inner: Mutex<Inner>,
+    /// Told whenever a record goes.
+    #[pin]
+    settled: CondVar,
+}
+
+impl Registrations {
+    pub(crate) fn new() -> Result<impl PinInit<Self, Error>> {
+        let mut records = KVec::with_capacity(RECORDS, GFP_KERNEL)?;
+        for _ in 0..RECORDS {
+            records.push(None, GFP_KERNEL)?;
+        }
+        let free_mrs = FixedRing::new(MAX_MRS, GFP_KERNEL)?;
+        Ok(try_pin_init!(Self {
+            inner <- new_mutex!(Inner {
+                records,
+                free_mrs,
+                allocated_mrs: 0,
+            }),
+            settled <- new_condvar!(),
+        }? Error))
+    }
+
+    /// Takes `count` MRs from the pool, allocating what it lacks (up to [`MAX_MRS`] in all).
+    /// `ENOBUFS` if the pool is exhausted (the call is sent again later). Returns how many
+    /// were newly allocated.
+    pub(crate) fn take_mrs(
+        &self,
+        pd: &Arc<ProtectionDomain>,
+        pages: u32,
+        count: usize,
+        out: &mut KVec<Arc<FastRegMr>>,
+    ) -> Result<usize> {
+        let missing = {
+            let mut inner = self.inner.lock();
+            let have = inner.free_mrs.len().min(count);
+            let missing = count - have;
+            if inner.allocated_mrs + missing > MAX_MRS {
+                return Err(ENOBUFS);
+            }
+            for _ in 0..have {
+                if let Some(mr) = inner.free_mrs.pop() {
+                    out.push(mr, GFP_KERNEL)?;
+                }
+            }
+            inner.allocated_mrs += missing;
+            missing
+        };
+        for done in 0..missing {
+            match FastRegMr::new(pd, pages) {
+                Ok(mr) => out.push(mr, GFP_KERNEL)?,
+                Err(e) => {
+                    self.inner.lock().allocated_mrs -= missing - done;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(missing)
+    }
+
+    /// Gives back MRs that were never registered, or whose registration was invalidated.
+    pub(crate) fn put_mrs(&self, mrs: impl IntoIterator<Item = Arc<FastRegMr>>) {
+        let mut inner = self.inner.lock();
+        for mr in mrs {
+            // Cannot fail: the pool's capacity is every MR there is.
+            let _ = inner.free_mrs.push(mr);
+        }
+    }
+
+    /// Reserves a record for call `xid`; returns its index. `EEXIST` if the call already has
+    /// one (it was sent on this connection before), `ENOBUFS` if all are in use.
+    pub(crate) fn reserve(&self, xid: u32, layout: CallLayout, plan: CallPlan) -> Result<usize> {
+        let mut inner = self.inner.lock();
+        if inner.records.iter().flatten().any(|r| r.xid == xid) {
+            return Err(EEXIST);
+        }
+        let index = inner
+            .records
+            .iter()
+            .position(Option::is_none)
+            .ok_or(ENOBUFS)?;
+        let regions = KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?;
+        if let Some(slot) = inner.records.get_mut(index) {
+            *slot = Some(Record {
+                xid,
+                layout,
+                plan,
+                regions,
+                stage: Stage::Registered,
+            });
+        }
+        Ok(index)
+    }
+
+    /// Adds a region, about to be registered, to record `index`.
+    pub(crate) fn add_region(&self, index: usize, region: Region) -> Result {
+        let mut inner = self.inner.lock();
+        let record = inner
+            .records
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .ok_or(EINVAL)?;
+        if record.regions.len() >= MAX_REGIONS {
+            return Err(EMSGSIZE);
+        }
+        record.regions.push(region, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Drops record `index` of a call whose regions were never registered, and gives its MRs
+    /// back.
+    pub(crate) fn discard_unregistered(&self, index: usize) {
+        let record = self
+            .inner
+            .lock()
+            .records
+            .get_mut(index)
+            .and_then(Option::take);
+        if let Some(record) = record {
+            self.put_mrs(record.regions.into_iter().map(|r| r.mr));
+        }
+        self.settled.notify_all();
+    }
+
+    /// The record of call `xid` still registered, if any: `(index, layout, plan)`.
+    pub(crate) fn registered(&self, xid: u32) -> Option<(usize, CallLayout, CallPlan)> {
+        let inner = self.inner.lock();
+        inner.records.iter().enumerate().find_map(|(i, r)| match r {
+            Some(r) if r.xid == xid && matches!(r.stage, Stage::Registered) => {
+                Some((i, r.layout, r.plan))
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether call `xid` has a record, in any stage.
+    pub(crate) fn has_record(&self, xid: u32) -> bool {
+        let inner = self.inner.lock();
+        inner.records.iter().flatten().any(|r| r.xid == xid)
+    }
+
+    /// Starts invalidating record `index` (it must be registered), holding `reply` until the
+    /// end: passes each region's MR to `post` (which posts its `LOCAL_INV`). Returns how many
+    /// were posted. If `post` fails, the connection is gone: the record is finished without
+    /// its regions (their MRs keep the pages until the endpoint goes), the reply dropped.
+    pub(crate) fn invalidate(
+        &self,
+        index: usize,
+        reply: Option<HeldReply>,
+        mut post: impl FnMut(&Arc<FastRegMr>) -> Result,
+    ) -> Result<usize> {
+        let mut inner = self.inner.lock();
+        let Some(record) = inner.records.get_mut(index).and_then(Option::as_mut) else {
+            return Err(EINVAL);
+        };
+        if !matches!(record.stage, Stage::Registered) {
+            return Err(EALREADY);
+        }
+        let mut posted = 0;
+        let mut failed = None;
+        for region in record.regions.iter() {
+            if let Err(e) = post(&region.mr) {
+                failed = Some(e);
+                break;
+            }
+            posted += 1;
+        }
+        record.stage = Stage::Invalidating {
+            pending: posted,
+            reply,
+        };
+        if let Some(e) = failed {
+            // Completions of what was posted find the record gone and change nothing.
+            if let Some(record) = inner.records.get_mut(index).and_then(Option::take) {
+                inner.allocated_mrs = inner.allocated_mrs.saturating_sub(record.regions.len());
+            }
+            drop(inner);
+            self.settled.notify_all();
+            return Err(e);
+        }
+        Ok(posted)
+    }
+
+    /// One `LOCAL_INV` of record `index` completed (`ok`: successfully). When the record has
+    /// none pending any more it goes: its MRs return to the pool, its pages are unmapped, and
+    /// what it held is returned. A failed invalidation ends the record at once, without its
+    /// reply: the connection is gone, and its MRs, which may still be valid, go with it.
+    pub(crate) fn invalidated(&self, index: usize, ok: bool) -> Option<Finished> {
+        let mut inner = self.inner.lock();
+        let record = inner.records.get_mut(index)?.as_mut()?;
+        let Stage::Invalidating { pending, .. } = &mut record.stage else {
+            return None;
+        };
+        *pending = pending.saturating_sub(1);
+        if *pending > 0 && ok {
+            return None;
+        }
+        let Record {
+            xid,
+            regions,
+            stage,
+            ..
+        } = inner.records.get_mut(index)?.take()?;
+        let mut reply = None;
+        if ok {
+            if let Stage::Invalidating { reply: held, .. } = stage {
+                reply = held;
+            }
+            for region in regions {
+                // Its registration ended with the `LOCAL_INV` (the queue pair let go of the
+                // pages); ours goes here, which unmaps them.
+                drop(region.pages);
+                // Cannot fail: the pool's capacity is every MR there is.
+                let _ = inner.free_mrs.push(region.mr);
+            }
+        } else {
+            inner.allocated_mrs = inner.allocated_mrs.saturating_sub(regions.len());
+            drop(regions);
+        }
+        drop(inner);
+        self.settled.notify_all();
+        Some(Finished { xid, reply })
+    }
+
+    /// Waits until call `xid` has no record any more.
+    pub(crate) fn wait_gone(&self, xid: u32) {
+        let mut inner = self.inner.lock();
+        while inner.records.iter().flatten().any(|r| r.xid == xid) {
+            self.settled.wait(&mut inner);
+        }
+    }
+
+    /// The record index of call `xid` and whether it is still registered.
+    pub(crate) fn find(&self, xid: u32) -> Option<(usize, bool)> {
+        let inner = self.inner.lock();
+        inner.records.iter().enumerate().find_map(|(i, r)| match r {
+            Some(r) if r.xid == xid => Some((i, matches!(r.stage, Stage::Registered))),
+            _ => None,
+        })
+    }
+}
