@@ -11,14 +11,15 @@
 //! - **send_request** marshals the call into one of the endpoint's send buffers: a Version 1
 //!   `RDMA_MSG` header followed by the whole RPC call, and posts it as one Send.
 //! - each **receive** is decoded by the protocol core, its credit grant becomes the congestion
-//!   window, and its RPC reply is copied into the waiting call's receive buffer.
+//!   window, and its RPC reply is copied into the waiting call's receive buffer; a call from
+//!   the server (an NFSv4.1 callback) goes to the [`backchannel`], whose replies go out
+//!   through **send_request** too.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
 //!
 //! What this transport carries: calls and replies that fit the inline threshold of both
 //! sides. Calls larger than that fail with `EMSGSIZE` (they need Read chunks), and the
 //! transport offers the RPC client a maximum payload that keeps replies of NFS reads and
-//! directory listings inline; chunks, memory registration and the NFSv4.1 backchannel are not
-//! implemented yet.
+//! directory listings inline; chunks and memory registration are not implemented yet.
 //!
 //! A call is never sent twice on one connection (RFC 8166, section 3.3.2): the server would
 //! count it against its credits again. A retransmission closes the connection instead, and
@@ -37,10 +38,12 @@ use kernel::{
     time::msecs_to_jiffies,
 };
 
+mod backchannel;
 mod connect;
 mod endpoint;
 mod receive;
 
+use backchannel::Backchannel;
 use connect::ConnectWork;
 use endpoint::Endpoint;
 use receive::Receiver;
@@ -113,6 +116,8 @@ pub(crate) struct ClientTransport {
     generation: AtomicU32,
     /// What `/proc/self/mountstats` shows.
     counters: Counters,
+    /// The backchannel's sizes and counts.
+    backchannel: Backchannel,
 }
 
 /// The transport's counters, those of the C transport's `mountstats` line.
@@ -142,6 +147,7 @@ impl ClientTransport {
             endpoint <- new_mutex!(None),
             generation: AtomicU32::new(0),
             counters: Counters::default(),
+            backchannel: Backchannel::new(),
         }? Error)
     }
 
@@ -172,6 +178,7 @@ impl ClientTransport {
         let server = xprt.server_address()?;
         let generation = xprt.generation.load(Ordering::Acquire).wrapping_add(1);
         let endpoint = Endpoint::connect(xprt, server, generation)?;
+        xprt.backchannel.connected(endpoint.send_limit());
         // Until the server's first grant: one call at a time.
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
@@ -191,6 +198,9 @@ impl ClientTransport {
                 return;
             }
         };
+        if backchannel::received(xprt, &header) {
+            return;
+        }
         xprt.set_credits(header.credit.clamp(1, MAX_REQUESTS));
         let xid = header.xid;
         let delivered = match header.body {
@@ -238,6 +248,16 @@ impl ClientTransport {
 impl Transport for ClientTransport {
     type Class = ClientClass;
 
+    const BACKCHANNEL: bool = true;
+
+    fn bc_maxpayload(xprt: &Xprt<Self>) -> usize {
+        xprt.backchannel.max_payload()
+    }
+
+    fn bc_num_slots(_xprt: &Xprt<Self>) -> u32 {
+        backchannel::BC_SLOTS
+    }
+
     fn connect(xprt: &Xprt<Self>, connect: Connect<Self>) {
         let reconnect = xprt.generation.load(Ordering::Acquire) != 0;
         ConnectWork::queue(connect, reconnect);
@@ -250,6 +270,9 @@ impl Transport for ClientTransport {
     }
 
     fn send_request(xprt: &Xprt<Self>, rqst: &Rqst<'_>) -> Result {
+        if rqst.is_backchannel_reply() {
+            return backchannel::send_reply(xprt, rqst);
+        }
         let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
         // A retransmission on the connection the call went out on: the server may still hold
         // the call's credit, so the connection goes and the call waits for the next one.
