@@ -1,10 +1,18 @@
-# timeout: 600
+# timeout: 1200
 # rpcrdma2's client transport against the stock C server on another host.
 #   a: NFS client over rpcrdma2 (the C rpcrdma is never loaded)    b: NFS server (C nfsd, rdma 20049)
-# Rounds of providers (a b): rsiw on both sides, then the C siw on both. Each round mounts NFSv3
-# and NFSv4.0 with proto=rdma, writes a 300 KiB and a 1 MiB random file, a directory of 200
-# entries and a symlink, remounts, reads everything back and compares; checks the transport's
-# mountstats line; then both sides delete their device and must have no RDMA resource left.
+# Rounds of providers (a b): rsiw on both sides, then the C siw on both. Each round mounts NFSv3,
+# NFSv4.0, NFSv4.1 and NFSv4.2 with proto=rdma, writes a 300 KiB and a 1 MiB random file, a
+# directory of 200 entries and a symlink, remounts, reads everything back and compares; checks
+# the transport's mountstats line. Then, for NFSv4.1 and NFSv4.2, a callback over the session's
+# backchannel (on the same RDMA connection): a holds open a file b created, for which nfsd hands
+# a read delegation; b checks that it did and that the callback path is UP (nfsd set up its
+# callback client on the session's connection: it sends no CB_NULL probe from NFSv4.1 on), then
+# writes the file locally, which makes nfsd recall the delegation (a CB_COMPOUND of CB_SEQUENCE
+# and CB_RECALL); the write must finish within seconds (without a returned delegation it waits
+# for the 45 s lease break time) and a must have sent a DELEGRETURN. Then both sides delete
+# their device and must have no RDMA resource left; at the end a unloads rpcrdma2, whose
+# transports log the callbacks they served: one per recall at least, none dropped.
 # rpcrdma2 sends everything inline (no chunks yet), so NFS reads and writes go 2 KiB at a time.
 . /tests/lib.sh
 . /pair/lib.sh
@@ -24,6 +32,65 @@ case $ROLE in
     ;;
 esac
 
+# The NFSv4 minor versions whose sessions have a backchannel, and the file of each that b
+# creates for a to hold a delegation on.
+BC_VERSIONS="4.1 4.2"
+
+# delegreturns: the DELEGRETURN calls of the mount on /mnt/nfs so far (mountstats' per-op line).
+delegreturns() {
+  grep -A 300 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats |
+    awk '$1 == "DELEGRETURN:" { print $2; found = 1; exit } END { if (!found) print 0 }'
+}
+
+# uptime_ms: milliseconds since boot.
+uptime_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+
+# callback_a VERS: a's side of the callback check of NFSv$VERS (see the top).
+callback_a() {
+  local vers=$1 before after
+  mkdir -p /mnt/nfs
+  timeout 60 mount -t nfs -o vers=$vers,proto=rdma,port=20049 $PEER_ADDR:/srv/export /mnt/nfs ||
+    fail "mount vers=$vers over rpcrdma2 for the callback"
+  before=$(delegreturns)
+  exec 3</mnt/nfs/deleg.$vers || fail "open deleg.$vers for reading over NFSv$vers/rpcrdma2"
+  read -r first <&3 || fail "read deleg.$vers over NFSv$vers/rpcrdma2"
+  [ "$first" = "created on b" ] || fail "deleg.$vers reads back \"$first\""
+  pair_sync held-$round-$vers || fail "b did not come to check the delegation of NFSv$vers"
+  pair_sync written-$round-$vers 200 || fail "b did not write deleg.$vers"
+  after=$(delegreturns)
+  exec 3<&-
+  [ "$after" -gt "$before" ] ||
+    fail "NFSv$vers: no DELEGRETURN after the recall (mountstats: $before before, $after after)"
+  timeout 30 grep -q "changed on b" /mnt/nfs/deleg.$vers || fail "b's change of deleg.$vers not seen"
+  timeout 60 umount /mnt/nfs || fail "umount"
+  echo "round $round ($providers): NFSv$vers over rpcrdma2: the C server recalled a read delegation over the backchannel (CB_RECALL) and the client returned it (DELEGRETURN $before -> $after)"
+}
+
+# callback_b VERS: b's side of the callback check of NFSv$VERS; deleg.$VERS exists already.
+callback_b() {
+  local vers=$1 minor=${1#4.} d client= t0 t1
+  # The client holds the file open: the same wait as a's whole round of copies before it.
+  pair_sync held-$round-$vers 600 || fail "a did not open deleg.$vers"
+  for d in /proc/fs/nfsd/clients/*; do
+    grep -q "^minor version: $minor\$" $d/info 2>/dev/null || continue
+    grep -q "type: deleg.*deleg\.$vers" $d/states 2>/dev/null && client=$d
+  done
+  if [ -z "$client" ]; then
+    for d in /proc/fs/nfsd/clients/*; do cat $d/info $d/states; done
+    fail "nfsd handed no delegation of deleg.$vers to the NFSv$vers client"
+  fi
+  grep 'type: deleg' $client/states
+  grep 'callback state' $client/info
+  grep -q '^callback state: UP$' $client/info || fail "NFSv$vers: the callback path is not UP"
+  t0=$(uptime_ms)
+  timeout 120 sh -c "echo 'changed on b' >>/srv/export/deleg.$vers" || fail "writing deleg.$vers on b"
+  t1=$(uptime_ms)
+  echo "NFSv$vers: the local write of deleg.$vers waited $((t1 - t0)) ms for the delegation"
+  [ $((t1 - t0)) -lt 15000 ] ||
+    fail "NFSv$vers: the write waited $((t1 - t0)) ms: the delegation was not returned on recall"
+  pair_sync written-$round-$vers || fail "a did not see the write of deleg.$vers"
+}
+
 # check_tree DIR VERS: what the round wrote under DIR reads back the same.
 check_tree() {
   timeout 120 cmp /tmp/small $1/small.$2 || fail "300 KiB read back over NFSv$2/rpcrdma2 differs"
@@ -42,7 +109,7 @@ for providers in "rsiw rsiw" "siw siw"; do
   case $ROLE in
     a)
       pair_sync serving-$round
-      for vers in 3 4.0; do
+      for vers in 3 4.0 $BC_VERSIONS; do
         mkdir -p /mnt/nfs
         opts=vers=$vers,proto=rdma,port=20049
         timeout 60 mount -t nfs -o $opts $PEER_ADDR:/srv/export /mnt/nfs ||
@@ -67,12 +134,16 @@ for providers in "rsiw rsiw" "siw siw"; do
         timeout 60 umount /mnt/nfs || fail "umount"
         echo "round $round ($providers): NFSv$vers over rpcrdma2 to the C server: 300 KiB, 1 MiB, 200 entries and a symlink written, read back and compared"
       done
+      for vers in $BC_VERSIONS; do callback_a $vers; done
       pair_sync unmounted-$round
       ;;
     b)
       nfs_server_start
+      for vers in $BC_VERSIONS; do echo 'created on b' >/srv/export/deleg.$vers; done
       pair_sync serving-$round
-      pair_sync unmounted-$round 500
+      for vers in $BC_VERSIONS; do callback_b $vers; done
+      pair_sync unmounted-$round 300
+      rm -f /srv/export/deleg.*
       nfs_server_stop
       ;;
   esac
@@ -85,5 +156,12 @@ case $ROLE in
     # Transports go from a work item once their client let go of them.
     for _ in $(seq 50); do modprobe -r rpcrdma2 2>/dev/null && break; sleep 0.2; done
     ! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after the mounts"
+    # One line per transport that carried callbacks, logged as it went.
+    dmesg | grep 'rpcrdma2: backchannel:' || true
+    n=$(dmesg | grep -c 'rpcrdma2: backchannel: [1-9][0-9]* callbacks served' || true)
+    [ "$n" -ge $((round * $(echo $BC_VERSIONS | wc -w))) ] ||
+      fail "$n rpcrdma2 transports logged callbacks served, fewer than the recalls"
+    ! dmesg | grep 'rpcrdma2: backchannel:' | grep -v ' 0 callbacks dropped' ||
+      fail "rpcrdma2 dropped callbacks"
     ;;
 esac
