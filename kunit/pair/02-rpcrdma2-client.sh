@@ -1,17 +1,24 @@
-# timeout: 600
+# timeout: 1200
 # rpcrdma2's client transport against the stock C server on another host.
 #   a: NFS client over rpcrdma2 (the C rpcrdma is never loaded)    b: NFS server (C nfsd, rdma 20049)
 # Rounds of providers (a b): rsiw on both sides, then the C siw on both, then rsiw again with
 # rpcrdma2 loaded with inline_threshold=1024, so that small operations use chunks too (a call
 # or a largest reply of more than 768 bytes goes in a chunk: more calls have chunks than with
-# the default 4096). Each round mounts NFSv3
-# and NFSv4.0 with proto=rdma, writes a 300 KiB and a 4 MiB random file, a directory of 20
-# entries and a symlink with a 3,000-byte target, remounts, reads everything back and compares,
-# and lists a directory of 3,000 entries the server made (one create per entry over NFS would
-# take minutes under emulation);
-# checks the transport's mountstats line and that the chunks were used (Read chunks for the
-# writes and the symlink, Write chunks for the reads, Reply chunks for the directory); then both
-# sides delete their device and must have no RDMA resource left.
+# the default 4096). Each round mounts NFSv3, NFSv4.0, NFSv4.1 and NFSv4.2 with proto=rdma,
+# writes a 300 KiB and a 4 MiB random file, a directory of 20 entries and a symlink with a
+# 3,000-byte target, remounts, reads everything back and compares, and lists a directory of
+# 3,000 entries the server made (one create per entry over NFS would take minutes under
+# emulation); checks the transport's mountstats line and that the chunks were used (Read
+# chunks for the writes and the symlink, Write chunks for the reads, Reply chunks for the
+# directory). Then, for NFSv4.1 and NFSv4.2, a callback over the session's backchannel (on the
+# same RDMA connection): a holds open a file b created, for which nfsd hands a read delegation;
+# b checks that it did and that the callback path is UP (nfsd set up its callback client on the
+# session's connection: it sends no CB_NULL probe from NFSv4.1 on), then writes the file
+# locally, which makes nfsd recall the delegation (a CB_COMPOUND of CB_SEQUENCE and CB_RECALL);
+# the write must finish within seconds (without a returned delegation it waits for the 45 s
+# lease break time) and a must have sent a DELEGRETURN. Then both sides delete their device and
+# must have no RDMA resource left; at the end a unloads rpcrdma2, whose transports log the
+# callbacks they served: one per recall at least, none dropped.
 . /tests/lib.sh
 . /pair/lib.sh
 modprobe rsiw || fail "modprobe rsiw"
@@ -30,6 +37,67 @@ case $ROLE in
     target=$(printf 'a-long-symlink-target-%04d/' $(seq 115) | head -c 3000)
     ;;
 esac
+
+# The NFSv4 minor versions whose sessions have a backchannel, and the file of each that b
+# creates for a to hold a delegation on.
+BC_VERSIONS="4.1 4.2"
+
+# delegreturns: the DELEGRETURN calls of the mount on /mnt/nfs so far (mountstats' per-op line).
+delegreturns() {
+  grep -A 300 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats |
+    awk '$1 == "DELEGRETURN:" { print $2; found = 1; exit } END { if (!found) print 0 }'
+}
+
+# uptime_ms: milliseconds since boot.
+uptime_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+
+# callback_a VERS: a's side of the callback check of NFSv$VERS (see the top).
+callback_a() {
+  local vers=$1 before after
+  mkdir -p /mnt/nfs
+  timeout 60 mount -t nfs -o vers=$vers,proto=rdma,port=20049 $PEER_ADDR:/srv/export /mnt/nfs ||
+    fail "mount vers=$vers over rpcrdma2 for the callback"
+  before=$(delegreturns)
+  exec 3</mnt/nfs/deleg.$vers || fail "open deleg.$vers for reading over NFSv$vers/rpcrdma2"
+  read -r first <&3 || fail "read deleg.$vers over NFSv$vers/rpcrdma2"
+  [ "$first" = "created on b" ] || fail "deleg.$vers reads back \"$first\""
+  pair_sync held-$round-$vers || fail "b did not come to check the delegation of NFSv$vers"
+  pair_sync written-$round-$vers 200 || fail "b did not write deleg.$vers"
+  after=$(delegreturns)
+  exec 3<&-
+  [ "$after" -gt "$before" ] ||
+    fail "NFSv$vers: no DELEGRETURN after the recall (mountstats: $before before, $after after)"
+  timeout 30 grep -q "changed on b" /mnt/nfs/deleg.$vers || fail "b's change of deleg.$vers not seen"
+  # The mount may stay busy (EBUSY) for a moment after the held file is closed: a few tries.
+  for _ in $(seq 40); do timeout 60 umount /mnt/nfs 2>/dev/null && break; sleep 0.5; done
+  ! grep -q ' /mnt/nfs ' /proc/mounts || fail "umount after the callback of NFSv$vers"
+  echo "round $round ($providers): NFSv$vers over rpcrdma2: the C server recalled a read delegation over the backchannel (CB_RECALL) and the client returned it (DELEGRETURN $before -> $after)"
+}
+
+# callback_b VERS: b's side of the callback check of NFSv$VERS; deleg.$VERS exists already.
+callback_b() {
+  local vers=$1 minor=${1#4.} d client= t0 t1
+  # The client holds the file open: the same wait as a's whole round of copies before it.
+  pair_sync held-$round-$vers 600 || fail "a did not open deleg.$vers"
+  for d in /proc/fs/nfsd/clients/*; do
+    grep -q "^minor version: $minor\$" $d/info 2>/dev/null || continue
+    grep -q "type: deleg.*deleg\.$vers" $d/states 2>/dev/null && client=$d
+  done
+  if [ -z "$client" ]; then
+    for d in /proc/fs/nfsd/clients/*; do cat $d/info $d/states; done
+    fail "nfsd handed no delegation of deleg.$vers to the NFSv$vers client"
+  fi
+  grep 'type: deleg' $client/states
+  grep 'callback state' $client/info
+  grep -q '^callback state: UP$' $client/info || fail "NFSv$vers: the callback path is not UP"
+  t0=$(uptime_ms)
+  timeout 120 sh -c "echo 'changed on b' >>/srv/export/deleg.$vers" || fail "writing deleg.$vers on b"
+  t1=$(uptime_ms)
+  echo "NFSv$vers: the local write of deleg.$vers waited $((t1 - t0)) ms for the delegation"
+  [ $((t1 - t0)) -lt 15000 ] ||
+    fail "NFSv$vers: the write waited $((t1 - t0)) ms: the delegation was not returned on recall"
+  pair_sync written-$round-$vers || fail "a did not see the write of deleg.$vers"
+}
 
 # check_tree DIR VERS: what the round wrote under DIR reads back the same.
 check_tree() {
@@ -69,7 +137,7 @@ for providers in "rsiw rsiw 4096" "siw siw 4096" "rsiw rsiw 1024"; do
   case $ROLE in
     a)
       pair_sync serving-$round
-      for vers in 3 4.0; do
+      for vers in 3 4.0 $BC_VERSIONS; do
         t0=$(date +%s)
         mkdir -p /mnt/nfs
         opts=vers=$vers,proto=rdma,port=20049
@@ -94,9 +162,9 @@ for providers in "rsiw rsiw 4096" "siw siw 4096" "rsiw rsiw 1024"; do
         # Calls with a Read or a Reply chunk: a lower inline threshold makes more of them.
         chunked=$((${13} + ${15}))
         if [ $threshold = 4096 ]; then
-          eval "chunked_${vers%%.*}=$chunked"
+          eval "chunked_$(echo $vers | tr . _)=$chunked"
         else
-          eval "base=\$chunked_${vers%%.*}"
+          eval "base=\$chunked_$(echo $vers | tr . _)"
           [ "$chunked" -gt "$base" ] ||
             fail "with inline_threshold=$threshold, $chunked calls had chunks, as many as with 4096"
         fi
@@ -114,14 +182,18 @@ for providers in "rsiw rsiw 4096" "siw siw 4096" "rsiw rsiw 1024"; do
         timeout 60 umount /mnt/nfs || fail "umount"
         echo "round $round ($pa/$pb, inline threshold $threshold): NFSv$vers over rpcrdma2 to the C server: 300 KiB, 4 MiB, 20 entries and a long symlink written, read back and compared; 3000 entries listed ($(( $(date +%s) - t0 )) s)"
       done
+      for vers in $BC_VERSIONS; do callback_a $vers; done
       pair_sync unmounted-$round
       ;;
     b)
       nfs_server_start
       mkdir -p /srv/export/listing
       (cd /srv/export/listing && for i in $(seq 3000); do : >entry-with-a-longer-name-$i; done)
+      for vers in $BC_VERSIONS; do echo 'created on b' >/srv/export/deleg.$vers; done
       pair_sync serving-$round
-      pair_sync unmounted-$round 500
+      for vers in $BC_VERSIONS; do callback_b $vers; done
+      pair_sync unmounted-$round 300
+      rm -f /srv/export/deleg.*
       nfs_server_stop
       ;;
   esac
@@ -132,5 +204,12 @@ case $ROLE in
   a)
     killall rpcbind 2>/dev/null || true
     unload_rpcrdma2
+    # One line per transport that carried callbacks, logged as it went.
+    dmesg | grep 'rpcrdma2: backchannel:' || true
+    n=$(dmesg | grep -c 'rpcrdma2: backchannel: [1-9][0-9]* callbacks served' || true)
+    [ "$n" -ge $((round * $(echo $BC_VERSIONS | wc -w))) ] ||
+      fail "$n rpcrdma2 transports logged callbacks served, fewer than the recalls"
+    ! dmesg | grep 'rpcrdma2: backchannel:' | grep -v ' 0 callbacks dropped' ||
+      fail "rpcrdma2 dropped callbacks"
     ;;
 esac

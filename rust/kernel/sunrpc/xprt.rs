@@ -43,6 +43,7 @@ use core::{
 
 mod adapter;
 mod addresses;
+mod backchannel;
 mod handle;
 mod request;
 #[cfg(CONFIG_KUNIT)]
@@ -128,11 +129,14 @@ pub trait Transport: Send + Sync + Sized + 'static {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Sets up a backchannel with at least `min_reqs` preallocated requests (`bc_setup`). A
-    /// transport that implements it implements `bc_free_rqst` too.
-    fn bc_setup(_xprt: &Xprt<Self>, _min_reqs: u32) -> Result {
-        crate::build_error(VTABLE_DEFAULT_ERROR)
-    }
+    /// Whether the transport carries a backchannel: calls from the server, which it hands to
+    /// the client's callback service with [`Xprt::deliver_backchannel_call`], and their
+    /// replies, which reach [`Transport::send_request`] as requests for which
+    /// [`Rqst::is_backchannel_reply`] holds. Its backchannel requests then come from the RPC
+    /// client's pool (`bc_setup`, `bc_free_rqst` and `bc_destroy` are the pool's, see
+    /// `backchannel.rs`). Such a transport says how large a call may be
+    /// ([`Transport::bc_maxpayload`]).
+    const BACKCHANNEL: bool = false;
 
     /// The largest backchannel call, in bytes (`bc_maxpayload`); must not sleep.
     ///
@@ -148,16 +152,6 @@ pub trait Transport: Send + Sync + Sized + 'static {
     /// default is 0, see [`Transport::bc_maxpayload`].
     fn bc_num_slots(_xprt: &Xprt<Self>) -> u32 {
         0
-    }
-
-    /// Frees a backchannel request (`bc_free_rqst`).
-    fn bc_free_rqst(_xprt: &Xprt<Self>, _rqst: &Rqst<'_>) {
-        crate::build_error(VTABLE_DEFAULT_ERROR)
-    }
-
-    /// Tears down the backchannel, up to `max_reqs` requests (`bc_destroy`).
-    fn bc_destroy(_xprt: &Xprt<Self>, _max_reqs: u32) {
-        crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 }
 

@@ -14,13 +14,14 @@
 //! - each **receive** is decoded by the protocol core and its credit grant becomes the
 //!   congestion window. A reply to a call with chunks waits until the call's regions are
 //!   invalidated; then its inline part is copied into the call's receive buffer around what
-//!   the server wrote there directly.
+//!   the server wrote there directly. A call from the server (an NFSv4.1 callback) goes to the
+//!   [`backchannel`], whose replies go out through **send_request** too.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
 //!
 //! What this transport carries: Version 1 calls and replies of up to 1 MiB of payload, inline,
 //! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
-//! chunk (the bulk data of a reply) or a Reply chunk (a whole long reply). The NFSv4.1
-//! backchannel is not implemented yet.
+//! chunk (the bulk data of a reply) or a Reply chunk (a whole long reply), and the NFSv4.1
+//! backchannel's calls and replies, inline.
 //!
 //! A call is never sent twice on one connection (RFC 8166, section 3.3.2): the server would
 //! count it against its credits again. A retransmission closes the connection instead, and
@@ -39,11 +40,13 @@ use kernel::{
     time::msecs_to_jiffies,
 };
 
+mod backchannel;
 mod connect;
 mod endpoint;
 mod receive;
 mod registration;
 
+use backchannel::Backchannel;
 use connect::ConnectWork;
 use endpoint::Endpoint;
 use receive::Receiver;
@@ -131,6 +134,8 @@ pub(crate) struct ClientTransport {
     generation: AtomicU32,
     /// What `/proc/self/mountstats` shows.
     counters: Counters,
+    /// The backchannel's sizes and counts.
+    backchannel: Backchannel,
 }
 
 /// The transport's counters, those of the C transport's `mountstats` line.
@@ -176,6 +181,7 @@ impl ClientTransport {
             endpoint <- new_mutex!(None),
             generation: AtomicU32::new(0),
             counters: Counters::default(),
+            backchannel: Backchannel::new(),
         }? Error)
     }
 
@@ -206,6 +212,7 @@ impl ClientTransport {
         let server = xprt.server_address()?;
         let generation = xprt.generation.load(Ordering::Acquire).wrapping_add(1);
         let endpoint = Endpoint::connect(xprt, server, generation)?;
+        xprt.backchannel.connected(endpoint.send_limit());
         // Until the server's first grant: one call at a time.
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
@@ -227,6 +234,10 @@ impl ClientTransport {
                 return false;
             }
         };
+        if backchannel::received(xprt, &header) {
+            // The callback was copied out of the receive buffer.
+            return false;
+        }
         xprt.set_credits(header.credit.clamp(1, MAX_REQUESTS));
         let xid = header.xid;
         if matches!(header.body, V1Body::Done) {
@@ -328,6 +339,16 @@ impl ClientTransport {
 impl Transport for ClientTransport {
     type Class = ClientClass;
 
+    const BACKCHANNEL: bool = true;
+
+    fn bc_maxpayload(xprt: &Xprt<Self>) -> usize {
+        xprt.backchannel.max_payload()
+    }
+
+    fn bc_num_slots(_xprt: &Xprt<Self>) -> u32 {
+        backchannel::BC_SLOTS
+    }
+
     fn connect(xprt: &Xprt<Self>, connect: Connect<Self>) {
         let reconnect = xprt.generation.load(Ordering::Acquire) != 0;
         ConnectWork::queue(connect, reconnect);
@@ -340,6 +361,9 @@ impl Transport for ClientTransport {
     }
 
     fn send_request(xprt: &Xprt<Self>, rqst: &Rqst<'_>) -> Result {
+        if rqst.is_backchannel_reply() {
+            return backchannel::send_reply(xprt, rqst);
+        }
         let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
         // A retransmission on the connection the call went out on: the server may still hold
         // the call's credit, so the connection goes and the call waits for the next one.

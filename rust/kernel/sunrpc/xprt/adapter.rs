@@ -6,6 +6,7 @@
 
 use super::{
     addresses::{free_addresses, set_port_strings},
+    backchannel,
     request::{Rqst, Task},
     Connect, Transport, Xprt,
 };
@@ -54,8 +55,8 @@ impl<T: Transport> Adapter<T> {
     /// Every transport of `T` uses this table; unimplemented optional ops are null.
     const OPS: bindings::rpc_xprt_ops = {
         assert!(
-            !T::HAS_BC_SETUP || T::HAS_BC_FREE_RQST,
-            "a transport with a backchannel frees its backchannel requests"
+            !T::BACKCHANNEL || T::HAS_BC_MAXPAYLOAD,
+            "a transport with a backchannel says how large its calls may be"
         );
         bindings::rpc_xprt_ops {
             set_buffer_size: None,
@@ -91,20 +92,21 @@ impl<T: Transport> Adapter<T> {
             enable_swap: Some(Self::enable_swap),
             disable_swap: Some(Self::disable_swap),
             inject_disconnect: Some(Self::inject_disconnect),
-            bc_setup: if T::HAS_BC_SETUP {
-                Some(Self::bc_setup)
+            // The RPC client's pool of backchannel requests (see `backchannel.rs`).
+            bc_setup: if T::BACKCHANNEL {
+                Some(backchannel::setup)
             } else {
                 None
             },
             bc_maxpayload: Some(Self::bc_maxpayload),
             bc_num_slots: Some(Self::bc_num_slots),
-            bc_free_rqst: if T::HAS_BC_FREE_RQST {
-                Some(Self::bc_free_rqst)
+            bc_free_rqst: if T::BACKCHANNEL {
+                Some(backchannel::free_rqst)
             } else {
                 None
             },
-            bc_destroy: if T::HAS_BC_DESTROY {
-                Some(Self::bc_destroy)
+            bc_destroy: if T::BACKCHANNEL {
+                Some(backchannel::destroy::<T>)
             } else {
                 None
             },
@@ -399,20 +401,6 @@ impl<T: Transport> Adapter<T> {
         T::set_connect_timeout(unsafe { Xprt::from_raw(xprt) }, connect, reconnect);
     }
 
-    /// `bc_setup`.
-    ///
-    /// # Safety
-    ///
-    /// Called by the RPC client with a transport of `T`.
-    unsafe extern "C" fn bc_setup(xprt: *mut bindings::rpc_xprt, min_reqs: c_uint) -> c_int {
-        // SAFETY: A transport of `T`, live for the call.
-        let r = T::bc_setup(unsafe { Xprt::from_raw(xprt) }, min_reqs);
-        match r {
-            Ok(()) => 0,
-            Err(e) => e.to_errno(),
-        }
-    }
-
     /// `bc_maxpayload`.
     ///
     /// # Safety
@@ -431,29 +419,5 @@ impl<T: Transport> Adapter<T> {
     unsafe extern "C" fn bc_num_slots(xprt: *mut bindings::rpc_xprt) -> c_uint {
         // SAFETY: A transport of `T`, live for the call.
         T::bc_num_slots(unsafe { Xprt::from_raw(xprt) })
-    }
-
-    /// `bc_free_rqst`.
-    ///
-    /// # Safety
-    ///
-    /// Called by the RPC client with a backchannel request of a transport of `T`.
-    unsafe extern "C" fn bc_free_rqst(rqst: *mut bindings::rpc_rqst) {
-        // SAFETY: Valid for the call.
-        let Some(view) = (unsafe { Rqst::from_raw(rqst) }) else {
-            return;
-        };
-        // SAFETY: The request's transport is of `T` and live for the call.
-        T::bc_free_rqst(unsafe { Xprt::from_raw((*rqst).rq_xprt) }, &view);
-    }
-
-    /// `bc_destroy`.
-    ///
-    /// # Safety
-    ///
-    /// Called by the RPC client with a transport of `T`.
-    unsafe extern "C" fn bc_destroy(xprt: *mut bindings::rpc_xprt, max_reqs: c_uint) {
-        // SAFETY: A transport of `T`, live for the call.
-        T::bc_destroy(unsafe { Xprt::from_raw(xprt) }, max_reqs);
     }
 }

@@ -45,7 +45,7 @@ use kernel::{
         },
         fixed_ring::FixedRing,
     },
-    sunrpc::xprt::{Rqst, XdrPages, XdrPart, Xprt, XDRBUF_READ, XDRBUF_WRITE},
+    sunrpc::xprt::{Rqst, XdrBuf, XdrPages, XdrPart, Xprt, XDRBUF_READ, XDRBUF_WRITE},
     sync::{Arc, Mutex},
     time::msecs_to_jiffies,
 };
@@ -53,8 +53,8 @@ use kernel::{
 /// Whether a call too large to send inline was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Receives kept posted: one per call in flight, and two to spare.
-const RECVS: usize = MAX_REQUESTS as usize + 2;
+/// Receives kept posted: one per call in flight, two to spare, and those for callbacks.
+const RECVS: usize = MAX_REQUESTS as usize + 2 + super::backchannel::RECEIVES;
 /// Send buffers: a call's buffer is free again only once its Send completed, which may be
 /// after its reply arrived.
 const SENDS: usize = 2 * MAX_REQUESTS as usize;
@@ -274,6 +274,11 @@ impl Endpoint {
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// The largest message the server receives inline (and we send).
+    pub(crate) fn send_limit(&self) -> usize {
+        self.send_limit
     }
 
     /// Asks the server to end the connection; the queue pair flushes what is posted.
@@ -617,6 +622,59 @@ impl Endpoint {
             self.abandon(record);
         }
         regs.wait_gone(xid);
+    }
+
+    /// Sends a message of our own, not a call: `header`, then `body`, inline in one Send (a
+    /// reply on the backchannel).
+    ///
+    /// `EMSGSIZE` if it does not fit the server's inline threshold, `ENOBUFS` if every send
+    /// buffer is in use, `ENOTCONN` if the queue pair refuses work.
+    pub(crate) fn send_message(
+        &self,
+        header: &[u8],
+        body: &XdrBuf<'_>,
+        counters: &Counters,
+    ) -> Result {
+        self.repost().map_err(|_| ENOTCONN)?;
+        if header.len() + body.layout().len() as usize > self.send_limit {
+            Counters::add(&counters.failed_marshal, 1);
+            return Err(EMSGSIZE);
+        }
+        let Some(index) = self.buffers.free_sends.lock().pop() else {
+            Counters::add(&counters.no_send_buffer, 1);
+            return Err(ENOBUFS);
+        };
+        let result = self
+            .buffers
+            .sends
+            .get(index)
+            .ok_or(EINVAL)
+            .and_then(|buffer| {
+                buffer.write(0, header)?;
+                let mut offset = header.len();
+                body.for_each_segment(|segment| {
+                    buffer.write(offset, segment)?;
+                    offset += segment.len();
+                    Ok(())
+                })?;
+                Counters::add(&counters.pullup_copy, offset - header.len());
+                let send = SendWr::Send {
+                    local: Sge {
+                        buffer,
+                        offset: 0,
+                        len: offset,
+                    },
+                    solicited: false,
+                };
+                self.id
+                    .qp()?
+                    .post_send(&send, SendTag::Send(index).encode())
+                    .map_err(|_| ENOTCONN)
+            });
+        if result.is_err() {
+            self.buffers.send_done(index);
+        }
+        result
     }
 
     /// The memory registrations of this endpoint.

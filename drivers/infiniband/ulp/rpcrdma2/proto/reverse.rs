@@ -17,6 +17,7 @@ use super::error::{V2Error, Violation};
 use super::payload_format::PayloadFormat;
 use super::properties::ReverseSupport;
 use super::role::Endpoint;
+use super::v1::{V1Body, V1Header};
 use super::xdr::XdrReader;
 
 /// RPC `msg_type` CALL.
@@ -74,6 +75,27 @@ pub fn classify_v1(local: Endpoint, rdma_xid: u32, payload: &[u8]) -> Result<Dir
         return Err(Violation::XidMismatch);
     }
     Ok(direction(local, mtype))
+}
+
+/// The RPC Call of a received Version 1 message, if the message is a reverse-direction Call
+/// in the form the Linux implementations use for NFSv4.1 callbacks (RFC 8167 section 4): an
+/// `RDMA_MSG` with no chunks, so the whole Call inline, whose RPC XID is `rdma_xid` and whose
+/// `msg_type` is CALL, as seen by a `local` that receives Calls in reverse (a client).
+///
+/// `None` for anything else (a Reply, a message with chunks, `RDMA_NOMSG`, a Call whose XID
+/// differs or whose RPC header is cut short): that goes the forward way, where a Reply is
+/// matched to its Call and anything else is dropped.
+pub fn v1_inline_reverse_call<'a>(local: Endpoint, header: &V1Header<'a>) -> Option<&'a [u8]> {
+    let V1Body::Msg { chunks, payload } = header.body else {
+        return None;
+    };
+    if !chunks.is_empty() {
+        return None;
+    }
+    match classify_v1(local, header.xid, payload) {
+        Ok(Direction::ReverseCall) => Some(payload),
+        _ => None,
+    }
 }
 
 /// Classifies a v2 message by `RDMA2_F_RESPONSE`, cross-checking the RPC

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The backchannel (RFC 8167, over Version 1): the calls an NFSv4.1 server sends its client
+//! over the client's own connection (CB_NULL, CB_SEQUENCE, CB_RECALL, ...), and the client's
+//! replies to them, as the kernel's C transport carries them.
+//!
+//! - **Calls in.** A received `RDMA_MSG` without chunks whose RPC message is a Call is a
+//!   callback ([`v1_inline_reverse_call`]). Its credit field is the server's backchannel
+//!   credits, not a grant for the client's calls, so it never reaches the congestion window.
+//!   The Call is copied into one of the RPC client's backchannel requests and queued for the
+//!   NFS client's callback service ([`Xprt::deliver_backchannel_call`]); its receive buffer
+//!   is posted again at once, like any other.
+//! - **Replies out.** The service's reply reaches `send_request` as a request without a call
+//!   buffer; it goes out as an `RDMA_MSG` without chunks, header and reply in one Send. Its
+//!   credit field grants the server [`BC_SLOTS`] calls in flight: the server's backchannel
+//!   takes it as its congestion window (clamped to its own two).
+//! - **Receives.** Besides one per call of ours in flight and two spare, the endpoint keeps
+//!   [`RECEIVES`] more posted for callbacks: twice the credits granted, as the C client does.
+//! - **Sizes** offered to the NFS client for its session: callbacks and their replies of up to
+//!   the smaller of the two sides' inline thresholds (and a page, a backchannel request's
+//!   buffer) less the header, [`BC_SLOTS`] of them in flight.
+
+use super::{ClientTransport, Counters};
+use crate::proto::{
+    chunk::ChunkListsRef,
+    reverse::v1_inline_reverse_call,
+    role,
+    v1::{self, V1BodyRef, V1Header},
+    version::RPCRDMA_VERSION_1,
+};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    sunrpc::xprt::{Rqst, Xprt},
+};
+
+/// Callbacks the server may have in flight: the credits each reply grants, and the slots
+/// offered for the session's backchannel (`bc_num_slots`). The C client's 16, the NFS client's
+/// default number of callback slots.
+pub(crate) const BC_SLOTS: u32 = 16;
+
+/// Receives posted for callbacks, besides those for the replies to our calls.
+pub(crate) const RECEIVES: usize = 2 * BC_SLOTS as usize;
+
+/// The header of a message without chunks: XID, version, credits, `RDMA_MSG` and three empty
+/// chunk lists.
+const HEADER_LEN: usize = 28;
+
+/// Whether a callback that found no free request was reported (once per module load).
+static OVERFLOW_REPORTED: AtomicBool = AtomicBool::new(false);
+
+/// The backchannel state of a transport: sizes and counts.
+pub(crate) struct Backchannel {
+    /// The largest message the server receives inline on the current connection, with ours
+    /// (0 before the first connection).
+    send_limit: AtomicUsize,
+    /// Callbacks handed to the callback service.
+    calls: AtomicU64,
+    /// Replies sent.
+    replies: AtomicU64,
+    /// Callbacks dropped (no service, no free request, too large).
+    dropped: AtomicU64,
+}
+
+impl Backchannel {
+    pub(crate) const fn new() -> Self {
+        Self {
+            send_limit: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            replies: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// A connection is up on which the server receives `send_limit` bytes inline (no more
+    /// than we send).
+    pub(crate) fn connected(&self, send_limit: usize) {
+        self.send_limit.store(send_limit, Ordering::Relaxed);
+    }
+
+    /// The largest callback, and reply to one, in bytes (`bc_maxpayload`); does not sleep.
+    pub(crate) fn max_payload(&self) -> usize {
+        let limit = match self.send_limit.load(Ordering::Relaxed) {
+            // Not connected yet: what both sides would offer by default.
+            0 => super::INLINE_SIZE as usize,
+            n => n,
+        };
+        limit
+            .min(super::INLINE_SIZE as usize)
+            .min(PAGE_SIZE)
+            .saturating_sub(HEADER_LEN)
+    }
+}
+
+impl Drop for Backchannel {
+    fn drop(&mut self) {
+        let calls = *self.calls.get_mut();
+        let dropped = *self.dropped.get_mut();
+        if calls > 0 || dropped > 0 {
+            pr_info!(
+                "backchannel: {} callbacks served, {} replies sent, {} callbacks dropped\n",
+                calls,
+                *self.replies.get_mut(),
+                dropped
+            );
+        }
+    }
+}
+
+/// Takes a received message if it is a callback and hands it to the callback service; returns
+/// whether it took the message (the caller then does nothing more with it).
+pub(super) fn received(xprt: &Xprt<ClientTransport>, header: &V1Header<'_>) -> bool {
+    let Some(call) = v1_inline_reverse_call(role::Endpoint::Client, header) else {
+        return false;
+    };
+    let bc = &xprt.backchannel;
+    match xprt.deliver_backchannel_call(call) {
+        Ok(()) => {
+            bc.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            bc.dropped.fetch_add(1, Ordering::Relaxed);
+            if e == ENOMEM {
+                // More callbacks than the credits we granted (or no memory): as the C client,
+                // start over on a new connection, where the server retries.
+                if !OVERFLOW_REPORTED.swap(true, Ordering::Relaxed) {
+                    pr_warn!("backchannel overflow: the connection is closed\n");
+                }
+                xprt.force_disconnect();
+            } else {
+                pr_debug!("callback {:#x} dropped ({:?})\n", header.xid, e);
+            }
+        }
+    }
+    true
+}
+
+/// Sends the callback service's reply of `rqst`, a request without call buffer.
+///
+/// `ENOTCONN` if there is no connection (the reply is dropped, the server calls again on the
+/// next one), or as [`super::endpoint::Endpoint::send_message`].
+pub(super) fn send_reply(xprt: &Xprt<ClientTransport>, rqst: &Rqst<'_>) -> Result {
+    let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
+    let mut header = [0u8; HEADER_LEN];
+    let len = v1::encode(
+        &mut header,
+        rqst.xid(),
+        RPCRDMA_VERSION_1,
+        BC_SLOTS,
+        &V1BodyRef::Msg(ChunkListsRef::EMPTY),
+    )
+    .map_err(|_| EINVAL)?;
+    let header = header.get(..len).ok_or(EINVAL)?;
+    let counters: &Counters = &xprt.counters;
+    endpoint
+        .send_message(header, &rqst.snd_buf(), counters)
+        .inspect_err(|e| {
+            if *e == ENOTCONN {
+                xprt.force_disconnect();
+            }
+        })?;
+    xprt.backchannel.replies.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
