@@ -120,6 +120,18 @@ fn config() -> Config {
     }
 }
 
+/// Where a received reply goes.
+enum Route {
+    /// Delivered now, from the message.
+    Inline,
+    /// Held in its receive buffer until its call's regions are invalidated.
+    Held,
+    /// Dropped: its call ended early.
+    Dropped,
+    /// The invalidations could not be posted: the connection is broken.
+    Broken,
+}
+
 /// One RPC client's transport to one server.
 ///
 /// # Invariants
@@ -190,6 +202,15 @@ impl ClientTransport {
         self.endpoint.lock().clone()
     }
 
+    /// Runs `f` on the current endpoint if it is of `generation`, under the endpoint's lock
+    /// (so that no reference to it is left to drop by the caller).
+    fn with_endpoint<R>(&self, generation: u32, f: impl FnOnce(&Endpoint) -> R) -> Option<R> {
+        let slot = self.endpoint.lock();
+        slot.as_deref()
+            .filter(|endpoint| endpoint.generation() == generation)
+            .map(f)
+    }
+
     /// Whether `generation` is the current endpoint's.
     fn is_current(&self, generation: u32) -> bool {
         self.generation.load(Ordering::Acquire) == generation
@@ -243,26 +264,37 @@ impl ClientTransport {
         if matches!(header.body, V1Body::Done) {
             return false;
         }
-        let Some(endpoint) = xprt.endpoint().filter(|e| e.generation() == generation) else {
-            return false;
-        };
-        let regs = endpoint.registrations();
-        if let Some((record, layout, plan)) = regs.registered(xid) {
-            let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
-            let reply = HeldReply {
-                recv_index,
-                len: message.len(),
-                kind,
-            };
-            if endpoint.invalidate_for_reply(record, reply).is_err() {
+        // Under the endpoint's lock: this runs in the endpoint's own CQ work, which must never
+        // hold the last reference to it (dropping it drains the queue pair, which waits for
+        // this very work).
+        let route = xprt.with_endpoint(generation, |endpoint| {
+            let regs = endpoint.registrations();
+            if let Some((record, layout, plan)) = regs.registered(xid) {
+                let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
+                let reply = HeldReply {
+                    recv_index,
+                    len: message.len(),
+                    kind,
+                };
+                return match endpoint.invalidate_for_reply(record, reply) {
+                    Ok(()) => Route::Held,
+                    Err(_) => Route::Broken,
+                };
+            }
+            if regs.has_record(xid) {
+                // A reply to a call that ended early, whose memory is being invalidated.
+                return Route::Dropped;
+            }
+            Route::Inline
+        });
+        match route {
+            Some(Route::Inline) => {}
+            Some(Route::Held) => return true,
+            Some(Route::Broken) => {
                 xprt.force_disconnect();
                 return false;
             }
-            return true;
-        }
-        if regs.has_record(xid) {
-            // A reply to a call that ended early, whose memory is being invalidated.
-            return false;
+            Some(Route::Dropped) | None => return false,
         }
         let delivered = match header.body {
             V1Body::Msg { chunks, payload } if chunks.is_empty() => {

@@ -437,11 +437,16 @@ impl Endpoint {
             })?;
         }
         Counters::add(&counters.pullup_copy, offset - header_len);
+        self.post_buffer(buffer, index, offset)
+    }
+
+    /// Posts the first `len` bytes of send buffer `index` (`buffer`) as one Send.
+    fn post_buffer(&self, buffer: &Arc<DmaBuffer>, index: usize, len: usize) -> Result {
         let send = SendWr::Send {
             local: Sge {
                 buffer,
                 offset: 0,
-                len: offset,
+                len,
             },
             solicited: false,
         };
@@ -511,6 +516,10 @@ impl Endpoint {
                 from += len;
                 room = span;
             }
+        }
+        if pieces.is_empty() {
+            // Cannot be: a planned chunk covers a part that is not empty.
+            return Err(EINVAL);
         }
         let record = regs.reserve(rqst.xid(), *layout, *plan).map_err(|e| {
             if e == EEXIST {
@@ -582,15 +591,17 @@ impl Endpoint {
     /// (the record goes when that completed); if that cannot be posted, the connection is
     /// broken and goes.
     fn abandon(&self, record: usize) {
-        let Ok(qp) = self.id.qp() else {
-            return;
-        };
-        let posted = self.buffers.registrations.invalidate(record, None, |mr| {
-            qp.post_send(
-                &SendWr::LocalInv { mr },
-                SendTag::Invalidate(record).encode(),
-            )
-        });
+        let qp = self.id.qp();
+        let posted = self
+            .buffers
+            .registrations
+            .invalidate(record, None, |mr| match &qp {
+                Ok(qp) => qp.post_send(
+                    &SendWr::LocalInv { mr },
+                    SendTag::Invalidate(record).encode(),
+                ),
+                Err(e) => Err(*e),
+            });
         if posted.is_err() {
             self.disconnect();
         }
@@ -658,18 +669,7 @@ impl Endpoint {
                     Ok(())
                 })?;
                 Counters::add(&counters.pullup_copy, offset - header.len());
-                let send = SendWr::Send {
-                    local: Sge {
-                        buffer,
-                        offset: 0,
-                        len: offset,
-                    },
-                    solicited: false,
-                };
-                self.id
-                    .qp()?
-                    .post_send(&send, SendTag::Send(index).encode())
-                    .map_err(|_| ENOTCONN)
+                self.post_buffer(buffer, index, offset)
             });
         if result.is_err() {
             self.buffers.send_done(index);
