@@ -246,7 +246,10 @@ impl ClientTransport {
     /// Returns whether the buffer is held: the reply waits there until its call's regions are
     /// invalidated.
     fn received(xprt: &Xprt<Self>, generation: u32, message: &[u8], recv_index: usize) -> bool {
-        use crate::proto::v1::{self, V1Body, V1DecodeConfig};
+        use crate::proto::{
+            call_plan::ReplyPlacement,
+            v1::{self, V1Body, V1DecodeConfig},
+        };
         let header = match v1::decode(message, &V1DecodeConfig::default()) {
             Ok(header) => header,
             Err(fault) => {
@@ -268,24 +271,23 @@ impl ClientTransport {
         // hold the last reference to it (dropping it drains the queue pair, which waits for
         // this very work).
         let route = xprt.with_endpoint(generation, |endpoint| {
-            let regs = endpoint.registrations();
-            if let Some((record, layout, plan)) = regs.registered(xid) {
-                let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
-                let reply = HeldReply {
-                    recv_index,
-                    len: message.len(),
-                    kind,
-                };
-                return match endpoint.invalidate_for_reply(record, reply) {
-                    Ok(()) => Route::Held,
-                    Err(_) => Route::Broken,
-                };
-            }
-            if regs.has_record(xid) {
+            match endpoint.registrations().lookup(xid) {
+                None => Route::Inline,
                 // A reply to a call that ended early, whose memory is being invalidated.
-                return Route::Dropped;
+                Some((_, None)) => Route::Dropped,
+                Some((record, Some((layout, plan)))) => {
+                    let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
+                    let reply = HeldReply {
+                        recv_index,
+                        len: message.len(),
+                        kind,
+                    };
+                    match endpoint.invalidate_for_reply(record, reply) {
+                        Ok(()) => Route::Held,
+                        Err(_) => Route::Broken,
+                    }
+                }
             }
-            Route::Inline
         });
         match route {
             Some(Route::Inline) => {}
@@ -298,13 +300,9 @@ impl ClientTransport {
         }
         let delivered = match header.body {
             V1Body::Msg { chunks, payload } if chunks.is_empty() => {
+                let placement = ReplyPlacement::Inline { len: payload.len() };
                 xprt.complete_reply(xid, |buf| {
-                    if buf.write(payload) == payload.len() {
-                        Counters::add(&xprt.counters.fixup_copy, payload.len());
-                        Ok(())
-                    } else {
-                        Err(EMSGSIZE)
-                    }
+                    receive::place(buf, payload, &placement, &xprt.counters)
                 })
             }
             // Chunks this call never offered.

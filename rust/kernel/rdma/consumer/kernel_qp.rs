@@ -352,6 +352,7 @@ impl QpShared {
             return;
         };
         let released;
+        let invalidated;
         let done;
         {
             let mut slots = self.slots.lock();
@@ -372,17 +373,19 @@ impl QpShared {
                     .then_some(inv),
             };
             released = (slot.buffer.take(), slot.mr.take());
-            if let (Some(key), Some(mr)) = (slot.invalidates, &released.1) {
-                if wc.status == bindings::ib_wc_status_IB_WC_SUCCESS {
-                    mr.registration_ended(key);
-                }
-            }
+            invalidated = slot
+                .invalidates
+                .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
             if self.handler.is_some() {
                 Self::release(&mut slots, index);
             } else {
                 // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
                 let _ = slots.done.push((index, done));
             }
+        }
+        // Outside the slots' lock: ending a registration may unmap its pages.
+        if let (Some(key), Some(mr)) = (invalidated, &released.1) {
+            mr.registration_ended(key);
         }
         drop(released);
         match &self.handler {

@@ -143,10 +143,10 @@ impl MappedPages {
                 unsafe { bindings::put_page(page.as_ptr()) };
             }
         };
+        let device = pd.device().as_raw();
         // SAFETY: The table describes pages we hold; the device is registered (the PD holds a
         // reference to it).
-        let mapped =
-            unsafe { bindings::ib_dma_map_sg(pd.device().as_raw(), table, nents, BIDIRECTIONAL) };
+        let mapped = unsafe { bindings::ib_dma_map_sg(device, table, nents, BIDIRECTIONAL) };
         if mapped <= 0 {
             put_all(&held);
             return Err(ENOMEM);

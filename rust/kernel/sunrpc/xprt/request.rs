@@ -359,6 +359,27 @@ impl XdrPages<'_> {
     }
 }
 
+/// Fills the empty slot `slot` of a page array with `flags` (an `xdr_buf`'s) with a new page,
+/// if the array is sparse (`XDRBUF_SPARSE_PAGES`): the request owns the page once stored and
+/// frees it with its others. `EINVAL` if the array is not sparse, `ENOMEM` if no page is free.
+///
+/// # Safety
+///
+/// `slot` is an entry of a request's page array that the caller may write.
+unsafe fn fill_sparse(slot: *mut *mut bindings::page, flags: u32) -> Result<*mut bindings::page> {
+    if flags & XDRBUF_SPARSE_PAGES == 0 {
+        return Err(EINVAL);
+    }
+    // SAFETY: Allocates one page; the result is checked.
+    let page = unsafe { bindings::alloc_pages(bindings::GFP_NOWAIT, 0) };
+    if page.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: The caller's guarantee.
+    unsafe { *slot = page };
+    Ok(page)
+}
+
 /// The pages of part `part` of `buf`, whose head and tail must lie in `owner`.
 ///
 /// # Safety
@@ -372,13 +393,14 @@ unsafe fn xdr_part_pages<'a>(
     part: XdrPart,
     fill: bool,
 ) -> Result<Option<XdrPages<'a>>> {
+    let kvec = if part == XdrPart::Head {
+        &buf.head[0]
+    } else {
+        &buf.tail[0]
+    };
     let (first_page, offset, len, count) = match part {
         XdrPart::Head | XdrPart::Tail => {
-            let v = if part == XdrPart::Head {
-                &buf.head[0]
-            } else {
-                &buf.tail[0]
-            };
+            let v = kvec;
             if v.iov_len == 0 {
                 return Ok(None);
             }
@@ -413,12 +435,7 @@ unsafe fn xdr_part_pages<'a>(
     for i in 0..count {
         let page = match first_page {
             None => {
-                let v = if part == XdrPart::Head {
-                    &buf.head[0]
-                } else {
-                    &buf.tail[0]
-                };
-                let addr = (v.iov_base as usize / PAGE_SIZE + i) * PAGE_SIZE;
+                let addr = (kvec.iov_base as usize / PAGE_SIZE + i) * PAGE_SIZE;
                 // SAFETY: `addr` is a page of `owner`, in the linear map (checked above).
                 unsafe { bindings::virt_to_page(addr as *const c_void) }
             }
@@ -426,21 +443,13 @@ unsafe fn xdr_part_pages<'a>(
                 // SAFETY: The page array covers the page data (the caller's guarantee).
                 let slot = unsafe { buf.pages.add(first + i) };
                 // SAFETY: As above.
-                let mut page = unsafe { *slot };
-                if page.is_null() {
-                    if !fill || buf.flags & XDRBUF_SPARSE_PAGES == 0 {
-                        return Err(EINVAL);
-                    }
-                    // SAFETY: Allocates one page; the request owns it once stored in its array
-                    // and frees it with its pages.
-                    page = unsafe { bindings::alloc_pages(bindings::GFP_NOWAIT, 0) };
-                    if page.is_null() {
-                        return Err(ENOMEM);
-                    }
+                let page = unsafe { *slot };
+                match (page.is_null(), fill) {
+                    (false, _) => page,
                     // SAFETY: The slot is in the array, which the caller lets us write.
-                    unsafe { *slot = page };
+                    (true, true) => unsafe { fill_sparse(slot, buf.flags) }?,
+                    (true, false) => return Err(EINVAL),
                 }
-                page
             }
         };
         // Cannot fail: the capacity is `count`.
@@ -598,17 +607,8 @@ impl ReplyBuf<'_> {
         // SAFETY: `slot` is in the page array, ours to write while the request is pinned.
         let mut page = unsafe { *slot };
         if page.is_null() {
-            if flags & XDRBUF_SPARSE_PAGES == 0 {
-                return None;
-            }
-            // SAFETY: Allocates one page; the request owns it once stored in its array and
-            // frees it with its pages.
-            page = unsafe { bindings::alloc_pages(bindings::GFP_NOWAIT, 0) };
-            if page.is_null() {
-                return None;
-            }
             // SAFETY: As above.
-            unsafe { *slot = page };
+            page = unsafe { fill_sparse(slot, flags) }.ok()?;
         }
         // SAFETY: `page` is a page of the request's reply buffer, ours to write; mapped for
         // this block only, and `in_page + n` is within it.

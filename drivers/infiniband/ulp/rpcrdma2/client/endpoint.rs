@@ -319,12 +319,31 @@ impl Endpoint {
         rqst: &Rqst<'_>,
         counters: &Counters,
     ) -> Result {
+        self.with_send_buffer(counters, |buffer, index| {
+            self.marshal_and_post(xprt, rqst, buffer, index, counters)
+        })
+    }
+
+    /// Runs `f` with a free send buffer and its index, after posting the receive buffers
+    /// whose messages were taken; the buffer is free again if `f` fails.
+    ///
+    /// `ENOBUFS` if every send buffer is in use, `ENOTCONN` if the queue pair refuses work.
+    fn with_send_buffer(
+        &self,
+        counters: &Counters,
+        f: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result,
+    ) -> Result {
         self.repost().map_err(|_| ENOTCONN)?;
         let Some(index) = self.buffers.free_sends.lock().pop() else {
             Counters::add(&counters.no_send_buffer, 1);
             return Err(ENOBUFS);
         };
-        let result = self.marshal_and_post(xprt, rqst, index, counters);
+        let result = self
+            .buffers
+            .sends
+            .get(index)
+            .ok_or(EINVAL)
+            .and_then(|buffer| f(buffer, index));
         if result.is_err() {
             self.buffers.send_done(index);
         }
@@ -343,10 +362,10 @@ impl Endpoint {
         &self,
         xprt: &Xprt<ClientTransport>,
         rqst: &Rqst<'_>,
+        buffer: &Arc<DmaBuffer>,
         index: usize,
         counters: &Counters,
     ) -> Result {
-        let buffer = self.buffers.sends.get(index).ok_or(EINVAL)?;
         let (layout, plan) = plan_call(rqst, &self.thresholds()).inspect_err(|_| {
             Counters::add(&counters.failed_marshal, 1);
         })?;
@@ -626,10 +645,10 @@ impl Endpoint {
     /// regions are invalidated first, and this waits until that completed.
     pub(crate) fn release_call(&self, xid: u32) {
         let regs = &self.buffers.registrations;
-        let Some((record, registered)) = regs.find(xid) else {
+        let Some((record, registered)) = regs.lookup(xid) else {
             return;
         };
-        if registered {
+        if registered.is_some() {
             self.abandon(record);
         }
         regs.wait_gone(xid);
@@ -646,35 +665,21 @@ impl Endpoint {
         body: &XdrBuf<'_>,
         counters: &Counters,
     ) -> Result {
-        self.repost().map_err(|_| ENOTCONN)?;
         if header.len() + body.layout().len() as usize > self.send_limit {
             Counters::add(&counters.failed_marshal, 1);
             return Err(EMSGSIZE);
         }
-        let Some(index) = self.buffers.free_sends.lock().pop() else {
-            Counters::add(&counters.no_send_buffer, 1);
-            return Err(ENOBUFS);
-        };
-        let result = self
-            .buffers
-            .sends
-            .get(index)
-            .ok_or(EINVAL)
-            .and_then(|buffer| {
-                buffer.write(0, header)?;
-                let mut offset = header.len();
-                body.for_each_segment(|segment| {
-                    buffer.write(offset, segment)?;
-                    offset += segment.len();
-                    Ok(())
-                })?;
-                Counters::add(&counters.pullup_copy, offset - header.len());
-                self.post_buffer(buffer, index, offset)
-            });
-        if result.is_err() {
-            self.buffers.send_done(index);
-        }
-        result
+        self.with_send_buffer(counters, |buffer, index| {
+            buffer.write(0, header)?;
+            let mut offset = header.len();
+            body.for_each_segment(|segment| {
+                buffer.write(offset, segment)?;
+                offset += segment.len();
+                Ok(())
+            })?;
+            Counters::add(&counters.pullup_copy, offset - header.len());
+            self.post_buffer(buffer, index, offset)
+        })
     }
 
     /// The memory registrations of this endpoint.

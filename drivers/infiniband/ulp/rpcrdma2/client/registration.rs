@@ -245,21 +245,17 @@ impl Registrations {
         self.settled.notify_all();
     }
 
-    /// The record of call `xid` still registered, if any: `(index, layout, plan)`.
-    pub(crate) fn registered(&self, xid: u32) -> Option<(usize, CallLayout, CallPlan)> {
+    /// The record of call `xid`, if it has one: its index, and its layout and plan while it is
+    /// still registered (`None` once its invalidation started).
+    pub(crate) fn lookup(&self, xid: u32) -> Option<(usize, Option<(CallLayout, CallPlan)>)> {
         let inner = self.inner.lock();
         inner.records.iter().enumerate().find_map(|(i, r)| match r {
-            Some(r) if r.xid == xid && matches!(r.stage, Stage::Registered) => {
-                Some((i, r.layout, r.plan))
-            }
+            Some(r) if r.xid == xid => Some((
+                i,
+                matches!(r.stage, Stage::Registered).then_some((r.layout, r.plan)),
+            )),
             _ => None,
         })
-    }
-
-    /// Whether call `xid` has a record, in any stage.
-    pub(crate) fn has_record(&self, xid: u32) -> bool {
-        let inner = self.inner.lock();
-        inner.records.iter().flatten().any(|r| r.xid == xid)
     }
 
     /// Starts invalidating record `index` (it must be registered), holding `reply` until the
@@ -351,14 +347,5 @@ impl Registrations {
         while inner.records.iter().flatten().any(|r| r.xid == xid) {
             self.settled.wait(&mut inner);
         }
-    }
-
-    /// The record index of call `xid` and whether it is still registered.
-    pub(crate) fn find(&self, xid: u32) -> Option<(usize, bool)> {
-        let inner = self.inner.lock();
-        inner.records.iter().enumerate().find_map(|(i, r)| match r {
-            Some(r) if r.xid == xid => Some((i, matches!(r.stage, Stage::Registered))),
-            _ => None,
-        })
     }
 }
