@@ -1,34 +1,48 @@
 #!/usr/bin/env python3
-"""Turn bench-mode console logs into bench-results.json and a table (bench.sh).
+"""Turn bench-mode console logs into bench-results.json and tables (bench.sh).
 
 Arguments: JSON LOG...
-JSON is the file to write; each LOG is one boot's console log, whose BENCH lines and per-round
-paired ratios are pooled.
+JSON is the file to write; each LOG is one boot's console log (a single guest's, or guest a's of
+a pair run), whose BENCH lines and per-round paired ratios are pooled.
+
+A figure's providers are rsiw and siw (and tcp for reference) unless its paired ratio names two
+others ("pair:SUBJECT:REFERENCE", bench_pair_ratio in kunit/scenarios/lib.sh): such a figure
+has "subject" and "reference" in its row and is printed in a table of its own, one per such
+two, with its ratio turned to favour the subject as rsiw's is.
 """
 import json, math, re, statistics, sys
-rows, round_ratios, boots = {}, {}, sys.argv[2:]
-lines = [line for log in boots for line in open(log, errors="replace")]
-for line in lines:
-    # "rounds <name>_paired_ratio pair: ..." (bench_report): each round's ratio.
-    m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair: (.*)", line.strip())
-    if m:
-        round_ratios.setdefault(m.group(1), []).extend(
-            float(v) for v in m.group(2).split() if re.fullmatch(r"[0-9.]+", v))
-        continue
-    m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
-    if not m:
-        continue
-    name, unit, provider, value = m.groups()
-    try:
-        value = float(value)
-    except ValueError:
-        value = None
-    # "<name>_paired_ratio" (one boot's median of the rounds above) is recomputed below from
-    # the pooled rounds.
-    if provider == "pair":
-        continue
-    row = rows.setdefault(name, {"name": name, "unit": unit})
-    row.setdefault(provider, []).append(value)
+rows, round_ratios, compared, boots = {}, {}, {}, sys.argv[2:]
+for boot, log in enumerate(boots):
+    for line in open(log, errors="replace"):
+        # "rounds <name>_paired_ratio pair[:SUBJECT:REFERENCE]: ..." (bench_report): each
+        # round's ratio.
+        m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair(?::([^:\s]+):([^:\s]+))?: (.*)",
+                     line.strip())
+        if m:
+            name, subject, reference, values = m.groups()
+            round_ratios.setdefault(name, []).extend(
+                float(v) for v in values.split() if re.fullmatch(r"[0-9.]+", v))
+            if subject:
+                compared[name] = (subject, reference)
+            continue
+        m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
+        if not m:
+            continue
+        name, unit, provider, value = m.groups()
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+        # "nan": no round gave a number.
+        if value is not None and not math.isfinite(value):
+            value = None
+        # "<name>_paired_ratio" (one boot's median of the rounds above) is recomputed below
+        # from the pooled rounds.
+        if provider == "pair" or provider.startswith("pair:"):
+            continue
+        row = rows.setdefault(name, {"name": name, "unit": unit})
+        row.setdefault(provider, []).append(value)
+        row.setdefault("boots", set()).add(boot)
 # One boot's figure is the median of its rounds; several boots' is the median of those.
 def median_ci95(values):
     """A distribution-free 95% confidence interval of the median of `values` (order
@@ -44,32 +58,51 @@ def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
 for name, row in rows.items():
+    nboots = len(row.pop("boots"))
     for provider in [k for k in row if k not in ("name", "unit")]:
         row[provider] = median(row[provider])
+    if name in compared:
+        row["subject"], row["reference"] = compared[name]
     if name in round_ratios:
         values = round_ratios[name]
         row["paired_ratio"] = median(values)
         row["paired_ratio_ci95"] = median_ci95(values)
         row["rounds_ahead"], row["rounds"] = sum(v >= 1 for v in values), len(values)
-    if len(boots) > 1:
-        row["boots"] = len(boots)
+    if nboots > 1:
+        row["boots"] = nboots
 out = list(rows.values())
 json.dump(out, open(sys.argv[1], "w"), indent=1)
-# ratio: of the medians, turned as bench_pair_ratio turns it (above 1, rsiw did better).
-def ratio(r):
-    a, b = r.get("rsiw"), r.get("siw")
+# ratio: of the medians, turned as bench_pair_ratio turns it (above 1, the subject did better).
+def ratio(r, subject, reference):
+    a, b = r.get(subject), r.get(reference)
     if not a or not b:
         return None
     return b / a if r["unit"] in ("us", "ms", "s") else a / b
-print(f"{'figure':32s} {'unit':6s} {'rsiw':>10s} {'siw':>10s} {'tcp':>10s} {'ratio':>7s} {'paired':>7s}"
-      f" {'95% CI':>13s} {'ahead':>7s}")
 fmt = lambda v, w=10: "-".rjust(w) if v is None else f"{v:{w}.3f}"
-for r in out:
-    print(f"{r['name']:32s} {r['unit']:6s} {fmt(r.get('rsiw'))} {fmt(r.get('siw'))} {fmt(r.get('tcp'))}"
-          f" {fmt(ratio(r), 7)} {fmt(r.get('paired_ratio'), 7)}"
-          f" {(fmt(r['paired_ratio_ci95'][0], 6) + '..' + fmt(r['paired_ratio_ci95'][1], 5)) if r.get('paired_ratio_ci95') else '-':>13s}"
-          f" {(str(r['rounds_ahead']) + '/' + str(r['rounds'])) if 'rounds' in r else '-':>7s}")
-print("ratio: rsiw against siw from the medians, paired: the median of each round's ratio;"
-      " above 1, rsiw did better; 95% CI: of that median, from the rounds (which leaves out"
-      " how far apart boots fall); ahead: the rounds in which rsiw did at least as well")
-print(f"written to {sys.argv[1]}" + (f" ({len(boots)} boots pooled)" if len(boots) > 1 else ""))
+def table(rows, columns, subject, reference):
+    print(f"{'figure':32s} {'unit':6s} " + " ".join(f"{c:>10s}" for c in columns) +
+          f" {'ratio':>7s} {'paired':>7s} {'95% CI':>13s} {'ahead':>7s}")
+    for r in rows:
+        ci = r.get("paired_ratio_ci95")
+        print(f"{r['name']:32s} {r['unit']:6s} " + " ".join(fmt(r.get(c)) for c in columns) +
+              f" {fmt(ratio(r, subject, reference), 7)} {fmt(r.get('paired_ratio'), 7)}"
+              f" {(fmt(ci[0], 6) + '..' + fmt(ci[1], 5)) if ci else '-':>13s}"
+              f" {(str(r['rounds_ahead']) + '/' + str(r['rounds'])) if 'rounds' in r else '-':>7s}")
+    print(f"ratio: {subject} against {reference} from the medians, paired: the median of each"
+          f" round's ratio; above 1, {subject} did better; 95% CI: of that median, from the rounds"
+          f" (which leaves out how far apart boots fall); ahead: the rounds in which {subject} did"
+          f" at least as well")
+# The rsiw/siw table (unless every row is of two other providers: BENCH_ONLY=pair), then one
+# table for each two other providers compared, a blank line between tables.
+tables = [(subject, reference) for subject, reference in sorted(set(compared.values()))]
+if any("subject" not in r for r in out) or not compared:
+    tables.insert(0, None)
+for i, two in enumerate(tables):
+    if i:
+        print()
+    if two is None:
+        table([r for r in out if "subject" not in r], ["rsiw", "siw", "tcp"], "rsiw", "siw")
+    else:
+        table([r for r in out if (r.get("subject"), r.get("reference")) == two], list(two), *two)
+pooled = max([r.get("boots", 1) for r in out], default=1)
+print(f"written to {sys.argv[1]}" + (f" ({pooled} boots pooled)" if pooled > 1 else ""))

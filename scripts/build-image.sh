@@ -101,6 +101,9 @@ cp "$RSIW_TOP/kunit/expected-suites" "$root/tests/expected-suites"
 # The scenarios of a pair run (scripts/run-pair.sh) and their helpers.
 mkdir -p "$root/pair"
 cp "$RSIW_TOP"/kunit/pair/*.sh "$root/pair/"
+# The pair run's benchmarks (run-pair.sh DIR bench, from bench.sh).
+mkdir -p "$root/pair-bench"
+cp "$RSIW_TOP"/kunit/pair-bench/*.sh "$root/pair-bench/"
 mkdir -p "$root/bench"
 cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
 mkdir -p "$root/profile"

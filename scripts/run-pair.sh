@@ -2,7 +2,8 @@
 # Boot two test guests, a and b, joined by one virtual Ethernet link, and wait for both. Each
 # has the single guest's settings (scripts/vm-lib.sh), a virtio-net NIC, its own console log
 # and /share, and `rsiw.role=a|b` on its command line: its init then runs kunit/pair/*.sh
-# against the other guest (kunit/pair/lib.sh) instead of the single-guest tests.
+# (in bench mode kunit/pair-bench/*.sh, from bench.sh) against the other guest
+# (kunit/pair/lib.sh) instead of the single-guest tests.
 #   run-pair.sh DIR [mode] [scenario-glob]
 # writes DIR/pair-a.log and DIR/pair-b.log (judge them with check-run.py) and DIR/pair-*.share.
 # RSIW_PAIR_TIMEOUT (seconds) is each guest's hard timeout; by default 600 more than the limits
@@ -12,8 +13,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 
 dir=$1; mode=${2:-test}; only=${3:-*}
+scenarios=pair
+[ "$mode" = bench ] && scenarios=pair-bench
 limits=0
-for f in "$RSIW_TOP"/kunit/pair/[0-9]*.sh; do
+for f in "$RSIW_TOP/kunit/$scenarios"/[0-9]*.sh; do
   case $(basename "$f" .sh) in $only) ;; *) continue ;; esac
   limit=$(sed -n 's/^# timeout: *//p' "$f" | head -n1)
   limits=$((limits + ${limit:-300}))

@@ -139,14 +139,18 @@ left_behind() {
 BENCH_RESULTS=/tmp/bench-results
 bench_reset() { rm -rf $BENCH_RESULTS && mkdir -p $BENCH_RESULTS; }
 bench_record() { echo "$4" >>"$BENCH_RESULTS/$1 $(echo "$2" | sed 's|/|per|') $3"; }
-# bench_pair_ratio NAME UNIT: one round's paired ratio of NAME, from the values rsiw and siw
-# recorded last, turned so that above 1 means rsiw did better: siw over rsiw for a time (us, ms,
-# s), rsiw over siw for anything else. It is kept as the figure "NAME_paired_ratio" of the
-# provider "pair".
+# bench_pair_ratio NAME UNIT [SUBJECT REFERENCE]: one round's paired ratio of NAME, from the
+# values SUBJECT and REFERENCE (rsiw and siw unless told) recorded last, turned so that above 1
+# means SUBJECT did better: REFERENCE over SUBJECT for a time (us, ms, s), SUBJECT over
+# REFERENCE for anything else. It is kept as the figure "NAME_paired_ratio" of the provider
+# "pair" for rsiw against siw, of "pair:SUBJECT:REFERENCE" for any other two (bench-report.py
+# puts those in a table of their own).
 bench_pair_ratio() {
-  local f="$BENCH_RESULTS/$1 $(echo "$2" | sed 's|/|per|')"
-  bench_record ${1}_paired_ratio ratio pair "$(awk -v r="$(tail -n 1 "$f rsiw" 2>/dev/null)" \
-    -v s="$(tail -n 1 "$f siw" 2>/dev/null)" -v u="$2" 'BEGIN {
+  local f="$BENCH_RESULTS/$1 $(echo "$2" | sed 's|/|per|')" subject=${3:-rsiw} reference=${4:-siw}
+  local tag=pair
+  [ "$subject $reference" = "rsiw siw" ] || tag=pair:$subject:$reference
+  bench_record ${1}_paired_ratio ratio $tag "$(awk -v r="$(tail -n 1 "$f $subject" 2>/dev/null)" \
+    -v s="$(tail -n 1 "$f $reference" 2>/dev/null)" -v u="$2" 'BEGIN {
       if (r !~ /^[0-9.]+$/ || s !~ /^[0-9.]+$/ || r == 0 || s == 0) print "nan"
       else printf "%.3f\n", u ~ /^(us|ms|s)$/ ? s / r : r / s }')"
 }
