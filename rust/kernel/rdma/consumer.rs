@@ -3,11 +3,11 @@
 //! The consumer side of the RDMA core: what a kernel ULP (NFS, NVMe-oF, rpcrdma2, our tests)
 //! uses to move data over an RDMA device.
 //!
-//! A consumer finds a device and allocates protection domains ([`client`]), connects with
-//! rdma_cm ([`cm`]), posts work requests on the connection's queue pair and collects their
-//! completions ([`kernel_qp`]), in memory mapped for the device ([`dma_buffer`], or someone
-//! else's pages: [`mapped_pages`]) and, for a peer's RDMA Read or Write, registered with a
-//! fast-registration memory region ([`fast_reg`]).
+//! A consumer finds a device and allocates protection domains ([`client`]), hears of its
+//! removal ([`device_removal`]), connects with rdma_cm ([`cm`]), posts work requests on the
+//! connection's queue pair and collects their completions ([`kernel_qp`]), in memory mapped for
+//! the device ([`dma_buffer`], or someone else's pages: [`mapped_pages`]) and, for a peer's RDMA
+//! Read or Write, registered with a fast-registration memory region ([`fast_reg`]).
 //!
 //! The two sides of the RDMA core see the same C objects from opposite ends (a consumer posts
 //! the work request a provider executes), so each is a module of its own: a ULP imports only
@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod cm;
+pub mod device_removal;
 pub mod dma_buffer;
 pub mod fast_reg;
 pub mod kernel_qp;

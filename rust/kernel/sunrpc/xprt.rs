@@ -428,6 +428,21 @@ impl<T: Transport> Xprt<T> {
         unsafe { core::ptr::read_volatile(addr_of!((*self.as_raw()).connect_cookie)) }
     }
 
+    /// Records that the connection is useful (a reply arrived on it): should it be lost, the
+    /// next connect goes at once and the backoff starts again from the first delay
+    /// (`reestablish_timeout` cleared, as the C transports do on receipt).
+    pub fn connection_proven(&self) {
+        // SAFETY: A live transport. The delay is a word that the receive paths of the C
+        // transports clear without a lock too; the connect path reads and doubles it under
+        // the write lock, and a clear that races with it only shortens one delay.
+        unsafe {
+            let delay = addr_of_mut!((*self.as_raw()).reestablish_timeout);
+            if core::ptr::read_volatile(delay) != 0 {
+                core::ptr::write_volatile(delay, 0);
+            }
+        }
+    }
+
     /// Sets the congestion window to `credits` calls in flight (`cwnd`), as a server's credit
     /// grant says; at least one.
     pub fn set_credits(&self, credits: u32) {

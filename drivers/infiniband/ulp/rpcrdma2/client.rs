@@ -17,6 +17,8 @@
 //!   the server wrote there directly. A call from the server (an NFSv4.1 callback) goes to the
 //!   [`backchannel`], whose replies go out through **send_request** too.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
+//! - **device removal** ([`ClientDevices`]) closes every endpoint on the device and waits
+//!   until they are dropped; connects to it fail meanwhile.
 //!
 //! What this transport carries: Version 1 calls and replies of up to 1 MiB of payload, inline,
 //! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
@@ -31,6 +33,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, new_mutex,
     prelude::*,
+    rdma::consumer::device_removal::{DeviceUsers, RemovalClient},
     str::CStr,
     sunrpc::{
         xprt::{Config, Connect, Rqst, Stats, Timeout, Transport, Xprt, IPPROTO_TCP},
@@ -78,6 +81,17 @@ pub(crate) const MAX_REQUESTS: u32 = 64;
 /// The largest RPC payload offered to the RPC client (NFS sizes its reads and writes by it):
 /// 1 MiB, the C transport's, which one call's chunks cover in at most two regions.
 const MAX_PAYLOAD: usize = 1 << 20;
+
+/// The client's users of RDMA devices, one per endpoint: the removal of a device closes the
+/// connections on it and waits until their endpoints are gone.
+pub(crate) struct ClientDevices;
+
+static CLIENT_DEVICES: DeviceUsers = DeviceUsers::new();
+
+impl RemovalClient for ClientDevices {
+    const NAME: &'static CStr = c_str!("rpcrdma2");
+    const USERS: &'static DeviceUsers = &CLIENT_DEVICES;
+}
 
 /// The client transport class: ident `XPRT_TRANSPORT_RDMA`, netids "rdma" and "rdma6".
 pub(crate) struct ClientClass;
@@ -213,7 +227,7 @@ impl ClientTransport {
 
     /// Whether `generation` is the current endpoint's.
     fn is_current(&self, generation: u32) -> bool {
-        self.generation.load(Ordering::Acquire) == generation
+        self.generation.load(Ordering::SeqCst) == generation
     }
 
     /// Takes the endpoint out (the generation moves on first, so that its completions are
@@ -237,8 +251,16 @@ impl ClientTransport {
         // Until the server's first grant: one call at a time.
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
-        xprt.generation.store(generation, Ordering::Release);
+        xprt.generation.store(generation, Ordering::SeqCst);
+        // A removal of the device that began while connecting told an endpoint that was not
+        // current yet: it is closed now (the removal waits for it). One that begins from now
+        // on finds it current.
+        let removed = endpoint.device_removed();
         *slot = Some(endpoint);
+        drop(slot);
+        if removed {
+            xprt.force_disconnect();
+        }
         Ok(())
     }
 
@@ -258,6 +280,7 @@ impl ClientTransport {
                 return false;
             }
         };
+        xprt.connection_proven();
         if backchannel::received(xprt, &header) {
             // The callback was copied out of the receive buffer.
             return false;

@@ -16,6 +16,7 @@ use kernel::{
     error::code::{EBUSY, EEXIST},
     module_param::StrParam,
     prelude::*,
+    rdma::consumer::device_removal,
     sunrpc::xprt_class::Registration,
 };
 
@@ -49,14 +50,18 @@ module! {
     license: "GPL",
 }
 
-/// The module: the client transport class, registered while it is loaded.
+/// The module: the client transport class, and its client of RDMA devices (which hears of
+/// device removals), registered while it is loaded. The class goes first: no transport can be
+/// created once the device client is gone.
 struct Rpcrdma2 {
     _client: Pin<KBox<Registration<client::ClientClass>>>,
+    _devices: device_removal::Registration<client::ClientDevices>,
 }
 
 impl kernel::Module for Rpcrdma2 {
     fn init(module: &'static ThisModule) -> Result<Self> {
         client::set_inline_threshold(inline_threshold(&INLINE_THRESHOLD)?);
+        let devices = device_removal::Registration::new()?;
         let client = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
             if e != EEXIST {
                 return e;
@@ -74,6 +79,9 @@ impl kernel::Module for Rpcrdma2 {
              {} bytes)\n",
             client::inline_threshold()
         );
-        Ok(Rpcrdma2 { _client: client })
+        Ok(Rpcrdma2 {
+            _client: client,
+            _devices: devices,
+        })
     }
 }

@@ -210,6 +210,12 @@ impl WcStatus {
         self == Self::SUCCESS
     }
 
+    /// Whether the request was flushed: the queue pair had gone to the error state before the
+    /// device executed it (the failure is another request's, or the connection's).
+    pub fn is_flush(self) -> bool {
+        self.0 == bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
     /// The C value.
     pub fn raw(self) -> u32 {
         self.0

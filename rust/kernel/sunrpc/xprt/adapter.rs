@@ -150,9 +150,10 @@ impl<T: Transport> Adapter<T> {
     unsafe extern "C" fn close(xprt: *mut bindings::rpc_xprt) {
         // SAFETY: A transport of `T`, live for the call.
         T::close(unsafe { Xprt::from_raw(xprt) });
-        // SAFETY: As above; the write lock serialises these fields, as in `xprt_rdma_close`.
+        // SAFETY: As above; the write lock serialises these fields. The reconnect delay is
+        // left as it is: a close after a failed connect must not undo the backoff, so it is
+        // reset only when a connection proves useful (`Xprt::connection_proven`).
         unsafe {
-            (*xprt).reestablish_timeout = 0;
             (*xprt).connect_cookie = (*xprt).connect_cookie.wrapping_add(1);
             bindings::xprt_disconnect_done(xprt);
         }

@@ -14,7 +14,7 @@
 
 use super::{
     registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
-    ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
+    ClientDevices, ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
 };
 use crate::proto::{
     call_plan::{
@@ -38,6 +38,7 @@ use kernel::{
         consumer::{
             client::ProtectionDomain,
             cm::{CmEvent, CmId, ConnParam},
+            device_removal::DeviceUse,
             dma_buffer::DmaBuffer,
             fast_reg::Access,
             kernel_qp::{QpCaps, SendWr, Sge},
@@ -176,6 +177,10 @@ pub(crate) struct Endpoint {
     send_limit: usize,
     /// The largest message we told the server we receive inline.
     recv_limit: usize,
+    receiver: Arc<Receiver>,
+    /// The endpoint's use of its device, which the device's removal waits for: dropped last,
+    /// once everything above let go of the device.
+    _device_use: DeviceUse,
 }
 
 /// Waits for the next event of `id`, which must be `wanted` (a resolution step).
@@ -213,6 +218,7 @@ impl Endpoint {
         let pd = device.alloc_pd()?;
         let buffers = Buffers::new(&pd, generation)?;
         let receiver = Receiver::new(xprt.handle(), buffers.clone())?;
+        let device_use = DeviceUse::new::<ClientDevices>(&device, receiver.clone())?;
         let caps = QpCaps {
             max_send_wr: (SEND_QUEUE as u32).min(device.caps().max_qp_wr),
             max_recv_wr: RECVS as u32,
@@ -249,7 +255,7 @@ impl Endpoint {
             }
         };
         // From now on a disconnect or the device going away ends the connection at once.
-        id.watch(receiver);
+        id.watch(receiver.clone());
         let server_receives = peer.map_or(V1_DEFAULT_INLINE, |p| p.recv_size);
         let send_limit = server_receives.min(threshold) as usize;
         pr_info!(
@@ -271,9 +277,16 @@ impl Endpoint {
                 region_pages,
                 send_limit,
                 recv_limit: threshold as usize,
+                receiver,
+                _device_use: device_use,
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// Whether the endpoint's device is being removed.
+    pub(crate) fn device_removed(&self) -> bool {
+        self.receiver.device_removed()
     }
 
     /// The largest message the server receives inline (and we send).

@@ -17,11 +17,13 @@ use crate::proto::{
     call_plan::{place_reply, CallLayout, CallPlan, ReplyChunks, ReplyPlacement},
     v1::V1Body,
 };
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
     rdma::consumer::{
         cm::{CmEvent, CmEventWatcher},
+        device_removal::RemovalHandler,
         kernel_qp::{CompletionHandler, WorkCompletion},
     },
     sunrpc::xprt::{Handle, ReplyBuf},
@@ -36,6 +38,11 @@ pub(crate) struct Receiver {
     /// A received message, copied out of its receive buffer before that is posted again.
     #[pin]
     message: Mutex<KVec<u8>>,
+    /// The device is being removed: the endpoint must go, even if it was not yet the current
+    /// one when the removal began.
+    device_removed: AtomicBool,
+    /// A failed request was reported: the first says why the connection ends.
+    failure_reported: AtomicBool,
 }
 
 impl Receiver {
@@ -49,6 +56,8 @@ impl Receiver {
                 xprt,
                 buffers,
                 message <- new_mutex!(message),
+                device_removed: AtomicBool::new(false),
+                failure_reported: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )
@@ -71,7 +80,7 @@ impl CompletionHandler for Receiver {
         }
         let index = wc.tag as usize;
         if !wc.status.is_success() {
-            self.lost();
+            self.failed(wc);
             return;
         }
         let mut message = self.message.lock();
@@ -120,8 +129,31 @@ impl Receiver {
             None => {}
         }
         if !ok {
-            self.lost();
+            self.failed(wc);
         }
+    }
+
+    /// A request failed: the connection is lost. The first failure that is not a flush (the
+    /// consequence of another) is reported, with what failed.
+    fn failed(&self, wc: &WorkCompletion) {
+        if !wc.status.is_flush() && !self.failure_reported.swap(true, Ordering::Relaxed) {
+            let what = if wc.is_recv {
+                "a receive"
+            } else {
+                match SendTag::decode(wc.tag) {
+                    Some(SendTag::Send(_)) => "a Send",
+                    Some(SendTag::Register(_)) => "a registration (REG_MR)",
+                    Some(SendTag::Invalidate(_)) => "an invalidation (LOCAL_INV)",
+                    None => "a request",
+                }
+            };
+            pr_warn!(
+                "connection lost: {} failed (work completion status {})\n",
+                what,
+                wc.status.raw()
+            );
+        }
+        self.lost();
     }
 
     /// Delivers a reply that waited in its receive buffer for its call's invalidations, and
@@ -234,11 +266,33 @@ pub(crate) fn place(
     Ok(())
 }
 
+impl Receiver {
+    /// Whether the endpoint's device is being removed.
+    pub(crate) fn device_removed(&self) -> bool {
+        self.device_removed.load(Ordering::SeqCst)
+    }
+}
+
+impl RemovalHandler for Receiver {
+    fn device_removed(&self) {
+        // Noted first: an endpoint still connecting sees it once it is current (see
+        // `ClientTransport::connect_now`), one that is current already is closed now.
+        self.device_removed.store(true, Ordering::SeqCst);
+        pr_info!("the device is being removed: closing its connection\n");
+        self.lost();
+    }
+}
+
 impl CmEventWatcher for Receiver {
     fn event(&self, event: &CmEvent) {
         // The server went away, or the device did: rdma_cm then waits until the id is
         // destroyed, which closing the connection does (from the RPC client's worker).
         if matches!(event, CmEvent::Disconnected | CmEvent::DeviceRemoval) {
+            let generation = self.buffers.generation;
+            let current = self.xprt.with(|xprt| xprt.is_current(generation));
+            if current == Some(true) && !self.failure_reported.swap(true, Ordering::Relaxed) {
+                pr_info!("connection lost: {}\n", event.name());
+            }
             self.lost();
         }
     }
