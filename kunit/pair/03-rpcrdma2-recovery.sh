@@ -193,33 +193,37 @@ case $ROLE in
     rpcbind -w 2>/dev/null || rpcbind
     for f in pre1 pre2 pre3; do dd if=/dev/urandom of=/tmp/$f bs=1k count=256 2>/dev/null; done
     dd if=/dev/urandom of=/tmp/big bs=1k count=1024 2>/dev/null
+    # The copies in flight across a disruption: 16 MiB, several seconds of WRITEs.
+    dd if=/dev/urandom of=/tmp/inflight bs=1M count=16 2>/dev/null
     pair_sync serving 180 || fail "the server did not come up"
 
     # 1. Writers killed mid-I/O.
     nfs_mount 3
     c0=$(connects)
+    # kill_writer NAME AFTER LIMIT DD-ARGS...: a dd writing NAME on the mount is killed after
+    # AFTER seconds (it must still be running) and must exit within LIMIT; how long it took to
+    # exit goes to $exited.
+    kill_writer() {
+      local name=$1 after=$2 limit=$3 pid t0
+      shift 3
+      dd if=/dev/zero of=$mnt/$name bs=64k count=2048 "$@" 2>/dev/null &
+      pid=$!
+      sleep $after
+      gone $pid && step_fail "the dd writing $name ended before it was killed"
+      t0=$(now)
+      kill -9 $pid
+      wait_gone $pid $limit || report_stuck "the dd writing $name, killed $limit s ago" $pid
+      exited=$(since $t0)
+      wait $pid 2>/dev/null || true
+    }
     # O_DIRECT: 64 KiB writes, each one WRITE with a Read chunk; 128 MiB take longer than 8 s.
-    dd if=/dev/zero of=$mnt/killed-direct bs=64k count=2048 oflag=direct 2>/dev/null &
-    dd_pid=$!
-    sleep 8
-    gone $dd_pid && step_fail "the O_DIRECT dd ended before it was killed"
-    t0=$(now)
-    kill -9 $dd_pid
-    wait_gone $dd_pid 30 || report_stuck "the O_DIRECT dd killed 30 s ago" $dd_pid
-    direct_exit=$(since $t0)
-    wait $dd_pid 2>/dev/null || true
+    kill_writer killed-direct 8 30 oflag=direct
+    direct_exit=$exited
     # Buffered: 128 MiB, more than 2 s of writeback, so dd is killed while its pages are being
     # written (in its writes, throttled, or in the flush of its close); it exits once what it
     # dirtied is written back.
-    dd if=/dev/zero of=$mnt/killed-buffered bs=64k count=2048 2>/dev/null &
-    dd_pid=$!
-    sleep 2
-    gone $dd_pid && step_fail "the buffered dd ended before it was killed"
-    t0=$(now)
-    kill -9 $dd_pid
-    wait_gone $dd_pid 240 || report_stuck "the buffered dd killed 240 s ago" $dd_pid
-    buffered_exit=$(since $t0)
-    wait $dd_pid 2>/dev/null || true
+    kill_writer killed-buffered 2 240
+    buffered_exit=$exited
     put /tmp/pre1 after-kill
     nfs_umount
     nfs_mount 3
@@ -238,14 +242,14 @@ case $ROLE in
     put /tmp/pre3 pre3
     c0=$(connects)
     f0=$(failed_connects)
-    start_bg w3 cp /tmp/big $mnt/inflight3
+    start_bg w3 cp /tmp/inflight $mnt/inflight3
     pair_sync server-del || fail "sync before the server's device deletion"
     [ -s /tmp/bg.w3 ] && step_fail "the copy ended before the server's device went (not in flight)"
     pair_sync server-back 240 || fail "the server's device did not come back"
     await_writer w3 "step 3 (b's rsiw0 deleted and added back)" "$(now)" "$c0"
     nfs_umount
     nfs_mount 3
-    same /tmp/pre3 pre3 && same /tmp/big inflight3 &&
+    same /tmp/pre3 pre3 && same /tmp/inflight inflight3 &&
       echo "step 3: the file written before the server's device went and the one written across it read back the same after a remount"
     rm -f $mnt/pre3 $mnt/inflight3
     nfs_umount
@@ -257,14 +261,14 @@ case $ROLE in
       put /tmp/pre2 pre.$vers
       c0=$(connects)
       f0=$(failed_connects)
-      start_bg w2 cp /tmp/big $mnt/inflight.$vers
+      start_bg w2 cp /tmp/inflight $mnt/inflight.$vers
       pair_sync restart-$vers || fail "sync before the nfsd restart"
       [ -s /tmp/bg.w2 ] && step_fail "the copy ended before the server stopped (not in flight)"
       pair_sync nfsd-back-$vers 120 || fail "the server did not restart its threads"
       await_writer w2 "step 2 (NFSv$vers, nfsd restarted)" "$(now)" "$c0"
       nfs_umount
       nfs_mount $vers
-      same /tmp/pre2 pre.$vers && same /tmp/big inflight.$vers &&
+      same /tmp/pre2 pre.$vers && same /tmp/inflight inflight.$vers &&
         echo "step 2 (NFSv$vers): the file written before the restart and the one written across it read back the same after a remount"
       rm -f $mnt/pre.$vers $mnt/inflight.$vers
       nfs_umount
