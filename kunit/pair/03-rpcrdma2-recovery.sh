@@ -107,6 +107,23 @@ report_stuck() {
   fail "$1 did not end"
 }
 
+# kill_writer NAME AFTER LIMIT DD-ARGS...: a dd writing NAME on the mount is killed after
+# AFTER seconds (it must still be running) and must exit within LIMIT; how long it took to
+# exit goes to $exited.
+kill_writer() {
+  local name=$1 after=$2 limit=$3 pid t0
+  shift 3
+  dd if=/dev/zero of=$mnt/$name bs=64k count=2048 "$@" 2>/dev/null &
+  pid=$!
+  sleep $after
+  gone $pid && step_fail "the dd writing $name ended before it was killed"
+  t0=$(now)
+  kill -9 $pid
+  wait_gone $pid $limit || report_stuck "the dd writing $name, killed $limit s ago" $pid
+  exited=$(since $t0)
+  wait $pid 2>/dev/null || true
+}
+
 # The mount's transport line in /proc/self/mountstats, and its connect count.
 xprt_line() {
   timeout 10 grep -A 30 "mounted on $mnt with fstype nfs" /proc/self/mountstats 2>/dev/null |
@@ -200,22 +217,6 @@ case $ROLE in
     # 1. Writers killed mid-I/O.
     nfs_mount 3
     c0=$(connects)
-    # kill_writer NAME AFTER LIMIT DD-ARGS...: a dd writing NAME on the mount is killed after
-    # AFTER seconds (it must still be running) and must exit within LIMIT; how long it took to
-    # exit goes to $exited.
-    kill_writer() {
-      local name=$1 after=$2 limit=$3 pid t0
-      shift 3
-      dd if=/dev/zero of=$mnt/$name bs=64k count=2048 "$@" 2>/dev/null &
-      pid=$!
-      sleep $after
-      gone $pid && step_fail "the dd writing $name ended before it was killed"
-      t0=$(now)
-      kill -9 $pid
-      wait_gone $pid $limit || report_stuck "the dd writing $name, killed $limit s ago" $pid
-      exited=$(since $t0)
-      wait $pid 2>/dev/null || true
-    }
     # O_DIRECT: 64 KiB writes, each one WRITE with a Read chunk; 128 MiB take longer than 8 s.
     kill_writer killed-direct 8 30 oflag=direct
     direct_exit=$exited

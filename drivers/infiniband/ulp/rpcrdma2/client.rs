@@ -255,7 +255,7 @@ impl ClientTransport {
         // A removal of the device that began while connecting told an endpoint that was not
         // current yet: it is closed now (the removal waits for it). One that begins from now
         // on finds it current.
-        let removed = endpoint.device_removed();
+        let removed = endpoint.is_device_removed();
         *slot = Some(endpoint);
         drop(slot);
         if removed {

@@ -285,8 +285,8 @@ impl Endpoint {
     }
 
     /// Whether the endpoint's device is being removed.
-    pub(crate) fn device_removed(&self) -> bool {
-        self.receiver.device_removed()
+    pub(crate) fn is_device_removed(&self) -> bool {
+        self.receiver.is_device_removed()
     }
 
     /// The largest message the server receives inline (and we send).

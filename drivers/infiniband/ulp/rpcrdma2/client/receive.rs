@@ -63,6 +63,11 @@ impl Receiver {
         )
     }
 
+    /// Whether the endpoint's device is being removed.
+    pub(crate) fn is_device_removed(&self) -> bool {
+        self.device_removed.load(Ordering::SeqCst)
+    }
+
     /// The connection failed or is being torn down: if it is the current one, the RPC client
     /// closes it and connects again.
     fn lost(&self) {
@@ -264,13 +269,6 @@ pub(crate) fn place(
         }
     }
     Ok(())
-}
-
-impl Receiver {
-    /// Whether the endpoint's device is being removed.
-    pub(crate) fn device_removed(&self) -> bool {
-        self.device_removed.load(Ordering::SeqCst)
-    }
 }
 
 impl RemovalHandler for Receiver {
