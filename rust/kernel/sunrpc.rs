@@ -6,9 +6,13 @@
 //! is chosen by netid at mount time from the transport classes modules register; nfsd's
 //! listeners are transports of the RPC server. Every symbol of SunRPC is exported GPL-only.
 //!
-//! Wrapped so far: client transport classes ([`xprt_class`]) and client transports ([`xprt`]).
+//! Wrapped so far: client transport classes ([`xprt_class`]) and client transports ([`xprt`]);
+//! server transport classes ([`svc_xprt_class`]) and server transports ([`svc_xprt`]).
 //!
-//! C headers: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h)
+//! C headers: [`include/linux/sunrpc/xprt.h`](srctree/include/linux/sunrpc/xprt.h),
+//! [`include/linux/sunrpc/svc_xprt.h`](srctree/include/linux/sunrpc/svc_xprt.h)
 
+pub mod svc_xprt;
+pub mod svc_xprt_class;
 pub mod xprt;
 pub mod xprt_class;

@@ -191,6 +191,23 @@ impl RawSockAddr {
         Self { storage: [0; 128] }
     }
 
+    /// A copy of the first `len` bytes (at most 128) of the address at `sap`; an empty one if
+    /// `sap` is null.
+    ///
+    /// # Safety
+    ///
+    /// `sap` is null or points to `len` readable bytes.
+    pub(crate) unsafe fn from_raw(sap: *const bindings::sockaddr, len: usize) -> Self {
+        let mut this = Self::empty();
+        if !sap.is_null() {
+            let dst = (&mut this as *mut Self).cast::<u8>();
+            // SAFETY: `len` bytes are readable at `sap` (the caller's guarantee); at most the
+            // 128 bytes of `this` are written.
+            unsafe { core::ptr::copy_nonoverlapping(sap.cast::<u8>(), dst, len.min(128)) };
+        }
+        this
+    }
+
     pub(crate) fn to_socket_addr(&self) -> Result<SocketAddr> {
         // SAFETY: Every bit pattern is a valid `sockaddr_in`; the family field is at the same
         // place in all the variants.

@@ -1,30 +1,52 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! rpcrdma2: RPC-over-RDMA for the kernel's RPC client (and, later, its server), in Rust.
+//! rpcrdma2: RPC-over-RDMA for the kernel's RPC client and server, in Rust.
 //!
 //! Loading the module registers the client transport class "rdma": ident
-//! `XPRT_TRANSPORT_RDMA` (256), netids "rdma" and "rdma6", which `mount -o proto=rdma` asks
-//! for. The C `rpcrdma` module registers the same ident: only one of the two can be loaded, and
-//! loading this one while the C one is fails (`EBUSY`: modprobe takes `EEXIST` for "already
-//! loaded") with a message that says so.
+//! `XPRT_TRANSPORT_RDMA` (256), netids "rdma" and "rdma6", which `mount -o proto=rdma`
+//! asks for, and the server transport class "rdma" (ident 256), which `echo "rdma 20049" >
+//! /proc/fs/nfsd/portlist` asks for. The C `rpcrdma` module registers the same ident and
+//! name: only one of the two can be loaded, and loading this one while the C one is fails
+//! (`EBUSY`: modprobe takes `EEXIST` for "already loaded") with a message that says so.
+//!
+//! With `coexist=1` the module serves only, beside the C module: it registers the server
+//! class "rdma2" with an ident of its own (`echo "rdma2 20050" > /proc/fs/nfsd/portlist`) and
+//! no client class.
 //!
 //! The wire formats and protocol rules are the pure protocol core in [`proto`], shared with the
-//! host crate where they are tested and fuzzed; [`client`] is the transport that drives them.
-//! Documentation: `Documentation/rpcrdma2.rst`.
+//! host crate where they are tested and fuzzed; [`client`] and [`server`] are the transports
+//! that drive them. Documentation: `Documentation/rpcrdma2.rst`.
 
 use kernel::{
     error::code::{EBUSY, EEXIST},
     module_param::StrParam,
     prelude::*,
     rdma::consumer::device_removal,
-    sunrpc::xprt_class::Registration,
+    sunrpc::{svc_xprt_class, xprt_class::Registration},
 };
 
 pub mod proto;
 
 mod client;
+mod server;
 
 kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
+kernel::module_param_str!(COEXIST, "coexist");
+
+/// Whether the module serves beside the C `rpcrdma` (`modprobe rpcrdma2 coexist=1`).
+fn coexist(param: &StrParam) -> Result<bool> {
+    let Some(text) = param.get() else {
+        return Ok(false);
+    };
+    match text.to_str().map(str::trim) {
+        Ok("1" | "y" | "Y") => Ok(true),
+        Ok("0" | "n" | "N" | "") => Ok(false),
+        _ => {
+            pr_err!("coexist is 0 or 1, not {text}\n");
+            Err(EINVAL)
+        }
+    }
+}
 
 /// The inline threshold given at load time (`modprobe rpcrdma2 inline_threshold=1024`): from
 /// RFC 8166's minimum, 1024 bytes, to the size of the transport's buffers, which is the default.
@@ -46,15 +68,44 @@ module! {
     type: Rpcrdma2,
     name: "rpcrdma2",
     author: "rsiw project",
-    description: "RPC-over-RDMA transport (RFC 8166) for the kernel RPC client, in Rust",
+    description: "RPC-over-RDMA transport (RFC 8166) for the kernel RPC client and server, in Rust",
     license: "GPL",
 }
 
-/// The module: the client transport class, and its client of RDMA devices (which hears of
-/// device removals), registered while it is loaded. The class goes first: no transport can be
-/// created once the device client is gone.
+/// The server class the module registers.
+enum ServerRegistration {
+    /// "rdma", ident 256.
+    Rdma {
+        _class: Pin<KBox<svc_xprt_class::Registration<server::RdmaClass>>>,
+    },
+    /// "rdma2", beside the C module (`coexist=1`).
+    Rdma2 {
+        _class: Pin<KBox<svc_xprt_class::Registration<server::Rdma2Class>>>,
+    },
+}
+
+/// Registers the server class `T` for `module`; a name that is taken is reported as busy.
+fn register_server<T: svc_xprt_class::ServerClass>(
+    module: &'static ThisModule,
+) -> Result<Pin<KBox<svc_xprt_class::Registration<T>>>> {
+    KBox::pin_init(svc_xprt_class::Registration::<T>::new(module), GFP_KERNEL).map_err(|e| {
+        if e != EEXIST {
+            return e;
+        }
+        pr_err!(
+            "server transport class \"{}\" is already registered\n",
+            T::NAME.to_str().unwrap_or("?")
+        );
+        EBUSY
+    })
+}
+
+/// The module: the client transport class (unless `coexist=1`), a server transport class and
+/// the client of RDMA devices (which hears of device removals), registered while it is loaded.
+/// The classes go first: no transport can be created once the device client is gone.
 struct Rpcrdma2 {
-    _client: Pin<KBox<Registration<client::ClientClass>>>,
+    _server: ServerRegistration,
+    _client: Option<Pin<KBox<Registration<client::ClientClass>>>>,
     _devices: device_removal::Registration<client::ClientDevices>,
 }
 
@@ -62,13 +113,27 @@ impl kernel::Module for Rpcrdma2 {
     fn init(module: &'static ThisModule) -> Result<Self> {
         client::set_inline_threshold(inline_threshold(&INLINE_THRESHOLD)?);
         let devices = device_removal::Registration::new()?;
+        if coexist(&COEXIST)? {
+            let server = register_server::<server::Rdma2Class>(module)?;
+            pr_info!(
+                "server transport \"rdma2\" registered (ident {:#x}, RPC-over-RDMA Version 1); \
+                 coexist=1: serving only, the client transport is not registered\n",
+                server::RDMA2_IDENT
+            );
+            return Ok(Rpcrdma2 {
+                _server: ServerRegistration::Rdma2 { _class: server },
+                _client: None,
+                _devices: devices,
+            });
+        }
         let client = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
             if e != EEXIST {
                 return e;
             }
             pr_err!(
                 "transport ident 256 (netids rdma, rdma6) is already registered, by the C \
-                 rpcrdma module: unload it first\n"
+                 rpcrdma module: unload it first, or load rpcrdma2 with coexist=1 to serve \
+                 beside it\n"
             );
             // modprobe takes `EEXIST` from a module's init for "already loaded" and reports
             // success: the class being taken is reported as busy instead.
@@ -79,8 +144,11 @@ impl kernel::Module for Rpcrdma2 {
              {} bytes)\n",
             client::inline_threshold()
         );
+        let server = register_server::<server::RdmaClass>(module)?;
+        pr_info!("server transport \"rdma\" registered (ident 256, RPC-over-RDMA Version 1)\n");
         Ok(Rpcrdma2 {
-            _client: client,
+            _server: ServerRegistration::Rdma { _class: server },
+            _client: Some(client),
             _devices: devices,
         })
     }

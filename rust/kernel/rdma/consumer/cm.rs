@@ -153,10 +153,14 @@ impl CmEvent {
 ///
 /// `event` runs from rdma_cm's event handler, which holds the id's handler mutex: it may sleep
 /// briefly, but must not drop the id or wait for anything that does (schedule that instead).
-/// Connection requests of a listener are not shown to it.
+/// Connection requests of a listener are not shown to `event`: each is told to
+/// `connect_request` once it is queued.
 pub trait CmEventWatcher: Send + Sync {
     /// An event of the watched id.
     fn event(&self, event: &CmEvent);
+
+    /// A connection request was queued on the watched listener ([`CmEvent::ConnectRequest`]).
+    fn connect_request(&self) {}
 }
 
 /// The events of one id, filled by the handler and emptied by the consumer.
@@ -258,7 +262,13 @@ unsafe extern "C" fn cm_handler(
             // SAFETY: `id` is the new id of this request.
             match unsafe { connect_request(id, conn) } {
                 Ok(request) => match queue.push(request) {
-                    Ok(()) => return 0,
+                    Ok(()) => {
+                        let watcher = queue.watcher.lock().clone();
+                        if let Some(watcher) = watcher {
+                            watcher.connect_request();
+                        }
+                        return 0;
+                    }
                     Err(CmEvent::ConnectRequest(new, _)) => {
                         // The core destroys the new id when we return non-zero; ours must not.
                         new.forget_for_core();
@@ -447,6 +457,32 @@ impl CmId {
         let (mut raw, _) = RawSockAddr::new(addr);
         // SAFETY: The id is valid (type invariant); the core copies the address.
         to_result(unsafe { bindings::rdma_bind_addr(self.id.as_ptr(), raw.as_sockaddr()) })
+    }
+
+    /// Whether an id bound to an IPv6 address takes IPv6 connections only (`rdma_set_afonly`),
+    /// so that an IPv4 listener on the same port may exist beside it. Before [`CmId::bind`].
+    pub fn set_afonly(&self, afonly: bool) -> Result {
+        // SAFETY: The id is valid (type invariant).
+        to_result(unsafe { bindings::rdma_set_afonly(self.id.as_ptr(), afonly.into()) })
+    }
+
+    /// The local address of the id: the bound one, or that of the connection.
+    pub fn local_address(&self) -> Result<SocketAddr> {
+        // SAFETY: The id is valid (type invariant); its addresses are set by `bind`, address
+        // resolution or the connection request, and only read here.
+        let sap = unsafe { core::ptr::addr_of!((*self.id.as_ptr()).route.addr.src_addr) };
+        let len = core::mem::size_of::<bindings::__kernel_sockaddr_storage>();
+        // SAFETY: `sap` points to a whole `sockaddr_storage`.
+        unsafe { RawSockAddr::from_raw(sap.cast(), len) }.to_socket_addr()
+    }
+
+    /// The peer's address of a connection.
+    pub fn peer_address(&self) -> Result<SocketAddr> {
+        // SAFETY: As for `local_address`.
+        let sap = unsafe { core::ptr::addr_of!((*self.id.as_ptr()).route.addr.dst_addr) };
+        let len = core::mem::size_of::<bindings::__kernel_sockaddr_storage>();
+        // SAFETY: `sap` points to a whole `sockaddr_storage`.
+        unsafe { RawSockAddr::from_raw(sap.cast(), len) }.to_socket_addr()
     }
 
     /// Listens for connection requests on the bound address.

@@ -234,6 +234,18 @@ pub struct XdrBuf<'a> {
 }
 
 impl<'a> XdrBuf<'a> {
+    /// A view of `buf`, which no request's own buffer backs.
+    ///
+    /// # Safety
+    ///
+    /// `buf` describes memory that is valid and not written for `'a`: a head and a tail in
+    /// kernel memory and `page_len` bytes from `page_base` of its page array, whose pages are
+    /// present.
+    pub(crate) unsafe fn from_raw(buf: &'a bindings::xdr_buf) -> Self {
+        // INVARIANT: The caller's guarantee; no owner.
+        Self { buf, owner: None }
+    }
+
     /// Its layout.
     pub fn layout(&self) -> XdrBufLayout<'a> {
         XdrBufLayout { buf: self.buf }

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The server transport: what carries an NFS server's calls and replies over RDMA connections.
+//!
+//! An RPC service (nfsd) opens a listener by class name: `echo "rdma 20049" >
+//! /proc/fs/nfsd/portlist`. The class is "rdma" with ident `XPRT_TRANSPORT_RDMA` (256), or,
+//! with the module parameter `coexist=1`, "rdma2" with an ident of its own ([`RDMA2_IDENT`]),
+//! so that it serves beside the C `rpcrdma` module in one kernel (`echo "rdma2 20050" >
+//! /proc/fs/nfsd/portlist`). nfsd derives the ident of an NFSv4.1 callback client from the
+//! class's, and no client transport has `RDMA2_IDENT | XPRT_TRANSPORT_BC`: over "rdma2" the
+//! backchannel is down, which NFSv4.1 clients are told in every SEQUENCE reply.
+//!
+//! The RPC server drives the transports through the sunrpc abstraction
+//! (`kernel::sunrpc::svc_xprt`):
+//!
+//! - a [`Listener`] is an rdma_cm id bound and listening in the service's namespace (IPv6
+//!   listeners take IPv6 only, so that an IPv4 one shares their port). A connection request
+//!   queues the listener for a server thread, whose **accept** makes a [`Connection`].
+//! - a **connection** has a queue pair with receives posted for the credits it grants, the
+//!   backchannel and a batch to spare, and accepts with RFC 8797 private data. Its completions
+//!   go to its [`Receiver`], which queues each received message and the connection for a
+//!   thread.
+//! - **recvfrom** takes one message, decodes its Version 1 header with the protocol core and
+//!   copies the RPC call into the thread's request; **sendto** copies the reply after a
+//!   Version 1 header with a credit grant into a send buffer, posted as one Send.
+//!
+//! What this transport serves: Version 1 calls sent inline, without a Read list or a Write
+//! list, whose replies fit the client's inline threshold (a Reply chunk offered for a reply
+//! that turns out to fit is left unused). A call with Read or Write chunks is answered with
+//! `RDMA_ERROR`/`ERR_CHUNK`, as is a reply too large to send inline; a header of another
+//! version earns `ERR_VERS`, a malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). RDMA
+//! Read and Write of chunks are not implemented yet.
+
+use kernel::{
+    c_str,
+    prelude::*,
+    str::CStr,
+    sunrpc::{
+        svc_xprt_class::{ListenArgs, ServerClass, ServerClassSlot, SvcXprtPtr},
+        xprt_class::XPRT_TRANSPORT_RDMA,
+    },
+};
+
+mod buffers;
+mod connection;
+mod listener;
+mod receiver;
+
+use connection::Connection;
+use listener::Listener;
+use receiver::Receiver;
+
+/// The ident of the class "rdma2" (`coexist=1`): none of the kernel's transports has it, and
+/// no client transport has it with `XPRT_TRANSPORT_BC`.
+pub(crate) const RDMA2_IDENT: i32 = 0x7232;
+
+/// The largest RPC payload, as the C transport's (`RPCSVC_MAXPAYLOAD_RDMA`): 1 MiB.
+const MAX_PAYLOAD: u32 = 1 << 20;
+
+/// The server class "rdma", ident 256: the C `rpcrdma` module's name and ident.
+pub(crate) struct RdmaClass;
+
+static RDMA_CLASS: ServerClassSlot = ServerClassSlot::new();
+
+impl ServerClass for RdmaClass {
+    const NAME: &'static CStr = c_str!("rdma");
+    const IDENT: i32 = XPRT_TRANSPORT_RDMA;
+    const MAX_PAYLOAD: u32 = MAX_PAYLOAD;
+    const SLOT: &'static ServerClassSlot = &RDMA_CLASS;
+    type Listener = Listener<Self>;
+
+    fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr> {
+        Listener::<Self>::create(args)
+    }
+}
+
+/// The server class "rdma2", ident [`RDMA2_IDENT`]: beside the C `rpcrdma` module.
+pub(crate) struct Rdma2Class;
+
+static RDMA2_CLASS: ServerClassSlot = ServerClassSlot::new();
+
+impl ServerClass for Rdma2Class {
+    const NAME: &'static CStr = c_str!("rdma2");
+    const IDENT: i32 = RDMA2_IDENT;
+    const MAX_PAYLOAD: u32 = MAX_PAYLOAD;
+    const SLOT: &'static ServerClassSlot = &RDMA2_CLASS;
+    type Listener = Listener<Self>;
+
+    fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr> {
+        Listener::<Self>::create(args)
+    }
+}
