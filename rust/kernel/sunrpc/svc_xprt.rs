@@ -56,7 +56,7 @@ mod handle;
 mod rqst;
 
 pub use adapter::Adapter;
-pub use handle::SvcHandle;
+pub use handle::{Signal, SvcHandle};
 pub use rqst::SvcRqst;
 
 /// A server transport's own state and operations. Every method runs in a server thread
@@ -171,7 +171,8 @@ impl<T: SvcTransport> Deref for SvcXprt<T> {
 impl<T: SvcTransport> SvcXprt<T> {
     /// Creates a transport of `T` for `serv` in namespace `net`: a listener from its class's
     /// `create`, or a connection from its listener's `accept`. `init` gets the transport's
-    /// handle and returns what initialises `T` in place; the transport's addresses are `local` and, for a
+    /// handle, whose signals take effect once `T` is initialised (see [`SvcHandle`]), and returns
+    /// what initialises `T` in place; the transport's addresses are `local` and, for a
     /// connection, `remote`.
     ///
     /// `EINVAL` if the class was never registered.
@@ -226,9 +227,7 @@ impl<T: SvcTransport> SvcXprt<T> {
                 drop(KBox::<MaybeUninit<Self>>::from_raw(c.cast()));
             }
         };
-        // SAFETY: `c` is the container being set up, whose `xpo_free` revokes the handle
-        // before `T` goes; `c` is not null (it came from a box).
-        let handle = match unsafe { SvcHandle::new(NonNull::new_unchecked(c)) } {
+        let handle = match SvcHandle::new() {
             Ok(handle) => handle,
             Err(e) => {
                 undo();
@@ -237,13 +236,13 @@ impl<T: SvcTransport> SvcXprt<T> {
         };
         // SAFETY: The field is in the allocation, which does not move until `xpo_free`.
         unsafe { addr_of_mut!((*c).handle).write(handle.clone()) };
-        let ret = init(handle).and_then(|init| {
+        let ret = init(handle.clone()).and_then(|init| {
             // SAFETY: As above; `init` initialises `T` in place or fails without a trace.
             unsafe { init.__pinned_init(addr_of_mut!((*c).transport)) }
         });
         if let Err(e) = ret {
             // SAFETY: Written above. The handle is revoked before it goes: contexts `init`
-            // started with a clone of it find no transport.
+            // started with a clone of it never reach the transport.
             unsafe {
                 (*c).handle.revoke();
                 core::ptr::drop_in_place(addr_of_mut!((*c).handle));
@@ -251,6 +250,9 @@ impl<T: SvcTransport> SvcXprt<T> {
             undo();
             return Err(e);
         }
+        // SAFETY: `T` is initialised now; the container lives until `xpo_free`, which revokes
+        // the handle first. `c` is not null (it came from a box).
+        unsafe { handle.attach(NonNull::new_unchecked(c)) };
         // SAFETY: Fully set up (the type invariants hold now); the reference `svc_xprt_init`
         // made passes to the RPC server. `x` is not null.
         Ok(unsafe { SvcXprtPtr::from_raw(NonNull::new_unchecked(x)) })

@@ -17,7 +17,7 @@
 //!   the server wrote there directly. A call from the server (an NFSv4.1 callback) goes to the
 //!   [`backchannel`], whose replies go out through **send_request** too.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
-//! - **device removal** ([`ClientDevices`]) closes every endpoint on the device and waits
+//! - **device removal** ([`Devices`](crate::devices::Devices)) closes every endpoint on the device and waits
 //!   until they are dropped; connects to it fail meanwhile.
 //!
 //! What this transport carries: Version 1 calls and replies of up to 1 MiB of payload, inline,
@@ -33,7 +33,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, new_mutex,
     prelude::*,
-    rdma::consumer::device_removal::{DeviceUsers, RemovalClient},
     str::CStr,
     sunrpc::{
         xprt::{Config, Connect, Rqst, Stats, Timeout, Transport, Xprt, IPPROTO_TCP},
@@ -81,17 +80,6 @@ pub(crate) const MAX_REQUESTS: u32 = 64;
 /// The largest RPC payload offered to the RPC client (NFS sizes its reads and writes by it):
 /// 1 MiB, the C transport's, which one call's chunks cover in at most two regions.
 const MAX_PAYLOAD: usize = 1 << 20;
-
-/// The client's users of RDMA devices, one per endpoint: the removal of a device closes the
-/// connections on it and waits until their endpoints are gone.
-pub(crate) struct ClientDevices;
-
-static CLIENT_DEVICES: DeviceUsers = DeviceUsers::new();
-
-impl RemovalClient for ClientDevices {
-    const NAME: &'static CStr = c_str!("rpcrdma2");
-    const USERS: &'static DeviceUsers = &CLIENT_DEVICES;
-}
 
 /// The client transport class: ident `XPRT_TRANSPORT_RDMA`, netids "rdma" and "rdma6".
 pub(crate) struct ClientClass;

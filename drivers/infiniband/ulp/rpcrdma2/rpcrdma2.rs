@@ -28,6 +28,7 @@ use kernel::{
 pub mod proto;
 
 mod client;
+mod devices;
 mod server;
 
 kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
@@ -106,7 +107,7 @@ fn register_server<T: svc_xprt_class::ServerClass>(
 struct Rpcrdma2 {
     _server: ServerRegistration,
     _client: Option<Pin<KBox<Registration<client::ClientClass>>>>,
-    _devices: device_removal::Registration<client::ClientDevices>,
+    _devices: device_removal::Registration<devices::Devices>,
 }
 
 impl kernel::Module for Rpcrdma2 {

@@ -14,8 +14,9 @@
 
 use super::{
     registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
-    ClientDevices, ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
+    ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
 };
+use crate::devices::Devices;
 use crate::proto::{
     call_plan::{
         inline_ranges, plan_v1, CallChunks, CallLayout, CallPlan, DdpItem, PlanThresholds,
@@ -218,7 +219,7 @@ impl Endpoint {
         let pd = device.alloc_pd()?;
         let buffers = Buffers::new(&pd, generation)?;
         let receiver = Receiver::new(xprt.handle(), buffers.clone())?;
-        let device_use = DeviceUse::new::<ClientDevices>(&device, receiver.clone())?;
+        let device_use = DeviceUse::new::<Devices>(&device, receiver.clone())?;
         let caps = QpCaps {
             max_send_wr: (SEND_QUEUE as u32).min(device.caps().max_qp_wr),
             max_recv_wr: RECVS as u32,

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::{
     client::INLINE_SIZE,
+    devices::Devices,
     proto::{
         chunk::ChunkListsRef,
         cm_private::CmPrivateData,
@@ -35,6 +36,7 @@ use kernel::{
     rdma::consumer::{
         client::ProtectionDomain,
         cm::{CmId, ConnParam, ReceivedParam},
+        device_removal::DeviceUse,
         dma_buffer::DmaBuffer,
         kernel_qp::{QpCaps, SendWr, Sge},
     },
@@ -63,6 +65,8 @@ pub(crate) struct Connection<C: ServerClass> {
     /// private data), at most our buffers' size.
     send_limit: usize,
     _class: PhantomData<C>,
+    /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
+    _device_use: DeviceUse,
 }
 
 /// Accepts the connection request `id` with the client's parameters `param`, for `listener`:
@@ -92,9 +96,13 @@ pub(crate) fn accept<C: ServerClass>(
                 Receiver {
                     handle,
                     buffers: buffers.clone(),
+                    failure_reported: AtomicBool::new(false),
                 },
                 GFP_KERNEL,
             )?;
+            // Refused while the device is being removed; a removal that starts later closes
+            // the connection through the receiver.
+            let device_use = DeviceUse::new::<Devices>(&device, receiver.clone())?;
             let qp_caps = QpCaps {
                 max_send_wr: (SENDS as u32).min(caps.max_qp_wr),
                 max_recv_wr: RECVS as u32,
@@ -125,6 +133,7 @@ pub(crate) fn accept<C: ServerClass>(
                 _pd: pd,
                 send_limit,
                 _class: PhantomData,
+                _device_use: device_use,
             })
         },
     )?;

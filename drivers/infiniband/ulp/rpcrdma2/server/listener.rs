@@ -13,7 +13,7 @@ use kernel::{
     prelude::*,
     rdma::consumer::cm::{CmEvent, CmEventWatcher, CmId},
     sunrpc::{
-        svc_xprt::{Kind, SvcHandle, SvcTransport, SvcXprt},
+        svc_xprt::{Kind, Signal, SvcHandle, SvcTransport, SvcXprt},
         svc_xprt_class::{ListenArgs, ServerClass, SvcXprtPtr},
     },
     sync::Arc,
@@ -101,6 +101,6 @@ impl<C: ServerClass> CmEventWatcher for ListenWatcher<C> {
     fn event(&self, _event: &CmEvent) {}
 
     fn connect_request(&self) {
-        self.handle.with(|xprt| xprt.set_conn_pending());
+        self.handle.signal(Signal::ConnPending);
     }
 }

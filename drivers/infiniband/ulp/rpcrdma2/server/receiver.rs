@@ -1,23 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The completions and connection events of a connection: calls in, send buffers back,
-//! connection loss.
+//! connection loss, device removal.
 //!
-//! A [`Receiver`] runs from the queue pair's CQ work and from rdma_cm's event handler. It
-//! reaches its connection through the connection's handle, which holds no reference: the
-//! connection's last reference frees it, which drains the queue pair and so waits for this
-//! work. After that the handle reaches nothing, and completions flushed then do nothing.
+//! A [`Receiver`] runs from the queue pair's CQ work, from rdma_cm's event handler and from
+//! the removal of the device. It reaches its connection through the connection's handle,
+//! which holds no reference: the connection's last reference frees it, which drains the queue
+//! pair and so waits for this work. After that the handle reaches nothing, and completions
+//! flushed then do nothing. What it signals before the connection is set up (the client's
+//! first call may arrive while `accept` still runs) takes effect once it is.
 
 use super::{
     buffers::{Buffers, Received},
     Connection,
 };
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
+    prelude::*,
     rdma::consumer::{
         cm::{CmEvent, CmEventWatcher},
+        device_removal::RemovalHandler,
         kernel_qp::{CompletionHandler, WorkCompletion},
     },
-    sunrpc::{svc_xprt::SvcHandle, svc_xprt_class::ServerClass},
+    sunrpc::{
+        svc_xprt::{Signal, SvcHandle},
+        svc_xprt_class::ServerClass,
+    },
     sync::Arc,
 };
 
@@ -25,47 +33,68 @@ use kernel::{
 pub(crate) struct Receiver<C: ServerClass> {
     pub(crate) handle: Arc<SvcHandle<Connection<C>>>,
     pub(crate) buffers: Arc<Buffers>,
+    /// Whether why the connection goes was logged.
+    pub(crate) failure_reported: AtomicBool,
 }
 
 impl<C: ServerClass> Receiver<C> {
     /// The connection failed or is going: a server thread closes it.
     fn lost(&self) {
-        self.handle.with(|xprt| xprt.deferred_close());
+        self.handle.signal(Signal::Close);
+    }
+
+    /// Logs why the connection goes, once.
+    fn report(&self, what: core::fmt::Arguments<'_>) {
+        if !self.failure_reported.swap(true, Ordering::Relaxed) {
+            pr_info!("closing a connection: {}\n", what);
+        }
     }
 }
 
 impl<C: ServerClass> CompletionHandler for Receiver<C> {
     fn completed(&self, wc: &WorkCompletion) {
         let ok = wc.status.is_success();
-        if wc.is_recv {
-            if !ok {
-                self.lost();
-                return;
+        if !ok {
+            if !wc.status.is_flush() {
+                self.report(format_args!(
+                    "{} failed (work completion status {})",
+                    if wc.is_recv { "a receive" } else { "a Send" },
+                    wc.status.raw()
+                ));
             }
+            if !wc.is_recv {
+                self.buffers.send_done(wc.tag as usize);
+            }
+            self.lost();
+            return;
+        }
+        if wc.is_recv {
             let message = Received {
                 index: wc.tag as usize,
                 len: wc.byte_len as usize,
             };
-            self.handle.with(|xprt| {
-                self.buffers.arrived(message, || xprt.set_data_pending());
-                xprt.enqueue();
-            });
+            self.buffers
+                .arrived(message, || self.handle.signal(Signal::DataPending));
             return;
         }
         self.buffers.send_done(wc.tag as usize);
-        if ok {
-            // A thread may have been held back for want of a send buffer.
-            self.handle.with(|xprt| xprt.enqueue());
-        } else {
-            self.lost();
-        }
+        // A thread may have been held back for want of a send buffer.
+        self.handle.signal(Signal::Ready);
     }
 }
 
 impl<C: ServerClass> CmEventWatcher for Receiver<C> {
     fn event(&self, event: &CmEvent) {
         if matches!(event, CmEvent::Disconnected | CmEvent::DeviceRemoval) {
+            self.report(format_args!("{}", event.name()));
             self.lost();
         }
+    }
+}
+
+impl<C: ServerClass> RemovalHandler for Receiver<C> {
+    fn device_removed(&self) {
+        self.report(format_args!("the device is being removed"));
+        self.lost();
     }
 }
