@@ -56,3 +56,5 @@ for boot in $(seq "${BENCH_BOOTS:-1}"); do
   logs+=("$dir/pair-a.log")
 done
 python3 "$here/bench-report.py" "$RSIW_TOP/bench-results.json" "${logs[@]}"
+# Debian's python3, which has python3-matplotlib.
+/usr/bin/python3 "$here/bench-plot.py" "$RSIW_TOP/bench-results.json" "$RSIW_TOP/bench-results.png"

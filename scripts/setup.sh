@@ -17,6 +17,8 @@ pkgs=(
   python3 rsync
   # tools/tcg-profile/critical-path.sh analyses its traces with numpy.
   python3-numpy
+  # make bench draws bench-results.png with Debian's python3 and matplotlib.
+  python3-matplotlib
 )
 
 need_apt=0
