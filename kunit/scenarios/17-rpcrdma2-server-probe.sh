@@ -1,4 +1,4 @@
-# timeout: 420
+# timeout: 300
 # Malformed RPC-over-RDMA Version 1 headers against the rpcrdma2 server and the C svcrdma, over
 # rsiw: the raw peer samples/rust/rust_rpcrdma_probe.rs connects to nfsd's "rdma2 20050"
 # listener (rpcrdma2 coexist=1) and to its C "rdma 20049" one, sends each case's message and

@@ -560,10 +560,12 @@ fn expect_event(id: &CmId, wanted: &str) -> Result {
 enum After {
     /// A NULL call on the same connection was answered.
     Alive,
-    /// The connection was gone; a new one answered a NULL call.
-    Reconnected(Seen),
-    /// The connection was gone and a new one could not be made or used.
-    Lost(Seen, Error),
+    /// The connection was gone (how, unless the answer said so); a new one answered a NULL
+    /// call.
+    Reconnected(Option<Seen>),
+    /// The connection was gone (how, unless the answer said so) and a new one could not be
+    /// made or used.
+    Lost(Option<Seen>, Error),
     /// The connection stayed but the NULL call was not answered properly.
     Broken(Seen),
 }
@@ -572,10 +574,23 @@ impl fmt::Display for After {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             After::Alive => f.write_str("connection kept, NULL answered"),
-            After::Reconnected(why) => write!(f, "{why}; reconnected, NULL answered"),
-            After::Lost(why, e) => write!(f, "{why}; reconnecting failed: {e:?}"),
+            After::Reconnected(why) => {
+                write_closure(f, why.as_ref())?;
+                f.write_str("reconnected, NULL answered")
+            }
+            After::Lost(why, e) => {
+                write_closure(f, why.as_ref())?;
+                write!(f, "reconnecting failed: {e:?}")
+            }
             After::Broken(seen) => write!(f, "NULL call then got: {seen}"),
         }
+    }
+}
+
+fn write_closure(f: &mut fmt::Formatter<'_>, why: Option<&Seen>) -> fmt::Result {
+    match why {
+        Some(why) => write!(f, "{why}; "),
+        None => Ok(()),
     }
 }
 
@@ -633,10 +648,14 @@ fn run_case(addr: SocketAddr, conn: &mut Option<Conn>, index: usize, case: &Case
     };
     let after = match closed {
         None => After::Alive,
-        Some(why) => match reconnect(addr, conn, xid | 2) {
-            Ok(()) => After::Reconnected(why),
-            Err(e) => After::Lost(why, e),
-        },
+        Some(why) => {
+            // An answer that was the connection's end already says so.
+            let why = (!matches!(seen, Seen::Closed(_))).then_some(why);
+            match reconnect(addr, conn, xid | 2) {
+                Ok(()) => After::Reconnected(why),
+                Err(e) => After::Lost(why, e),
+            }
+        }
     };
     // Only a message too short to be answered may cost the connection.
     ok &= match after {
