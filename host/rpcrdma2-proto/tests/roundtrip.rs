@@ -14,8 +14,9 @@ use proto::properties::{Property, ReverseSupport};
 use proto::v1::{self, V1Body, V1BodyRef, V1DecodeConfig};
 use proto::v2::{self, Credit, Flags, Prefix, V2Body, V2BodyRef, V2ChunkListsRef, V2DecodeConfig};
 
+/// A segment of a chunk of at most four: their lengths add up to an XDR data item's.
 fn seg() -> impl Strategy<Value = Segment> {
-    (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(handle, length, offset)| Segment {
+    (any::<u32>(), 0..=u32::MAX / 4, any::<u64>()).prop_map(|(handle, length, offset)| Segment {
         handle,
         length,
         offset,

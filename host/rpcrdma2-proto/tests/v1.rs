@@ -384,8 +384,8 @@ fn read_list_position_order_is_enforced() {
     // A huge chunk cannot wrap the end computation around.
     let f = v1::decode(
         &msg_with_reads(&[
-            read_entry(0xffff_fff0, 1, u32::MAX),
-            read_entry(0xffff_fff0, 2, u32::MAX),
+            read_entry(0xffff_fff0, 1, 0x7fff_ffff),
+            read_entry(0xffff_fff0, 2, 0x7fff_ffff),
             read_entry(0xffff_fffc, 3, 4),
         ]),
         &cfg(),
@@ -398,6 +398,80 @@ fn read_list_position_order_is_enforced() {
             ..
         })
     ));
+}
+
+#[test]
+fn chunk_lengths_that_overflow_are_refused() {
+    use proto::chunk::ChunkError;
+    // Two segments of one Read chunk adding up to more than u32::MAX bytes.
+    let f = v1::decode(
+        &msg_with_reads(&[read_entry(40, 1, u32::MAX), read_entry(40, 2, 1)]),
+        &cfg(),
+    )
+    .unwrap_err();
+    assert_eq!(f.violation(), Violation::Chunk(ChunkError::LengthOverflow));
+    assert_eq!(reply_of(f).2, V1Error::Chunk);
+    // One segment of u32::MAX bytes is a (large) data item.
+    v1::decode(&msg_with_reads(&[read_entry(40, 1, u32::MAX)]), &cfg()).unwrap();
+    // A Write chunk and a Reply chunk of two 0xffff_fff0-byte segments.
+    let seg = |h| [h, 0xffff_fff0, 0, 0x1000];
+    let mut write = vec![XID, 1, 8, 0, 0, 1, 2];
+    write.extend_from_slice(&seg(1));
+    write.extend_from_slice(&seg(2));
+    write.extend_from_slice(&[0, 0]);
+    let mut reply = vec![XID, 1, 8, 0, 0, 0, 1, 2];
+    reply.extend_from_slice(&seg(1));
+    reply.extend_from_slice(&seg(2));
+    for ws in [write, reply] {
+        let f = v1::decode(&words(&ws), &cfg()).unwrap_err();
+        assert_eq!(f.violation(), Violation::Chunk(ChunkError::LengthOverflow));
+        assert_eq!(reply_of(f).2, V1Error::Chunk);
+    }
+}
+
+/// An RDMA_MSG call with `reads`, then an RPC call with `rpc_xid` of `len` bytes.
+fn call_with_reads(entries: &[[u32; 6]], rpc_xid: u32, len: usize) -> Vec<u8> {
+    let mut buf = msg_with_reads(entries);
+    buf.extend_from_slice(&rpc_xid.to_be_bytes());
+    buf.resize(buf.len() + len - 4, 0);
+    buf
+}
+
+#[test]
+fn calls_are_checked_against_their_payload() {
+    let check = |buf: &[u8]| v1::check_call(&v1::decode(buf, &cfg()).unwrap());
+    // The RPC message must carry the transport XID.
+    check(&call_with_reads(&[], XID, 40)).unwrap();
+    let f = check(&call_with_reads(&[], XID ^ 0xff00, 40)).unwrap_err();
+    assert_eq!(f.violation(), Violation::XidMismatch);
+    assert_eq!(reply_of(f), (XID, 1, V1Error::Chunk));
+    // An RDMA_MSG without an RPC message.
+    let f = check(&msg_with_reads(&[])).unwrap_err();
+    assert_eq!(f.violation(), Violation::XidMismatch);
+    // A Read chunk at the end of the 40 inline bytes, and one after it, counting its data.
+    check(&call_with_reads(&[read_entry(40, 1, 6)], XID, 40)).unwrap();
+    check(&call_with_reads(
+        &[read_entry(16, 1, 6), read_entry(48, 2, 4)],
+        XID,
+        40,
+    ))
+    .unwrap();
+    // Past the inline bytes, or past the chunks before it.
+    let f = check(&call_with_reads(&[read_entry(0x10_0000, 1, 8)], XID, 40)).unwrap_err();
+    assert_eq!(f.violation(), Violation::ReadPositionOutside(0x10_0000));
+    assert_eq!(reply_of(f), (XID, 1, V1Error::Chunk));
+    let f = check(&call_with_reads(
+        &[read_entry(16, 1, 6), read_entry(52, 2, 4)],
+        XID,
+        40,
+    ))
+    .unwrap_err();
+    assert_eq!(f.violation(), Violation::ReadPositionOutside(52));
+    // RDMA_NOMSG has no inline message to check.
+    let mut ws = vec![XID, 1, 8, 1];
+    ws.extend_from_slice(&read_entry(0, 1, 4096));
+    ws.extend_from_slice(&[0, 0, 0]);
+    check(&words(&ws)).unwrap();
 }
 
 #[test]

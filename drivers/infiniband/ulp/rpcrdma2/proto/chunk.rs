@@ -135,6 +135,9 @@ pub enum ChunkError {
     TooManyWriteChunks,
     /// A chunk with more segments than [`ChunkLimits::max_segments`].
     TooManySegments,
+    /// A chunk whose segments add up to more than an XDR data item can hold (`u32::MAX`
+    /// bytes): its length overflows.
+    LengthOverflow,
 }
 
 impl From<XdrError> for ChunkError {
@@ -222,6 +225,9 @@ impl<'a> ReadList<'a> {
             }
             if in_chunk > limits.max_segments {
                 return Err(ChunkError::TooManySegments);
+            }
+            if current.is_some_and(|(_, len)| len > u64::from(u32::MAX)) {
+                return Err(ChunkError::LengthOverflow);
             }
             segments = segments.saturating_add(1);
         }
@@ -356,9 +362,13 @@ impl<'a> WriteChunk<'a> {
             .ok()
             .and_then(|c| c.checked_mul(SEGMENT_XDR_LEN))
             .ok_or(ChunkError::TooManySegments)?;
-        Ok(Self {
+        let chunk = Self {
             segments: r.take(len)?,
-        })
+        };
+        if chunk.length() > u64::from(u32::MAX) {
+            return Err(ChunkError::LengthOverflow);
+        }
+        Ok(chunk)
     }
 
     /// Number of segments (0: an empty Write chunk).

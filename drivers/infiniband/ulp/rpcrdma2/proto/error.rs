@@ -278,6 +278,8 @@ pub enum Violation {
     Property(PropError),
     /// The transport XID differs from the XID of the RPC message it carries.
     XidMismatch,
+    /// A Read chunk's Position lies past the end of the Payload stream it is reinserted into.
+    ReadPositionOutside(u32),
     /// `RDMA2_F_RESPONSE` disagrees with the RPC message's `msg_type`.
     DirectionMismatch,
     /// The RPC payload is too short to carry an XID and a `msg_type`, or its

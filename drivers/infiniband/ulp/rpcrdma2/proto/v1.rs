@@ -143,6 +143,34 @@ pub fn decode<'a>(buf: &'a [u8], cfg: &V1DecodeConfig) -> Result<V1Header<'a>, F
     })
 }
 
+/// What a Responder checks of a decoded call beyond the structure of its header, answered with
+/// `ERR_CHUNK` (RFC 8166 section 5.3.2, XDR errors):
+///
+/// - the RPC message of an `RDMA_MSG` starts with the header's `rdma_xid`;
+/// - each Read chunk of an `RDMA_MSG` other than a Position Zero one is reinserted within the
+///   Payload stream: its Position is at most the inline bytes plus the (XDR-rounded) lengths of
+///   the chunks before it.
+///
+/// An `RDMA_NOMSG` call is whole in its chunks, which only the Responder's transfers can check.
+pub fn check_call(header: &V1Header<'_>) -> Result<(), Fault> {
+    let V1Body::Msg { chunks, payload } = header.body else {
+        return Ok(());
+    };
+    let fault = |v| Fault::v1(header.xid, header.vers, V1Error::Chunk, v);
+    let rpc_xid = XdrReader::new(payload).u32();
+    if rpc_xid != Ok(header.xid) {
+        return Err(fault(Violation::XidMismatch));
+    }
+    let mut end = payload.len() as u64;
+    for chunk in chunks.reads.chunks().filter(|c| c.position != 0) {
+        if u64::from(chunk.position) > end {
+            return Err(fault(Violation::ReadPositionOutside(chunk.position)));
+        }
+        end = end.saturating_add(chunk.length().saturating_add(3) & !3);
+    }
+    Ok(())
+}
+
 /// A v1 header body to encode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum V1BodyRef<'s> {

@@ -227,7 +227,8 @@ fn chunk_error_to_v2(e: super::chunk::ChunkError, limits: &ChunkLimits) -> V2Err
         ChunkError::Xdr(_)
         | ChunkError::MisalignedPosition(_)
         | ChunkError::PositionOutOfOrder { .. }
-        | ChunkError::OverlappingChunks { .. } => V2Error::BadXdr,
+        | ChunkError::OverlappingChunks { .. }
+        | ChunkError::LengthOverflow => V2Error::BadXdr,
         ChunkError::TooManyReadChunks => V2Error::ReadChunks {
             max_chunks: limits.max_read_chunks,
         },

@@ -188,7 +188,8 @@ impl<C: ServerClass> Connection<C> {
         let len = received.len.min(INLINE_SIZE as usize);
         let mut message = KVec::from_elem(0u8, len, GFP_KERNEL)?;
         buffer.read(0, &mut message)?;
-        let header = match v1::decode(&message, &V1DecodeConfig::default()) {
+        let decoded = v1::decode(&message, &V1DecodeConfig::default());
+        let header = match decoded.and_then(|h| v1::check_call(&h).map(|()| h)) {
             Ok(header) => header,
             Err(fault) => {
                 pr_debug!("a malformed message: {:?}\n", fault);
