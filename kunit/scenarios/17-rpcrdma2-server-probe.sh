@@ -4,8 +4,11 @@
 # listener (rpcrdma2 coexist=1) and to its C "rdma 20049" one, sends each case's message and
 # prints one verdict line per case (RFC 8166: ERR_VERS 1..1 for another version, ERR_CHUNK for a
 # malformed header or chunk list, nothing for a message too short for a header; the connection
-# survives every error). Any FAIL for rpcrdma2 fails the scenario; where the C server differs it
-# is reported only. nfsd must still serve a mount over rdma2 afterwards.
+# survives every error). Its last case is the replay check: the same NFSv3 MKDIR, same XID,
+# from the same source port over two connections in turn gets the same reply, the second from
+# nfsd's duplicate reply cache (its "rc" hit counter moves). Any FAIL for rpcrdma2 fails the
+# scenario; where the C server differs it is reported only. nfsd must still serve a mount over
+# rdma2 afterwards.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -28,8 +31,15 @@ probe() {
   grep -q 'rust_rpcrdma_probe: done: ' /tmp/probe.$1 || fail "the probe against port $1 did not finish"
 }
 
+# rc_hits: nfsd's duplicate reply cache hits so far.
+rc_hits() { awk '$1 == "rc" { print $2 }' /proc/net/rpc/nfsd; }
+
 echo "== rpcrdma2 server (rdma2, port 20050)"
+hits=$(rc_hits)
 probe 20050
+echo "nfsd's reply cache hits: $hits before the probe, $(rc_hits) after"
+[ "$(rc_hits)" -gt "$hits" ] || fail "the replayed MKDIR was not answered from nfsd's reply cache"
+grep -q 'rust_rpcrdma_probe: replay: ok' /tmp/probe.20050 || fail "no replay check against rpcrdma2"
 echo "== C svcrdma (rdma, port 20049), the reference"
 probe 20049
 

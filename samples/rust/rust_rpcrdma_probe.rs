@@ -19,8 +19,22 @@
 //! answer for a message too short to hold a header. After an error, a well-formed NULL call
 //! must get its `RDMA_MSG` reply on the same connection; a case after which the server closed
 //! the connection says so, and the next case connects again. Every wait is bounded (3 s for an
-//! answer, 1.5 s of silence for no answer). Only the safe consumer API of `kernel::rdma` is
-//! used; the module holds nothing once loaded, so unloading it is immediate.
+//! answer, 1.5 s of silence for no answer).
+//!
+//! Then the replay check: a client that reconnects must get the server's duplicate reply
+//! cache. The probe connects from a fixed source port ([`REPLAY_PORT`]), sends an NFSv3 MKDIR
+//! (a non-idempotent call, whose whole reply nfsd caches) into a directory handle that does not
+//! exist, disconnects, connects again from the same port and sends the same call with the same
+//! XID: nfsd's cache is keyed by XID, procedure, the client's address and port and a checksum
+//! of the call, so the second reply must be the first one, byte for byte, and come from the
+//! cache (the scenario reads nfsd's `rc` hit counter):
+//!
+//! ```text
+//! rust_rpcrdma_probe: replay: ok (the same N-byte reply to MKDIR xid=X across a reconnect from port P)
+//! ```
+//!
+//! Only the safe consumer API of `kernel::rdma` is used; the module holds nothing once loaded,
+//! so unloading it is immediate.
 
 use core::{fmt, net::SocketAddr};
 use kernel::{
@@ -31,7 +45,7 @@ use kernel::{
         dma_buffer::DmaBuffer,
         kernel_qp::{QpCaps, SendWr, Sge, WcOpcode},
     },
-    sync::Arc,
+    sync::{Arc, Completion},
     time::msecs_to_jiffies,
 };
 
@@ -57,6 +71,11 @@ const REPLY_MS: u32 = 3000;
 const QUIET_MS: u32 = 1500;
 /// Credits every message asks for.
 const CREDITS: u32 = 32;
+/// Words of a message kept for checking: 64 bytes, which hold the whole of every answer the
+/// cases and the replay check expect.
+const WORDS: usize = 16;
+/// The source port of the replay check's two connections.
+const REPLAY_PORT: u16 = 40999;
 
 /// RFC 8797 private data: magic, version 1, no flags, Send and Receive sizes of 4 KiB (each
 /// encoded as `size / 1024 - 1`).
@@ -98,6 +117,19 @@ impl Xdr {
     /// `AUTH_NONE` credential and verifier.
     fn null_call(self, xid: u32) -> Result<KVec<u8>> {
         Ok(self.put(&[xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0])?.0)
+    }
+
+    /// An NFSv3 MKDIR call (`AUTH_NONE`) of "replay" in a directory whose 8-byte handle no
+    /// export has, with no attribute set.
+    fn mkdir_call(self, xid: u32) -> Result<KVec<u8>> {
+        let m = self.put(&[xid, 0, 2, 100003, 3, 9, 0, 0, 0, 0])?;
+        let m = m.put(&[8, 0xdead_beef, 0x0bad_f00d])?;
+        let m = m.put(&[
+            6,
+            u32::from_be_bytes(*b"repl"),
+            u32::from_be_bytes(*b"ay\0\0"),
+        ])?;
+        Ok(m.put(&[0, 0, 0, 0, 0, 0])?.0)
     }
 
     fn done(self) -> KVec<u8> {
@@ -338,12 +370,12 @@ enum Seen {
     /// The connection went (why).
     Closed(&'static str),
     /// A message: its length and first words (zero past its end).
-    Message { len: usize, words: [u32; 16] },
+    Message { len: usize, words: [u32; WORDS] },
 }
 
 impl Seen {
     fn message(bytes: &[u8]) -> Self {
-        let mut words = [0u32; 16];
+        let mut words = [0u32; WORDS];
         for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
             *word = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
         }
@@ -414,8 +446,13 @@ struct Conn {
 
 impl Conn {
     fn connect(addr: SocketAddr) -> Result<Self> {
+        Self::connect_from(None, addr)
+    }
+
+    /// Connects to `addr` from `src` (any address and port if `None`).
+    fn connect_from(src: Option<SocketAddr>, addr: SocketAddr) -> Result<Self> {
         let mut id = CmId::new()?;
-        id.resolve_addr(None, &addr, 2000)?;
+        id.resolve_addr(src.as_ref(), &addr, 2000)?;
         expect_event(&id, "ADDR_RESOLVED")?;
         id.resolve_route(2000)?;
         expect_event(&id, "ROUTE_RESOLVED")?;
@@ -501,7 +538,7 @@ impl Conn {
                 return Seen::Closed("unexpected completion");
             }
             let len = (wc.byte_len as usize).min(BUF);
-            let mut bytes = [0u8; 64];
+            let mut bytes = [0u8; 4 * WORDS];
             let head = len.min(bytes.len());
             let read = self.bufs.read(wc.tag as usize * BUF, &mut bytes[..head]);
             if read.is_err() || self.post_recv(wc.tag).is_err() {
@@ -681,6 +718,104 @@ fn report(case: &Case, ok: bool, seen: Seen, after: &After) {
     }
 }
 
+/// The words of an `RDMA_MSG` answer to `xid` after its transport header (the RPC reply), if
+/// it is one.
+fn rpc_reply(seen: &Seen, xid: u32) -> Option<(usize, [u32; WORDS])> {
+    match seen {
+        Seen::Message { len, words } if *len >= 28 + 24 && words[0] == xid => {
+            (words[3] == RDMA_MSG && words[4..=6] == [0, 0, 0] && words[7] == xid)
+                .then_some((*len, *words))
+        }
+        _ => None,
+    }
+}
+
+/// The replay check (see the module documentation); whether it passed.
+fn replay(addr: SocketAddr) -> bool {
+    let xid = 0x7270_6c79;
+    let src = SocketAddr::new(
+        match addr {
+            SocketAddr::V4(_) => core::net::Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => core::net::Ipv6Addr::UNSPECIFIED.into(),
+        },
+        REPLAY_PORT,
+    );
+    let Ok(message) = Xdr::new().msg(xid).and_then(|m| m.mkdir_call(xid)) else {
+        pr_info!("replay: FAIL (a message / out of memory)\n");
+        return false;
+    };
+    // Never completed: a bounded pause between connection attempts.
+    let Ok(pause) = KBox::pin_init(Completion::new(), GFP_KERNEL) else {
+        return false;
+    };
+    let mut answers = KVec::new();
+    for attempt in 0..2 {
+        // The first connection's port is free again once its id is gone; its TCP connection
+        // may linger a moment.
+        let mut conn = Err(EADDRINUSE);
+        for _ in 0..10 {
+            conn = Conn::connect_from(Some(src), addr);
+            if conn.is_ok() {
+                break;
+            }
+            pause.wait_timeout(msecs_to_jiffies(200));
+        }
+        let conn = match conn {
+            Ok(conn) => conn,
+            Err(e) => {
+                pr_info!(
+                    "replay: FAIL (connection {} from port {} / {:?})\n",
+                    attempt + 1,
+                    REPLAY_PORT,
+                    e
+                );
+                return false;
+            }
+        };
+        let seen = conn.exchange(&message, REPLY_MS);
+        let Some(reply) = rpc_reply(&seen, xid) else {
+            pr_info!("replay: FAIL (an RPC reply to MKDIR / {})\n", seen);
+            return false;
+        };
+        if answers.push(reply, GFP_KERNEL).is_err() {
+            return false;
+        }
+        drop(conn);
+    }
+    let [(len1, w1), (len2, w2)] = answers[..] else {
+        return false;
+    };
+    // The transport headers may differ (credits); the RPC replies must not, and are compared
+    // whole: a failed MKDIR's reply (status and two empty attributes) ends within the words
+    // kept.
+    if len1 > 4 * WORDS {
+        pr_info!(
+            "replay: FAIL (a reply of at most {} bytes / {} bytes)\n",
+            4 * WORDS,
+            len1
+        );
+        return false;
+    }
+    if len1 != len2 || w1[7..] != w2[7..] {
+        pr_info!(
+            "replay: FAIL (the same reply twice / {} bytes, then {} bytes; NFS status {} then {})\n",
+            len1,
+            len2,
+            w1[13],
+            w2[13]
+        );
+        return false;
+    }
+    pr_info!(
+        "replay: ok (the same {}-byte reply to MKDIR xid={:#x}, NFS status {}, across a reconnect from port {})\n",
+        len1,
+        xid,
+        w1[13],
+        REPLAY_PORT
+    );
+    true
+}
+
 struct RpcrdmaProbe;
 
 impl kernel::Module for RpcrdmaProbe {
@@ -691,7 +826,7 @@ impl kernel::Module for RpcrdmaProbe {
             .and_then(|text| text.to_str().map_err(|_| EINVAL))
             .and_then(|text| text.parse::<SocketAddr>().map_err(|_| EINVAL))
             .inspect_err(|_| pr_err!("give addr=IPv4:port or addr=[IPv6]:port\n"))?;
-        pr_info!("{} cases against {}\n", CASES.len(), addr);
+        pr_info!("{} cases against {}\n", CASES.len() + 1, addr);
         let mut conn = None;
         let mut passed = 0;
         for (index, case) in CASES.iter().enumerate() {
@@ -700,7 +835,10 @@ impl kernel::Module for RpcrdmaProbe {
             }
         }
         drop(conn);
-        pr_info!("done: {} ok, {} failed\n", passed, CASES.len() - passed);
+        if replay(addr) {
+            passed += 1;
+        }
+        pr_info!("done: {} ok, {} failed\n", passed, CASES.len() + 1 - passed);
         Ok(RpcrdmaProbe)
     }
 }
