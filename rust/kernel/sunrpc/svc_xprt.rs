@@ -27,10 +27,19 @@
 //! # Requests
 //!
 //! A thread's request ([`SvcRqst`]) comes with pages (`rq_pages`): `recvfrom` places the call
-//! in them ([`SvcRqst::set_arg`]), the service encodes its reply from `rq_respages` on, and
-//! `sendto` reads it from `rq_res` ([`SvcRqst::res`]). This abstraction keeps no per-request
-//! context of the transport (`rq_xprt_ctxt` stays null): a call is copied into the request's
-//! pages whole, and its reply out of them.
+//! in them ([`SvcRqst::set_arg`], or [`SvcRqst::place_arg`] for a call a device wrote into
+//! them), the service encodes its reply from `rq_respages` on, and `sendto` reads it from
+//! `rq_res` ([`SvcRqst::res`]). A device reaches the request's pages through an owned mapping
+//! ([`SvcRqst::map_pages`]) that holds a reference on each page; should the device still be
+//! able to write them when the call ends, the request lets them go
+//! ([`SvcRqst::give_up_pages`]) and the RPC server allocates new ones for its next call, so
+//! that no later call's data is ever placed by the device.
+//!
+//! A transport may keep a context per call ([`SvcTransport::Context`], `rq_xprt_ctxt`): what
+//! `recvfrom` learnt of the call that `sendto` needs (say, where the client wants the reply's
+//! bulk data). It is boxed by `recvfrom`, lent to `result_payload` and `sendto`, and dropped by
+//! `xpo_release_ctxt`, which the RPC server calls once the call is done with (or when it
+//! drops a deferred call).
 //!
 //! C header: [`include/linux/sunrpc/svc_xprt.h`](srctree/include/linux/sunrpc/svc_xprt.h)
 
@@ -57,7 +66,7 @@ mod rqst;
 
 pub use adapter::Adapter;
 pub use handle::{Signal, SvcHandle};
-pub use rqst::SvcRqst;
+pub use rqst::{ArgPlacement, SvcRqst};
 
 /// A server transport's own state and operations. Every method runs in a server thread
 /// (process context, may sleep) unless it says otherwise.
@@ -65,6 +74,9 @@ pub use rqst::SvcRqst;
 pub trait SvcTransport: Send + Sync + Sized + 'static {
     /// The class the transport belongs to.
     type Class: ServerClass;
+
+    /// What the transport keeps per call, from `recvfrom` to `sendto` (`rq_xprt_ctxt`).
+    type Context: Send + 'static;
 
     /// A listener makes the transport of one pending connection (`xpo_accept`); `None` if
     /// there is none (or it failed). [`SvcXprt::set_conn_pending`] was cleared before: a
@@ -81,14 +93,30 @@ pub trait SvcTransport: Send + Sync + Sized + 'static {
 
     /// Hands one call to `rqst` (`xpo_recvfrom`): returns its length, 0 if there is none. The
     /// transport calls [`SvcXprt::received`] once it took the call (or found none), so that
-    /// another thread may take the next.
-    fn recvfrom(_xprt: &SvcXprt<Self>, _rqst: &mut SvcRqst<'_>) -> Result<usize> {
+    /// another thread may take the next. A context put in `ctxt` goes with the call (it is
+    /// dropped at once if no call is handed over).
+    fn recvfrom(
+        _xprt: &SvcXprt<Self>,
+        _rqst: &mut SvcRqst<'_>,
+        _ctxt: &mut Option<KBox<Self::Context>>,
+    ) -> Result<usize> {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Sends the reply `rqst` holds (`xpo_sendto`); returns the bytes sent.
-    fn sendto(_xprt: &SvcXprt<Self>, _rqst: &mut SvcRqst<'_>) -> Result<usize> {
+    /// Sends the reply `rqst` holds (`xpo_sendto`), with the call's context if `recvfrom` gave
+    /// it one; returns the bytes sent.
+    fn sendto(
+        _xprt: &SvcXprt<Self>,
+        _rqst: &mut SvcRqst<'_>,
+        _ctxt: Option<&mut Self::Context>,
+    ) -> Result<usize> {
         crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The service encoded its reply's bulk data (`xpo_result_payload`): `len` bytes from byte
+    /// `offset` of `rq_res` (a READ's data). Only called for a call with a context.
+    fn result_payload(_ctxt: &mut Self::Context, _offset: u32, _len: u32) -> Result {
+        Ok(())
     }
 
     /// The transport is being closed (`xpo_detach`): it stops taking work. Its last reference

@@ -42,8 +42,10 @@ use kernel::{
 };
 
 mod buffers;
+mod chunks;
 mod connection;
 mod listener;
+mod rdma;
 mod receiver;
 
 use connection::Connection;

@@ -67,8 +67,10 @@ pub struct FastRegMr {
     registered: Mutex<Option<Registered>>,
 }
 
-/// What a region was last registered over, kept until the next registration.
-enum Registered {
+/// What a region was last registered over, kept until the next registration; a work request
+/// whose local memory is the region holds a clone until it completes.
+#[derive(Clone)]
+pub(crate) enum Registered {
     Buffer { _buffer: Arc<DmaBuffer> },
     Pages { _pages: Arc<MappedPages> },
 }
@@ -229,6 +231,35 @@ impl FastRegMr {
         };
         drop(registered);
         drop(old);
+    }
+
+    /// The local scatter/gather entry for `len` bytes at `offset` of the current registration
+    /// (counted from its first byte), with the memory it covers, for a work request whose
+    /// local memory is the region (the sink of an RDMA Read on iWARP must be registered with
+    /// remote write access). `EINVAL` if the region is not registered or the range runs past
+    /// the registration.
+    pub(crate) fn local_sge(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Result<(bindings::ib_sge, Registered)> {
+        let registered = self.registered.lock();
+        let keep = registered.as_ref().ok_or(EINVAL)?.clone();
+        let mr = self.mr.0.as_ptr();
+        // SAFETY: `mr` is valid; its keys and mapping change only under the lock we hold (type
+        // invariant).
+        let (iova, length, lkey) = unsafe { ((*mr).iova, (*mr).length, (*mr).lkey) };
+        let offset = u64::try_from(offset)?;
+        let end = offset.checked_add(u64::try_from(len)?).ok_or(EINVAL)?;
+        if end > length {
+            return Err(EINVAL);
+        }
+        let sge = bindings::ib_sge {
+            addr: iova.checked_add(offset).ok_or(EINVAL)?,
+            length: u32::try_from(len)?,
+            lkey,
+        };
+        Ok((sge, keep))
     }
 
     /// Bytes the current registration covers.

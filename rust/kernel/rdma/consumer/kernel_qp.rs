@@ -32,7 +32,7 @@
 use super::{
     client::{AtomicCap, ProtectionDomain},
     dma_buffer::DmaBuffer,
-    fast_reg::{Access, FastRegMr, Mapped},
+    fast_reg::{Access, FastRegMr, Mapped, Registered},
     mapped_pages::MappedPages,
 };
 use crate::{
@@ -67,6 +67,20 @@ pub struct Sge<'a> {
     /// Offset of the first byte.
     pub offset: usize,
     /// Length in bytes (zero for a zero-length message).
+    pub len: usize,
+}
+
+/// Local memory of a work request reached through a fast-registration region: `len` bytes at
+/// `offset` of the region's current registration (counted from its first byte, `iova`).
+///
+/// The range is checked against the registration when the request is posted, and the request
+/// keeps the registered memory until it completes, whatever happens to the region meanwhile.
+pub struct RegionSge<'a> {
+    /// The region, registered (`SendWr::RegPages` or `SendWr::RegMr` posted before).
+    pub mr: &'a Arc<FastRegMr>,
+    /// Offset of the first byte in the registration.
+    pub offset: usize,
+    /// Length in bytes (at least one).
     pub len: usize,
 }
 
@@ -122,6 +136,15 @@ pub enum SendWr<'a> {
     Read {
         /// Sink.
         local: Sge<'a>,
+        /// Source.
+        remote: Remote,
+    },
+    /// RDMA Read into a registered region: on iWARP the sink of a Read must be registered with
+    /// remote write access (the Read Response is tagged with the sink's key), so the local
+    /// DMA key of an [`Sge`] does not do.
+    ReadIntoRegion {
+        /// Sink.
+        local: RegionSge<'a>,
         /// Source.
         remote: Remote,
     },
@@ -311,6 +334,9 @@ struct Slot {
     is_recv: bool,
     buffer: Option<Arc<DmaBuffer>>,
     mr: Option<Arc<FastRegMr>>,
+    /// The registered memory a request into a region uses (its registration may end before
+    /// the request completes).
+    held: Option<Registered>,
     /// The key a `LOCAL_INV` invalidates: once it succeeded, `mr` lets that registration's
     /// memory go.
     invalidates: Option<u32>,
@@ -378,7 +404,7 @@ impl QpShared {
                 invalidated_rkey: (flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE != 0)
                     .then_some(inv),
             };
-            released = (slot.buffer.take(), slot.mr.take());
+            released = (slot.buffer.take(), slot.mr.take(), slot.held.take());
             invalidated = slot
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
@@ -622,6 +648,7 @@ impl KernelQp {
             is_recv: true,
             buffer: Some(local.buffer.clone()),
             mr: None,
+            held: None,
             invalidates: None,
         })?;
         let mut wr = bindings::ib_recv_wr {
@@ -653,6 +680,7 @@ impl KernelQp {
         let mut sge = ib_sge::default();
         let mut buffer = None;
         let mut mr = None;
+        let mut held = None;
         let mut invalidates = None;
         let mut local = |l: &Sge<'_>| -> Result<c_int> {
             self.check_pd(l.buffer)?;
@@ -744,6 +772,19 @@ impl KernelQp {
             }
             SendWr::Read { local: l, remote } => {
                 rdma.wr.num_sge = local(l)?;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
+                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
+                Kind::Rdma
+            }
+            SendWr::ReadIntoRegion { local: l, remote } => {
+                if !Arc::ptr_eq(l.mr.pd(), &self.pd) || l.len == 0 {
+                    return Err(crate::error::code::EINVAL);
+                }
+                let (s, keep) = l.mr.local_sge(l.offset, l.len)?;
+                sge = s;
+                held = Some(keep);
+                mr = Some(l.mr.clone());
+                rdma.wr.num_sge = 1;
                 rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
@@ -845,6 +886,7 @@ impl KernelQp {
             is_recv: false,
             buffer,
             mr,
+            held,
             invalidates,
         }) {
             Ok(index) => index,

@@ -94,11 +94,33 @@ impl<T: SvcTransport> Adapter<T> {
         };
         // SAFETY: Lent for the call.
         let mut view = unsafe { SvcRqst::from_raw(rqst) };
+        let mut ctxt = None;
         // SAFETY: A transport of `T`, which the thread holds for the call.
-        match T::recvfrom(unsafe { SvcXprt::from_raw(xprt) }, &mut view) {
+        let ret = match T::recvfrom(unsafe { SvcXprt::from_raw(xprt) }, &mut view, &mut ctxt) {
             Ok(len) => c_int::try_from(len).unwrap_or(0),
             Err(e) => e.to_errno(),
+        };
+        if ret > 0 {
+            if let Some(ctxt) = ctxt {
+                // SAFETY: The thread's request, ours for the call; the context is a
+                // `KBox<T::Context>` that `release_ctxt` of this transport type drops.
+                unsafe { (*rqst.as_ptr()).rq_xprt_ctxt = KBox::into_raw(ctxt).cast() };
+            }
         }
+        ret
+    }
+
+    /// The context of the call in `rqstp`, if `recvfrom` gave it one.
+    ///
+    /// # Safety
+    ///
+    /// `rqstp` is a request of a transport of `T`, lent by its thread for `'a`.
+    unsafe fn context<'a>(rqstp: *mut bindings::svc_rqst) -> Option<&'a mut T::Context> {
+        // SAFETY: The caller's guarantee. `rq_xprt_ctxt` of a request of `T` is null or what
+        // `recvfrom` above stored (possibly carried through a deferral, which moves it from
+        // request to request of the same transport): a live `KBox<T::Context>`, which only
+        // the request's thread uses until `release_ctxt`.
+        unsafe { (*rqstp).rq_xprt_ctxt.cast::<T::Context>().as_mut() }
     }
 
     /// `xpo_sendto`.
@@ -112,10 +134,12 @@ impl<T: SvcTransport> Adapter<T> {
         };
         // SAFETY: The thread's request, ours for the call.
         let xprt = unsafe { (*rqst.as_ptr()).rq_xprt };
+        // SAFETY: A request of `T`, lent for the call.
+        let ctxt = unsafe { Self::context(rqst.as_ptr()) };
         // SAFETY: Lent for the call.
         let mut view = unsafe { SvcRqst::from_raw(rqst) };
         // SAFETY: A transport of `T`, which the thread holds for the call.
-        match T::sendto(unsafe { SvcXprt::from_raw(xprt) }, &mut view) {
+        match T::sendto(unsafe { SvcXprt::from_raw(xprt) }, &mut view, ctxt) {
             Ok(len) => c_int::try_from(len).unwrap_or(c_int::MAX),
             Err(e) => e.to_errno(),
         }
@@ -131,17 +155,39 @@ impl<T: SvcTransport> Adapter<T> {
         -(bindings::ENOTCONN as c_int)
     }
 
-    /// `xpo_result_payload`: the payload stays in the reply, sent with it.
-    extern "C" fn result_payload(
-        _rqstp: *mut bindings::svc_rqst,
-        _offset: c_uint,
-        _length: c_uint,
+    /// `xpo_result_payload`: tells the call's context, if it has one.
+    ///
+    /// # Safety
+    ///
+    /// Called by a server thread encoding the reply of its request, whose transport is of `T`.
+    unsafe extern "C" fn result_payload(
+        rqstp: *mut bindings::svc_rqst,
+        offset: c_uint,
+        length: c_uint,
     ) -> c_int {
-        0
+        // SAFETY: A request of `T`, lent by its thread for the call.
+        match unsafe { Self::context(rqstp) } {
+            Some(ctxt) => match T::result_payload(ctxt, offset, length) {
+                Ok(()) => 0,
+                Err(e) => e.to_errno(),
+            },
+            None => 0,
+        }
     }
 
-    /// `xpo_release_ctxt`: this abstraction keeps no per-request context.
-    extern "C" fn release_ctxt(_xprt: *mut bindings::svc_xprt, _ctxt: *mut c_void) {}
+    /// `xpo_release_ctxt`: drops a call's context.
+    ///
+    /// # Safety
+    ///
+    /// Called by the RPC server with a transport of `T` and the `rq_xprt_ctxt` of one of its
+    /// calls (null or what `recvfrom` stored), which no one uses any more.
+    unsafe extern "C" fn release_ctxt(_xprt: *mut bindings::svc_xprt, ctxt: *mut c_void) {
+        if !ctxt.is_null() {
+            // SAFETY: Made by `KBox::into_raw` in `recvfrom`, and released once (the caller's
+            // guarantee: the RPC server clears the pointer as it calls this).
+            drop(unsafe { KBox::from_raw(ctxt.cast::<T::Context>()) });
+        }
+    }
 
     /// `xpo_kill_temp_xprt`: nothing to do before an idle connection is closed.
     extern "C" fn kill_temp_xprt(_xprt: *mut bindings::svc_xprt) {}

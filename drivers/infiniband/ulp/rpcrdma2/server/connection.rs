@@ -3,26 +3,31 @@
 //! A connection: one client's queue pair, and the calls and replies it carries.
 //!
 //! A server thread takes one received message at a time ([`SvcTransport::recvfrom`]): the
-//! protocol core decodes its Version 1 header, and an inline call is copied into the thread's
-//! request. The reply goes back inline ([`SvcTransport::sendto`]) after a header that grants
-//! the client credits. What cannot be served earns an `RDMA_ERROR` in its place: the client's
-//! call then fails instead of waiting for a reply.
+//! protocol core decodes its Version 1 header, an inline call is copied into the thread's
+//! request, and a Read chunk is RDMA Read into its pages ([`chunks`](super::chunks)). The
+//! reply goes back ([`SvcTransport::sendto`]) after a header that grants the client credits:
+//! inline, with its bulk data RDMA Written into the call's Write chunk, or through the call's
+//! Reply chunk when it does not fit inline. What cannot be served earns an `RDMA_ERROR` in its
+//! place: the client's call then fails instead of waiting for a reply.
 
 use super::{
     buffers::{Buffers, Received, RECVS, SENDS},
+    chunks::{self, CallChunks, ReadPlan, Unserved},
     listener::Listener,
+    rdma::{Rdma, OPS, OP_WRS},
     Receiver,
 };
 use crate::{
     client::INLINE_SIZE,
     devices::Devices,
     proto::{
-        chunk::ChunkListsRef,
+        chunk::{ChunkListsRef, Segment},
         cm_private::CmPrivateData,
         dispatch::encode_error_reply,
         error::{ErrorBody, ErrorReply, V1Error},
         v1::{self, V1Body, V1BodyRef, V1DecodeConfig, V1_DEFAULT_INLINE},
         version::RPCRDMA_VERSION_1,
+        xdr::roundup,
     },
 };
 use core::{
@@ -32,6 +37,7 @@ use core::{
     sync::atomic::{AtomicBool, Ordering},
 };
 use kernel::{
+    page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::{
         client::ProtectionDomain,
@@ -41,25 +47,29 @@ use kernel::{
         kernel_qp::{QpCaps, SendWr, Sge},
     },
     sunrpc::{
-        svc_xprt::{Kind, SvcRqst, SvcTransport, SvcXprt},
+        svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
         svc_xprt_class::{ServerClass, SvcXprtPtr},
     },
     sync::Arc,
 };
 
-/// Whether a call with chunks was reported (once per module load).
+/// Whether a call with chunks we do not serve was reported (once per module load).
 static CHUNKS_REPORTED: AtomicBool = AtomicBool::new(false);
-/// Whether a reply too large to send inline was reported (once per module load).
+/// Whether a reply that could not be sent was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Room for the header of a reply: sixteen bytes, three empty chunk lists, and spare.
+/// Room for the header of an error reply: sixteen bytes and an error body.
 const HEADER_ROOM: usize = 64;
+/// Pages one region maps at most (the C siw's and rsiw's fast-registration limit).
+const REGION_PAGES: u32 = 256;
 
 /// One client's connection, of class `C`.
 pub(crate) struct Connection<C: ServerClass> {
     /// Dropped first: drains and destroys the queue pair, then the id.
     id: CmId,
     buffers: Arc<Buffers>,
+    /// The RDMA operations of chunks, their MRs and bounce buffers.
+    rdma: Arc<Rdma>,
     _pd: Arc<ProtectionDomain>,
     /// The largest message the client receives inline (RFC 8797; 1024 bytes without its
     /// private data), at most our buffers' size.
@@ -83,6 +93,7 @@ pub(crate) fn accept<C: ServerClass>(
     let caps = device.caps();
     let pd = device.alloc_pd()?;
     let buffers = Buffers::new(&pd)?;
+    let rdma = Rdma::new(&pd, caps.max_fast_reg_pages.clamp(1, REGION_PAGES))?;
     let local = id.local_address().ok();
     let remote = id.peer_address().ok();
     let xprt = SvcXprt::<Connection<C>>::create(
@@ -97,6 +108,7 @@ pub(crate) fn accept<C: ServerClass>(
                     handle,
                     buffers: buffers.clone(),
                     failure_reported: AtomicBool::new(false),
+                    rdma: rdma.clone(),
                 },
                 GFP_KERNEL,
             )?;
@@ -104,7 +116,7 @@ pub(crate) fn accept<C: ServerClass>(
             // the connection through the receiver.
             let device_use = DeviceUse::new::<Devices>(&device, receiver.clone())?;
             let qp_caps = QpCaps {
-                max_send_wr: (SENDS as u32).min(caps.max_qp_wr),
+                max_send_wr: ((SENDS + OPS * OP_WRS) as u32).min(caps.max_qp_wr),
                 max_recv_wr: RECVS as u32,
             };
             let qp = id.create_qp_with_handler(&pd, qp_caps, receiver.clone())?;
@@ -130,6 +142,7 @@ pub(crate) fn accept<C: ServerClass>(
             Ok(Connection {
                 id,
                 buffers,
+                rdma,
                 _pd: pd,
                 send_limit,
                 _class: PhantomData,
@@ -180,49 +193,128 @@ impl<C: ServerClass> Connection<C> {
         }
     }
 
-    /// Decodes the message `received` and places its call in `rqst`; returns the call's
-    /// length, or 0 for a message that carries none (it was answered with an error, or
-    /// dropped).
-    fn take_call(&self, received: Received, rqst: &mut SvcRqst<'_>) -> Result<usize> {
+    /// Copies the message `received` out of its receive buffer.
+    fn read_message(&self, received: Received) -> Result<KVec<u8>> {
         let buffer = self.buffers.recvs.get(received.index).ok_or(EINVAL)?;
         let len = received.len.min(INLINE_SIZE as usize);
         let mut message = KVec::from_elem(0u8, len, GFP_KERNEL)?;
         buffer.read(0, &mut message)?;
-        let decoded = v1::decode(&message, &V1DecodeConfig::default());
+        Ok(message)
+    }
+
+    /// Breaks the connection: its outstanding work requests are flushed.
+    fn give_up(xprt: &SvcXprt<Self>) {
+        xprt.deferred_close();
+        let _ = xprt.id.disconnect();
+    }
+
+    /// Decodes `message` and places its call in `rqst` (reading its Read chunk), with the
+    /// context its reply needs in `ctxt`; returns the call's length, or 0 for a message that
+    /// carries none (it was answered with an error, or dropped).
+    fn take_call(
+        xprt: &SvcXprt<Self>,
+        message: &[u8],
+        rqst: &mut SvcRqst<'_>,
+        ctxt: &mut Option<KBox<CallChunks>>,
+    ) -> Result<usize> {
+        let decoded = v1::decode(message, &V1DecodeConfig::default());
         let header = match decoded.and_then(|h| v1::check_call(&h).map(|()| h)) {
             Ok(header) => header,
             Err(fault) => {
                 pr_debug!("a malformed message: {:?}\n", fault);
                 if let Some(reply) = fault.reply() {
-                    self.send_error(&reply);
+                    xprt.send_error(&reply);
                 }
                 return Ok(0);
             }
         };
-        match header.body {
-            V1Body::Msg { chunks, payload }
-                if chunks.reads.is_empty() && chunks.writes.is_empty() =>
-            {
+        let (lists, payload, nomsg) = match header.body {
+            V1Body::Msg { chunks, payload } => (chunks, payload, false),
+            V1Body::NoMsg { chunks } => (chunks, &[][..], true),
+            // Neither is a call: dropped.
+            V1Body::Done | V1Body::Error(_) => return Ok(0),
+        };
+        let unserved = |why: Unserved| {
+            if !CHUNKS_REPORTED.swap(true, Ordering::Relaxed) {
+                pr_info!(
+                    "a call's chunks cannot be served ({}): ERR_CHUNK for call {:#x}\n",
+                    why,
+                    header.xid
+                );
+            }
+            xprt.send_error(&ErrorReply {
+                xid: header.xid,
+                vers: header.vers,
+                body: ErrorBody::V1(V1Error::Chunk),
+            });
+            Ok(0)
+        };
+        let plan = match chunks::plan_reads(&lists.reads, payload.len(), nomsg) {
+            Ok(plan) => plan,
+            Err(why) => return unserved(why),
+        };
+        *ctxt = CallChunks::of(&lists)?;
+        let give_up = || Self::give_up(xprt);
+        // Pages of the call, and one for the reply.
+        let fits = |pages: usize| pages < rqst.page_count();
+        match plan {
+            ReadPlan::Inline => {
                 rqst.set_arg(payload)?;
                 Ok(payload.len())
             }
-            V1Body::Msg { .. } | V1Body::NoMsg { .. } => {
-                if !CHUNKS_REPORTED.swap(true, Ordering::Relaxed) {
-                    pr_info!(
-                        "calls with Read or Write chunks are not served yet: ERR_CHUNK for \
-                         call {:#x}\n",
-                        header.xid
-                    );
+            ReadPlan::DataItem {
+                chunk,
+                position,
+                len,
+            } => {
+                let padded = roundup(len).ok_or(EINVAL)?;
+                let pages = 1 + padded.div_ceil(PAGE_SIZE);
+                if !fits(pages) {
+                    return unserved(Unserved::Pages);
                 }
-                self.send_error(&ErrorReply {
-                    xid: header.xid,
-                    vers: header.vers,
-                    body: ErrorBody::V1(V1Error::Chunk),
-                });
-                Ok(0)
+                rqst.write_page(0, 0, payload)?;
+                let qp = xprt.id.qp()?;
+                if let Err(e) = chunks::pull(qp, &xprt.rdma, rqst, &chunk, 1, len, &give_up) {
+                    pr_info!("a Read chunk failed ({:?}): closing the connection\n", e);
+                    give_up();
+                    return Ok(0);
+                }
+                if padded > len {
+                    let zeroes = [0u8; 4];
+                    let at = 1 + len / PAGE_SIZE;
+                    rqst.write_page(at, len % PAGE_SIZE, &zeroes[..padded - len])?;
+                }
+                rqst.place_arg(&ArgPlacement {
+                    head_len: position,
+                    page_len: padded,
+                    tail: position..payload.len(),
+                    pages,
+                })?;
+                Ok(payload.len() + padded)
             }
-            // Neither is a call: dropped.
-            V1Body::Done | V1Body::Error(_) => Ok(0),
+            ReadPlan::Call { chunk, len } => {
+                let pages = len.div_ceil(PAGE_SIZE);
+                if !fits(pages) {
+                    return unserved(Unserved::Pages);
+                }
+                let qp = xprt.id.qp()?;
+                if let Err(e) = chunks::pull(qp, &xprt.rdma, rqst, &chunk, 0, len, &give_up) {
+                    pr_info!(
+                        "a Position Zero Read chunk failed ({:?}): closing the connection\n",
+                        e
+                    );
+                    give_up();
+                    return Ok(0);
+                }
+                let head = len.min(PAGE_SIZE);
+                rqst.place_arg(&ArgPlacement {
+                    head_len: head,
+                    page_len: len - head,
+                    tail: head..head,
+                    pages,
+                })?;
+                Ok(len)
+            }
         }
     }
 
@@ -266,41 +358,91 @@ impl<C: ServerClass> Connection<C> {
     }
 }
 
+/// Encodes a reply's Version 1 header: `RDMA_NOMSG` with the Reply chunk `reply` if
+/// `nomsg`, else `RDMA_MSG` (the reply follows it inline); the Write list `writes` either way.
+fn encode_header(
+    xid: u32,
+    grant: u32,
+    writes: &[KVec<Segment>],
+    reply: Option<&[Segment]>,
+    nomsg: bool,
+) -> Result<KVec<u8>> {
+    let mut refs = KVec::with_capacity(writes.len(), GFP_KERNEL)?;
+    for chunk in writes {
+        refs.push(&chunk[..], GFP_KERNEL)?;
+    }
+    let lists = ChunkListsRef {
+        reads: &[],
+        writes: &refs,
+        reply,
+    };
+    let room = lists.encoded_len().ok_or(EMSGSIZE)? + 16;
+    let mut header = KVec::from_elem(0u8, room, GFP_KERNEL)?;
+    let body = if nomsg {
+        V1BodyRef::NoMsg(lists)
+    } else {
+        V1BodyRef::Msg(lists)
+    };
+    let len =
+        v1::encode(&mut header, xid, RPCRDMA_VERSION_1, grant, &body).map_err(|_| EMSGSIZE)?;
+    let mut out = KVec::with_capacity(len, GFP_KERNEL)?;
+    out.extend_from_slice(header.get(..len).ok_or(EMSGSIZE)?, GFP_KERNEL)?;
+    Ok(out)
+}
+
 #[vtable]
 impl<C: ServerClass> SvcTransport for Connection<C> {
     type Class = C;
+    type Context = CallChunks;
 
     fn has_wspace(xprt: &SvcXprt<Self>) -> bool {
         xprt.buffers.has_send()
     }
 
-    fn recvfrom(xprt: &SvcXprt<Self>, rqst: &mut SvcRqst<'_>) -> Result<usize> {
+    fn recvfrom(
+        xprt: &SvcXprt<Self>,
+        rqst: &mut SvcRqst<'_>,
+        ctxt: &mut Option<KBox<CallChunks>>,
+    ) -> Result<usize> {
         let next = xprt.buffers.next(|| xprt.clear_data_pending());
         // Another thread may take the next message now.
         xprt.received();
         let Some(received) = next else {
             return Ok(0);
         };
-        let call = xprt.take_call(received, rqst);
+        let message = xprt.read_message(received);
+        // The message is copied out: its buffer takes the next one while a chunk is read.
         Self::repost(xprt, received.index);
-        call
+        Self::take_call(xprt, &message?, rqst, ctxt)
     }
 
-    fn sendto(xprt: &SvcXprt<Self>, rqst: &mut SvcRqst<'_>) -> Result<usize> {
+    fn result_payload(ctxt: &mut CallChunks, offset: u32, len: u32) -> Result {
+        ctxt.payload = Some((offset, len));
+        Ok(())
+    }
+
+    fn sendto(
+        xprt: &SvcXprt<Self>,
+        rqst: &mut SvcRqst<'_>,
+        ctxt: Option<&mut CallChunks>,
+    ) -> Result<usize> {
         let xid = rqst.xid();
         let res = rqst.res();
-        let len = res.layout().len() as usize;
-        let mut header = [0u8; HEADER_ROOM];
-        let body = V1BodyRef::Msg(ChunkListsRef::EMPTY);
+        let total = res.layout().len() as usize;
         let grant = xprt.buffers.grant();
-        let header_len =
-            v1::encode(&mut header, xid, RPCRDMA_VERSION_1, grant, &body).map_err(|_| EMSGSIZE)?;
-        if header_len + len > xprt.send_limit {
+        let no_chunks = CallChunks {
+            writes: KVec::new(),
+            reply: None,
+            payload: None,
+        };
+        let chunks = ctxt.map_or(&no_chunks, |c| &*c);
+        let fail = |why: &str, len: usize| {
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_info!(
-                    "a reply of {} bytes does not fit the client's {} inline, and Reply chunks \
-                     are not served yet: ERR_CHUNK for call {:#x}\n",
-                    header_len + len,
+                    "a reply of {} bytes cannot be sent ({}; the client receives {} inline): \
+                     ERR_CHUNK for call {:#x}\n",
+                    len,
+                    why,
                     xprt.send_limit,
                     xid
                 );
@@ -310,24 +452,67 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
                 vers: RPCRDMA_VERSION_1,
                 body: ErrorBody::V1(V1Error::Chunk),
             });
-            return Ok(0);
+            Ok(0)
+        };
+        let Some(mut plan) = chunks::plan_reply(total, chunks) else {
+            return fail("its data does not fit the Write chunk", total);
+        };
+        let rest_len = plan.rest_len();
+        // The header as it goes inline: the Write list, no Reply chunk.
+        let header_len = encode_header(xid, grant, &chunks.writes, None, false)?.len();
+        if header_len + rest_len > xprt.send_limit {
+            if !chunks::reply_chunk_holds(chunks, rest_len) {
+                return fail("it fits neither inline nor a Reply chunk", total);
+            }
+            plan.reply_chunk = true;
         }
-        let sent = xprt.send(&header[..header_len], |buffer, mut offset| {
-            res.for_each_segment(|segment| {
-                buffer.write(offset, segment)?;
-                offset += segment.len();
-                Ok(())
-            })?;
-            Ok(offset - header_len)
+        let give_up = || Self::give_up(xprt);
+        let written = match xprt
+            .id
+            .qp()
+            .and_then(|qp| chunks::push(qp, &xprt.rdma, &res, chunks, &plan, &give_up))
+        {
+            Ok(written) => written,
+            Err(e) => {
+                pr_info!(
+                    "a reply's chunks could not be written ({:?}): closing the connection\n",
+                    e
+                );
+                give_up();
+                return Err(e);
+            }
+        };
+        let header = encode_header(
+            xid,
+            grant,
+            &written.writes,
+            written.reply.as_deref(),
+            plan.reply_chunk,
+        )?;
+        let sent = xprt.send(&header, |buffer, mut offset| {
+            if plan.reply_chunk {
+                return Ok(0);
+            }
+            for range in plan.rest.iter().filter(|r| !r.is_empty()) {
+                res.for_each_segment_in(range.clone(), |segment| {
+                    buffer.write(offset, segment)?;
+                    offset += segment.len();
+                    Ok(())
+                })?;
+            }
+            Ok(offset - header.len())
         });
-        if let Err(e) = sent {
-            pr_info!(
-                "a reply could not be sent ({:?}): closing the connection\n",
-                e
-            );
-            xprt.deferred_close();
+        match sent {
+            Ok(_) => Ok(total),
+            Err(e) => {
+                pr_info!(
+                    "a reply could not be sent ({:?}): closing the connection\n",
+                    e
+                );
+                xprt.deferred_close();
+                Err(e)
+            }
         }
-        sent
     }
 
     fn detach(xprt: &SvcXprt<Self>) {

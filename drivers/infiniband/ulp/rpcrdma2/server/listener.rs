@@ -66,6 +66,7 @@ impl<C: ServerClass> Listener<C> {
 #[vtable]
 impl<C: ServerClass> SvcTransport for Listener<C> {
     type Class = C;
+    type Context = ();
 
     fn accept(xprt: &SvcXprt<Self>) -> Option<SvcXprtPtr> {
         loop {

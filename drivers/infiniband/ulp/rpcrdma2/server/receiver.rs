@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The completions and connection events of a connection: calls in, send buffers back,
-//! connection loss, device removal.
+//! The completions and connection events of a connection: calls in, send buffers back, the
+//! RDMA operations of chunks to the threads that wait for them, connection loss, device
+//! removal.
 //!
 //! A [`Receiver`] runs from the queue pair's CQ work, from rdma_cm's event handler and from
 //! the removal of the device. It reaches its connection through the connection's handle,
@@ -12,6 +13,7 @@
 
 use super::{
     buffers::{Buffers, Received},
+    rdma::{Rdma, OP_TAG},
     Connection,
 };
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +37,7 @@ pub(crate) struct Receiver<C: ServerClass> {
     pub(crate) buffers: Arc<Buffers>,
     /// Whether why the connection goes was logged.
     pub(crate) failure_reported: AtomicBool,
+    pub(crate) rdma: Arc<Rdma>,
 }
 
 impl<C: ServerClass> Receiver<C> {
@@ -54,18 +57,32 @@ impl<C: ServerClass> Receiver<C> {
 impl<C: ServerClass> CompletionHandler for Receiver<C> {
     fn completed(&self, wc: &WorkCompletion) {
         let ok = wc.status.is_success();
+        let op = !wc.is_recv && wc.tag & OP_TAG != 0;
+        if op {
+            // A chunk's registration, RDMA Read or Write, or invalidation: its thread waits.
+            self.rdma.completed(wc.tag, ok);
+        }
         if !ok {
             if !wc.status.is_flush() {
                 self.report(format_args!(
                     "{} failed (work completion status {})",
-                    if wc.is_recv { "a receive" } else { "a Send" },
+                    if wc.is_recv {
+                        "a receive"
+                    } else if op {
+                        "an RDMA operation of a chunk"
+                    } else {
+                        "a Send"
+                    },
                     wc.status.raw()
                 ));
             }
-            if !wc.is_recv {
+            if !wc.is_recv && !op {
                 self.buffers.send_done(wc.tag as usize);
             }
             self.lost();
+            return;
+        }
+        if op {
             return;
         }
         if wc.is_recv {
