@@ -1,9 +1,15 @@
-# timeout: 420
+# timeout: 2400
 # The rpcrdma2 server beside the C rpcrdma in one kernel: rpcrdma2 loads with coexist=1 (server
 # class "rdma2" with an ident of its own, no client class), nfsd gets an "rdma2 20050" listener
 # next to the C "rdma 20049" one, and the stock C client mounts it over rsiw with
-# proto=rdma,port=20050. rsize=wsize=1024 keep every call and reply inline (the server answers
-# chunks with ERR_CHUNK for now): small files written, listed, read back, NFSv3 and NFSv4.1.
+# proto=rdma,port=20050 and its default 1 MiB rsize/wsize, so that every chunk type is used:
+# writes send their data in Read chunks, reads get theirs in Write chunks, a 3,000-entry
+# directory listing and a 4,000-byte symlink come back in Reply chunks, and the symlink goes
+# out in a Position Zero Read chunk. Files of 300 KiB, 4 MiB and 64 MiB are written, read back
+# and compared over NFSv3 and NFSv4.1, over NFSv4.2 (without the 64 MiB one), and again over
+# NFSv3 and NFSv4.1 with inline thresholds of 1024 bytes (rpcrdma2 inline_threshold=1024,
+# which the C client then uses too). The client's own counters
+# (/proc/self/mountstats, "xprt: rdma") must show each chunk type used.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -19,26 +25,88 @@ grep -q '^rdma2 20050' /proc/fs/nfsd/portlist || fail "no rdma2 listener in the 
 wait_port 20050 || fail "nothing listens on 20050"
 
 mkdir -p /mnt/nfs
-opts=proto=rdma,port=20050,rsize=1024,wsize=1024
-for vers in 3 4.1; do
+opts=proto=rdma,port=20050
+dd if=/dev/urandom of=/tmp/f300k bs=1k count=300 2>/dev/null
+dd if=/dev/urandom of=/tmp/f4m bs=1M count=4 2>/dev/null
+dd if=/dev/urandom of=/tmp/f64m bs=1M count=64 2>/dev/null
+target=$(head -c 4000 /dev/zero | tr '\0' 'x')
+mkdir -p /srv/export/many
+(cd /srv/export/many && seq 3000 | xargs touch) || fail "cannot make the directory to list"
+
+# The client's read, write and reply chunk counts of the mount at /mnt/nfs, one per line.
+chunk_counts() {
+  awk '$1 == "device" { mine = ($5 == "/mnt/nfs") }
+       mine && $1 == "xprt:" && $2 == "rdma" { print $13; print $14; print $15; exit }' \
+    /proc/self/mountstats
+}
+count() { chunk_counts | sed -n "$1p"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# pass VERS LABEL FILE...: writes the files and a long symlink, lists a large directory, reads
+# everything back and compares, checking the chunk counts of each mount.
+pass() {
+  vers=$1 label=$2
+  shift 2
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
-    fail "mount vers=$vers $opts on the rpcrdma2 server failed"
-  grep "/mnt/nfs nfs" /proc/mounts
+    fail "mount vers=$vers ($label) on the rpcrdma2 server failed"
   grep -q "/mnt/nfs nfs.*proto=rdma,port=20050" /proc/mounts || fail "not an RDMA mount on port 20050"
-  echo "small file over NFSv$vers" >/mnt/nfs/small.$vers || fail "write over NFSv$vers"
-  dd if=/dev/urandom of=/tmp/eight bs=1k count=8 2>/dev/null
-  timeout 60 cp /tmp/eight /mnt/nfs/eight.$vers || fail "8 KiB write over NFSv$vers"
-  timeout 60 ls -l /mnt/nfs || fail "ls over NFSv$vers"
+  echo "small file over NFSv$vers" >/mnt/nfs/small.$vers || fail "write over NFSv$vers ($label)"
+  for f in "$@"; do
+    t=$(now)
+    timeout 900 cp /tmp/$f /mnt/nfs/$f.$vers || fail "writing $f over NFSv$vers ($label)"
+    timeout 300 sync
+    echo "NFSv$vers ($label): $f written in $(since $t) s"
+  done
+  timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "4000-byte symlink over NFSv$vers ($label)"
+  r=$(count 1) w=$(count 2) p=$(count 3)
+  echo "NFSv$vers ($label) writing: read chunks $r, write chunks $w, reply chunks $p"
+  [ "${r:-0}" -gt 0 ] || fail "no Read chunk used by writes over NFSv$vers ($label)"
   timeout 60 umount /mnt/nfs || fail "umount"
+
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
-    fail "remount vers=$vers"
+    fail "remount vers=$vers ($label)"
   [ "$(timeout 60 cat /mnt/nfs/small.$vers)" = "small file over NFSv$vers" ] ||
-    fail "small file read back over NFSv$vers differs"
-  timeout 60 cmp /tmp/eight /mnt/nfs/eight.$vers || fail "8 KiB file read back over NFSv$vers differs"
-  cmp /tmp/eight /srv/export/eight.$vers || fail "the server's copy of the 8 KiB file differs"
-  echo "NFSv$vers, C client -> rpcrdma2 server: written, listed, read back and compared"
+    fail "small file read back over NFSv$vers ($label) differs"
+  for f in "$@"; do
+    t=$(now)
+    timeout 900 cmp /tmp/$f /mnt/nfs/$f.$vers || fail "$f read back over NFSv$vers ($label) differs"
+    echo "NFSv$vers ($label): $f read back and compared in $(since $t) s"
+    cmp /tmp/$f /srv/export/$f.$vers || fail "the server's copy of $f differs"
+  done
+  n=$(timeout 120 ls /mnt/nfs/many | wc -l)
+  [ "$n" = 3000 ] || fail "listing 3000 entries over NFSv$vers ($label) gave $n"
+  [ "$(timeout 60 readlink /mnt/nfs/link.$vers)" = "$target" ] ||
+    fail "the 4000-byte symlink read back over NFSv$vers ($label) differs"
+  r=$(count 1) w=$(count 2) p=$(count 3)
+  echo "NFSv$vers ($label) reading: read chunks $r, write chunks $w, reply chunks $p"
+  [ "${w:-0}" -gt 0 ] || fail "no Write chunk used by reads over NFSv$vers ($label)"
+  [ "${p:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers ($label)"
   timeout 60 umount /mnt/nfs || fail "umount"
+  for f in "$@"; do rm -f /srv/export/$f.$vers; done
+  rm -f /srv/export/link.$vers /srv/export/small.$vers
+  echo "NFSv$vers ($label), C client -> rpcrdma2 server: written, listed, read back and compared"
+}
+
+pass 3 default f300k f4m f64m
+pass 4.1 default f300k f4m f64m
+pass 4.2 default f300k f4m
+
+# The C client's inline thresholds at 1024 bytes: its sysctls need CONFIG_SUNRPC_DEBUG, but it
+# also takes the smaller of its own and the server's (RFC 8797 private data), and rpcrdma2
+# advertises its inline_threshold.
+echo '-rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd keeps the rdma2 listener"
+echo '-rdma2 20050' >/proc/fs/nfsd/portlist 2>/dev/null
+for _ in $(seq 100); do
+  modprobe -r rpcrdma2 2>/dev/null && break
+  sleep 0.2
 done
+modprobe rpcrdma2 coexist=1 inline_threshold=1024 || fail "rpcrdma2 inline_threshold=1024"
+echo 'rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd refuses the rdma2 listener again"
+wait_port 20050 || fail "nothing listens on 20050 again"
+pass 3 inline-1024 f300k f4m
+pass 4.1 inline-1024 f300k f4m
+! dmesg | grep -q 'rpcrdma2: .*ERR_CHUNK' || fail "the rpcrdma2 server answered a call with ERR_CHUNK"
 dmesg | grep 'rpcrdma2:' | tail -n 6
 
 # nfsd stopping closes our listener and connections; the module then unloads.
@@ -50,4 +118,4 @@ done
 ! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
 timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
 left_behind "after the rpcrdma2 server"
-echo "rpcrdma2 server: NFSv3 and NFSv4.1 from the C client, inline, beside the C rpcrdma"
+echo "rpcrdma2 server: NFSv3, NFSv4.1 and NFSv4.2 from the C client, with Read, Write and Reply chunks, beside the C rpcrdma"

@@ -71,8 +71,8 @@ pub(crate) struct Connection<C: ServerClass> {
     /// The RDMA operations of chunks, their MRs and bounce buffers.
     rdma: Arc<Rdma>,
     _pd: Arc<ProtectionDomain>,
-    /// The largest message the client receives inline (RFC 8797; 1024 bytes without its
-    /// private data), at most our buffers' size.
+    /// The largest message we send inline: what the client receives (RFC 8797; 1024 bytes
+    /// without its private data), at most the module's inline threshold.
     send_limit: usize,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
@@ -88,7 +88,10 @@ pub(crate) fn accept<C: ServerClass>(
 ) -> Result<SvcXprtPtr> {
     let peer = CmPrivateData::decode(&param.private_data);
     let client_receives = peer.map_or(V1_DEFAULT_INLINE, |p| p.recv_size);
-    let send_limit = client_receives.min(INLINE_SIZE) as usize;
+    // The module's inline threshold (`inline_threshold=`, at most our buffers' size) is what
+    // we advertise both ways, and the most we send inline.
+    let threshold = crate::client::inline_threshold();
+    let send_limit = client_receives.min(threshold) as usize;
     let device = id.device()?;
     let caps = device.caps();
     let pd = device.alloc_pd()?;
@@ -130,7 +133,7 @@ pub(crate) fn accept<C: ServerClass>(
                 buffers.posted(1);
             }
             id.watch(receiver);
-            let private = CmPrivateData::new(INLINE_SIZE, INLINE_SIZE, false).encode();
+            let private = CmPrivateData::new(threshold, threshold, false).encode();
             let depth = caps.max_qp_rd_atom.min(16) as u8;
             id.accept(&ConnParam {
                 private_data: &private,
