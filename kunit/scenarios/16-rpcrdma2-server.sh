@@ -95,13 +95,15 @@ pass 4.2 default f300k f4m
 # The C client's inline thresholds at 1024 bytes: its sysctls need CONFIG_SUNRPC_DEBUG, but it
 # also takes the smaller of its own and the server's (RFC 8797 private data), and rpcrdma2
 # advertises its inline_threshold.
-echo '-rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd keeps the rdma2 listener"
-echo '-rdma2 20050' >/proc/fs/nfsd/portlist 2>/dev/null
+# nfsd cannot drop one listener: it stops, rpcrdma2 is loaded again, and nfsd starts.
+nfs_server_stop
 for _ in $(seq 100); do
   modprobe -r rpcrdma2 2>/dev/null && break
   sleep 0.2
 done
+! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
 modprobe rpcrdma2 coexist=1 inline_threshold=1024 || fail "rpcrdma2 inline_threshold=1024"
+nfs_server_start
 echo 'rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd refuses the rdma2 listener again"
 wait_port 20050 || fail "nothing listens on 20050 again"
 pass 3 inline-1024 f300k f4m
