@@ -21,15 +21,20 @@
 //!   go to its [`Receiver`], which queues each received message and the connection for a
 //!   thread.
 //! - **recvfrom** takes one message, decodes its Version 1 header with the protocol core and
-//!   copies the RPC call into the thread's request; **sendto** copies the reply after a
-//!   Version 1 header with a credit grant into a send buffer, posted as one Send.
+//!   places the RPC call in the thread's request: copied from the receive buffer, and its Read
+//!   chunk, if any, RDMA Read into the request's pages ([`chunks`]); **sendto** sends the
+//!   reply after a Version 1 header with a credit grant, its bulk data RDMA Written into the
+//!   call's Write chunk, the rest inline or, when that does not fit, RDMA Written into the
+//!   call's Reply chunk. A thread sleeps until the RDMA operations it posted completed
+//!   ([`rdma`]).
 //!
-//! What this transport serves: Version 1 calls sent inline, without a Read list or a Write
-//! list, whose replies fit the client's inline threshold (a Reply chunk offered for a reply
-//! that turns out to fit is left unused). A call with Read or Write chunks is answered with
-//! `RDMA_ERROR`/`ERR_CHUNK`, as is a reply too large to send inline; a header of another
-//! version earns `ERR_VERS`, a malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). RDMA
-//! Read and Write of chunks are not implemented yet.
+//! What this transport serves: Version 1 calls sent inline, or with one Read chunk (a data
+//! item, or the whole call at Position Zero) of up to 1 MiB and a page, with a Write list and
+//! a Reply chunk for their replies: the service's bulk data (`xpo_result_payload`) goes to the
+//! first Write chunk, a reply that does not fit the client's inline threshold to the Reply
+//! chunk. A call with more Read chunks, or a reply the client's chunks cannot hold, is
+//! answered with `RDMA_ERROR`/`ERR_CHUNK`; a header of another version earns `ERR_VERS`, a
+//! malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). Send with Invalidate is not used.
 
 use kernel::{
     c_str,
