@@ -464,7 +464,9 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
         // The header as it goes inline: the Write list, no Reply chunk.
         let header_len = encode_header(xid, grant, &chunks.writes, None, false)?.len();
         if header_len + rest_len > xprt.send_limit {
-            if !chunks::reply_chunk_holds(chunks, rest_len) {
+            let nomsg_len =
+                encode_header(xid, grant, &chunks.writes, chunks.reply.as_deref(), true)?.len();
+            if !chunks::reply_chunk_holds(chunks, rest_len) || nomsg_len > xprt.send_limit {
                 return fail("it fits neither inline nor a Reply chunk", total);
             }
             plan.reply_chunk = true;
