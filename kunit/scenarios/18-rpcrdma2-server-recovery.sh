@@ -1,6 +1,7 @@
 # timeout: 480
 # The rpcrdma2 server ("rdma2" beside the C rpcrdma, coexist=1) loses what its clients are
-# connected through, with the stock C client mounted over rsiw (rsize=wsize=1024: inline):
+# connected through, with the stock C client mounted over rsiw (its default rsize/wsize: reads
+# of a 4 MiB file come back in Write chunks, writes go out in Read chunks):
 #   1. the device goes (rdma link del) under a reader: the server's ib_client closes the
 #      connection and the removal returns promptly; the device comes back and the client's I/O
 #      resumes on a new connection to the same listener (it listens on every address);
@@ -21,14 +22,17 @@ listen_rdma2() {
 }
 listen_rdma2
 
-opts=vers=4.1,proto=rdma,port=20050,rsize=1024,wsize=1024
+opts=vers=4.1,proto=rdma,port=20050
 mkdir -p /mnt/nfs
 timeout 60 mount -t nfs -o $opts $ADDR1:/srv/export /mnt/nfs || fail "mount $opts"
-dd if=/dev/urandom of=/tmp/eight bs=1k count=8 2>/dev/null
-timeout 60 cp /tmp/eight /mnt/nfs/eight || fail "8 KiB write"
+dd if=/dev/urandom of=/tmp/eight bs=1M count=4 2>/dev/null
+timeout 60 cp /tmp/eight /mnt/nfs/eight || fail "4 MiB write"
 
 # 1. Device removal under a reader.
-( while :; do cat /mnt/nfs/eight >/dev/null 2>&1 || true; done ) &
+( while :; do
+  echo 3 >/proc/sys/vm/drop_caches
+  cat /mnt/nfs/eight >/dev/null 2>&1 || true
+done ) &
 reader=$!
 sleep 2
 t0=$(now)
