@@ -111,7 +111,7 @@ pub(crate) fn accept<C: ServerClass>(
                     handle,
                     buffers: buffers.clone(),
                     failure_reported: AtomicBool::new(false),
-                    rdma: rdma.clone(),
+                    ops: rdma.ops().clone(),
                 },
                 GFP_KERNEL,
             )?;

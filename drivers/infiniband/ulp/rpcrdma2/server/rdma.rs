@@ -71,7 +71,7 @@ pub(crate) struct Op {
 
 /// A slot of the connection's op table and the op in it, for one thread.
 pub(crate) struct OpGuard<'a> {
-    rdma: &'a Rdma,
+    ops: &'a Ops,
     slot: usize,
     op: Arc<Op>,
     posted: usize,
@@ -81,16 +81,23 @@ pub(crate) struct OpGuard<'a> {
     released: bool,
 }
 
+/// The op table of one connection, shared with its receiver (which holds nothing of the
+/// device: the receiver may outlive the connection's use of it).
+#[pin_data]
+pub(crate) struct Ops {
+    #[pin]
+    slots: Mutex<KVec<Option<Arc<Op>>>>,
+    #[pin]
+    slot_freed: CondVar,
+}
+
 /// The ops, MRs and bounce buffers of one connection.
 #[pin_data]
 pub(crate) struct Rdma {
     pd: Arc<ProtectionDomain>,
     /// Pages one MR maps: the device's fast-registration limit.
     region_pages: u32,
-    #[pin]
-    slots: Mutex<KVec<Option<Arc<Op>>>>,
-    #[pin]
-    slot_freed: CondVar,
+    ops: Arc<Ops>,
     #[pin]
     mrs: Mutex<FixedRing<Arc<FastRegMr>>>,
     #[pin]
@@ -106,17 +113,28 @@ impl Rdma {
         }
         let mrs = FixedRing::new(MRS_KEPT, GFP_KERNEL)?;
         let bounces = FixedRing::new(BOUNCES_KEPT, GFP_KERNEL)?;
+        let ops = Arc::pin_init(
+            try_pin_init!(Ops {
+                slots <- new_mutex!(slots),
+                slot_freed <- new_condvar!(),
+            }? Error),
+            GFP_KERNEL,
+        )?;
         Arc::pin_init(
             try_pin_init!(Self {
                 pd: pd.clone(),
                 region_pages,
-                slots <- new_mutex!(slots),
-                slot_freed <- new_condvar!(),
+                ops,
                 mrs <- new_mutex!(mrs),
                 bounces <- new_mutex!(bounces),
             }? Error),
             GFP_KERNEL,
         )
+    }
+
+    /// The op table, for the connection's receiver.
+    pub(crate) fn ops(&self) -> &Arc<Ops> {
+        &self.ops
     }
 
     /// The protection domain of the connection.
@@ -168,7 +186,7 @@ impl Rdma {
             }),
             GFP_KERNEL,
         )?;
-        let mut slots = self.slots.lock();
+        let mut slots = self.ops.slots.lock();
         let mut waits = 0;
         loop {
             if let Some(slot) = slots.iter().position(Option::is_none) {
@@ -176,7 +194,7 @@ impl Rdma {
                     *entry = Some(op.clone());
                 }
                 return Ok(OpGuard {
-                    rdma: self,
+                    ops: &self.ops,
                     slot,
                     op,
                     posted: 0,
@@ -189,11 +207,14 @@ impl Rdma {
             }
             waits += 1;
             let _ = self
+                .ops
                 .slot_freed
                 .wait_interruptible_timeout(&mut slots, msecs_to_jiffies(1000));
         }
     }
+}
 
+impl Ops {
     /// Work request of op slot `tag` completed; `ok` if it succeeded. Runs from the CQ work.
     pub(crate) fn completed(&self, tag: u64, ok: bool) {
         let slot = (tag & !OP_TAG) as usize;
@@ -254,12 +275,12 @@ impl OpGuard<'_> {
     /// Returns whether they all completed.
     fn release(&mut self) -> bool {
         self.released = true;
-        let mut slots = self.rdma.slots.lock();
+        let mut slots = self.ops.slots.lock();
         if self.op.pending.load(Ordering::Acquire) == 0 {
             if let Some(entry) = slots.get_mut(self.slot) {
                 *entry = None;
             }
-            self.rdma.slot_freed.notify_all();
+            self.ops.slot_freed.notify_all();
             true
         } else {
             // The last completion frees the slot (it runs under the lock we hold).

@@ -13,7 +13,7 @@
 
 use super::{
     buffers::{Buffers, Received},
-    rdma::{Rdma, OP_TAG},
+    rdma::{Ops, OP_TAG},
     Connection,
 };
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ pub(crate) struct Receiver<C: ServerClass> {
     pub(crate) buffers: Arc<Buffers>,
     /// Whether why the connection goes was logged.
     pub(crate) failure_reported: AtomicBool,
-    pub(crate) rdma: Arc<Rdma>,
+    pub(crate) ops: Arc<Ops>,
 }
 
 impl<C: ServerClass> Receiver<C> {
@@ -60,7 +60,7 @@ impl<C: ServerClass> CompletionHandler for Receiver<C> {
         let op = !wc.is_recv && wc.tag & OP_TAG != 0;
         if op {
             // A chunk's registration, RDMA Read or Write, or invalidation: its thread waits.
-            self.rdma.completed(wc.tag, ok);
+            self.ops.completed(wc.tag, ok);
         }
         if !ok {
             if !wc.status.is_flush() {
