@@ -25,13 +25,13 @@ listen_rdma2
 opts=vers=4.1,proto=rdma,port=20050
 mkdir -p /mnt/nfs
 timeout 60 mount -t nfs -o $opts $ADDR1:/srv/export /mnt/nfs || fail "mount $opts"
-dd if=/dev/urandom of=/tmp/eight bs=1M count=4 2>/dev/null
-timeout 60 cp /tmp/eight /mnt/nfs/eight || fail "4 MiB write"
+dd if=/dev/urandom of=/tmp/four bs=1M count=4 2>/dev/null
+timeout 60 cp /tmp/four /mnt/nfs/four || fail "4 MiB write"
 
 # 1. Device removal under a reader.
 ( while :; do
   echo 3 >/proc/sys/vm/drop_caches
-  cat /mnt/nfs/eight >/dev/null 2>&1 || true
+  cat /mnt/nfs/four >/dev/null 2>&1 || true
 done ) &
 reader=$!
 sleep 2
@@ -45,7 +45,7 @@ dmesg | grep -q 'rpcrdma2: closing a connection: the device is being removed' ||
 rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1 again"
 wait_port 20050 || fail "the listener does not listen on the new device"
 t0=$(now)
-timeout 120 cmp /tmp/eight /mnt/nfs/eight || fail "the client did not recover after the device came back"
+timeout 120 cmp /tmp/four /mnt/nfs/four || fail "the client did not recover after the device came back"
 t1=$(now)
 echo "device back: the client read the file again after $(since $t0 $t1) s"
 kill $reader 2>/dev/null || true
@@ -62,7 +62,7 @@ rpc.nfsd 4 || fail "rpc.nfsd 4"
 echo 'rdma 20049' >/proc/fs/nfsd/portlist
 listen_rdma2
 t0=$(now)
-timeout 120 cmp /tmp/eight /mnt/nfs/eight || fail "no read after nfsd restarted"
+timeout 120 cmp /tmp/four /mnt/nfs/four || fail "no read after nfsd restarted"
 t1=$(now)
 echo "nfsd back: the client read the file again after $(since $t0 $t1) s"
 echo "after nfsd restarted" >/tmp/after
