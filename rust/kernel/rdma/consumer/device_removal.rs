@@ -51,11 +51,12 @@ pub trait RemovalClient: 'static {
     const USERS: &'static DeviceUsers;
 }
 
-/// One user of a device.
+/// One user of a device. The handler is taken out while the use ends: the user still counts
+/// until its handler (and what it refers to, mapped buffers say) is gone.
 struct User {
     id: u64,
     device: usize,
-    handler: Arc<dyn RemovalHandler>,
+    handler: Option<Arc<dyn RemovalHandler>>,
 }
 
 /// The users of devices of one client, and the devices being removed. Slots are emptied in
@@ -276,8 +277,8 @@ unsafe extern "C" fn remove_callback<T: RemovalClient>(
     // Without room to note the removal, new users are not refused; those that come in the
     // meantime are waited for too, and rdma_cm's own removal event reaches them.
     let noted = put(&mut state.removing, device).is_ok();
-    for user in state.of(device) {
-        user.handler.device_removed();
+    for handler in state.of(device).filter_map(|u| u.handler.as_ref()) {
+        handler.device_removed();
     }
     while state.of(device).next().is_some() {
         users.gone.wait(&mut state);
@@ -319,24 +320,33 @@ impl DeviceUse {
             User {
                 id,
                 device,
-                handler,
+                handler: Some(handler),
             },
         )?;
         Ok(Self { users, id })
     }
 }
 
+/// The slot of the user `id`.
+fn slot_of(users: &mut KVec<Option<User>>, id: u64) -> Option<&mut Option<User>> {
+    users
+        .iter_mut()
+        .find(|u| u.as_ref().is_some_and(|u| u.id == id))
+}
+
 impl Drop for DeviceUse {
     fn drop(&mut self) {
-        let mut state = self.users.state.lock();
-        let handler = state
-            .users
-            .iter_mut()
-            .find(|u| u.as_ref().is_some_and(|u| u.id == self.id))
-            .and_then(Option::take);
-        self.users.gone.notify_all();
-        drop(state);
-        // The handler goes outside the lock: dropping it may drop what it refers to.
+        // The handler goes outside the lock (dropping it may drop what it refers to), and
+        // before the use does: a removal waiting for the device's users must not go on while
+        // the handler may still hold memory mapped for the device.
+        let handler = slot_of(&mut self.users.state.lock().users, self.id)
+            .and_then(|u| u.as_mut())
+            .and_then(|u| u.handler.take());
         drop(handler);
+        let mut state = self.users.state.lock();
+        if let Some(slot) = slot_of(&mut state.users, self.id) {
+            *slot = None;
+        }
+        self.users.gone.notify_all();
     }
 }
