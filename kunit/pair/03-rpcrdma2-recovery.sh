@@ -45,6 +45,17 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # start_bg NAME CMD...: CMD runs in the background; its exit status goes to /tmp/bg.NAME when
 # it ends, its process is BG_NAME.
+# paced_copy SRC DST: copies SRC (16 MiB) to DST a MiB at a time with O_DIRECT, half a second
+# apart, so that its WRITEs are in flight for at least 8 s however fast the link is: a
+# disruption started after a pair_sync (which itself may take a second or two) finds it still
+# writing.
+paced_copy() {
+  local i
+  for i in $(seq 0 15); do
+    dd if=$1 of=$2 bs=1M count=1 skip=$i seek=$i conv=notrunc oflag=direct 2>/dev/null || return 1
+    sleep 0.5
+  done
+}
 start_bg() {
   local name=$1
   shift
@@ -210,7 +221,7 @@ case $ROLE in
     rpcbind -w 2>/dev/null || rpcbind
     for f in pre1 pre2 pre3; do dd if=/dev/urandom of=/tmp/$f bs=1k count=256 2>/dev/null; done
     dd if=/dev/urandom of=/tmp/big bs=1k count=1024 2>/dev/null
-    # The copies in flight across a disruption: 16 MiB, several seconds of WRITEs.
+    # The copies in flight across a disruption: 16 MiB, paced (paced_copy).
     dd if=/dev/urandom of=/tmp/inflight bs=1M count=16 2>/dev/null
     pair_sync serving 180 || fail "the server did not come up"
 
@@ -243,7 +254,7 @@ case $ROLE in
     put /tmp/pre3 pre3
     c0=$(connects)
     f0=$(failed_connects)
-    start_bg w3 cp /tmp/inflight $mnt/inflight3
+    start_bg w3 paced_copy /tmp/inflight $mnt/inflight3
     pair_sync server-del || fail "sync before the server's device deletion"
     [ -s /tmp/bg.w3 ] && step_fail "the copy ended before the server's device went (not in flight)"
     pair_sync server-back 240 || fail "the server's device did not come back"
@@ -262,7 +273,7 @@ case $ROLE in
       put /tmp/pre2 pre.$vers
       c0=$(connects)
       f0=$(failed_connects)
-      start_bg w2 cp /tmp/inflight $mnt/inflight.$vers
+      start_bg w2 paced_copy /tmp/inflight $mnt/inflight.$vers
       pair_sync restart-$vers || fail "sync before the nfsd restart"
       [ -s /tmp/bg.w2 ] && step_fail "the copy ended before the server stopped (not in flight)"
       pair_sync nfsd-back-$vers 120 || fail "the server did not restart its threads"
