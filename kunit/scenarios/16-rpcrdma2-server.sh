@@ -112,12 +112,6 @@ pass 4.1 inline-1024 f300k f4m
 dmesg | grep 'rpcrdma2:' | tail -n 6
 
 # nfsd stopping closes our listener and connections; the module then unloads.
-nfs_server_stop
-for _ in $(seq 50); do
-  modprobe -r rpcrdma2 2>/dev/null && break
-  sleep 0.2
-done
-! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
-timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
+rdma2_server_stop
 left_behind "after the rpcrdma2 server"
 echo "rpcrdma2 server: NFSv3, NFSv4.1 and NFSv4.2 from the C client, with Read, Write and Reply chunks, beside the C rpcrdma"

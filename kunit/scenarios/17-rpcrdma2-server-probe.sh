@@ -63,12 +63,6 @@ timeout 60 umount /mnt/nfs || fail "umount"
 [ "$(cat /srv/export/probe)" = "after the probe" ] || fail "the file written after the probe differs"
 echo "nfsd serves NFSv3 over rdma2 after the probe"
 
-nfs_server_stop
-for _ in $(seq 50); do
-  modprobe -r rpcrdma2 2>/dev/null && break
-  sleep 0.2
-done
-! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
-timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
+rdma2_server_stop
 left_behind "after the probe"
 echo "rpcrdma2 server: every malformed header answered as RFC 8166 says"

@@ -70,12 +70,6 @@ timeout 60 cp /tmp/after /mnt/nfs/after || fail "no write after nfsd restarted"
 cmp /tmp/after /srv/export/after || fail "the server's copy of the new file differs"
 timeout 60 umount /mnt/nfs || fail "umount"
 
-nfs_server_stop
-for _ in $(seq 50); do
-  modprobe -r rpcrdma2 2>/dev/null && break
-  sleep 0.2
-done
-! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
-timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
+rdma2_server_stop
 left_behind "after the rpcrdma2 server's recovery"
 echo "rpcrdma2 server: device removal and nfsd restart with the C client connected"

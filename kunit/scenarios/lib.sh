@@ -108,6 +108,19 @@ nfs_server_stop() {
   killall rpc.mountd rpcbind 2>/dev/null || true
 }
 
+# rdma2_server_stop: the end of a scenario that served with rpcrdma2 beside the C rpcrdma on
+# rsiw1: nfsd stops, which closes rpcrdma2's listeners and connections; rpcrdma2 unloads (its
+# transports are freed by server threads, so it may be busy a moment); rsiw1 goes.
+rdma2_server_stop() {
+  nfs_server_stop
+  for _ in $(seq 50); do
+    modprobe -r rpcrdma2 2>/dev/null && break
+    sleep 0.2
+  done
+  ! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
+  timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
+}
+
 # nfs_client_start: what a guest that mounts NFS over RDMA without serving it needs besides the
 # kernel: the RPC-over-RDMA module and rpcbind, with which the kernel's lockd registers (NFSv3).
 nfs_client_start() {
