@@ -96,12 +96,7 @@ pass 4.2 default f300k f4m
 # also takes the smaller of its own and the server's (RFC 8797 private data), and rpcrdma2
 # advertises its inline_threshold.
 # nfsd cannot drop one listener: it stops, rpcrdma2 is loaded again, and nfsd starts.
-nfs_server_stop
-for _ in $(seq 100); do
-  modprobe -r rpcrdma2 2>/dev/null && break
-  sleep 0.2
-done
-! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
+rdma2_server_unload
 modprobe rpcrdma2 coexist=1 inline_threshold=1024 || fail "rpcrdma2 inline_threshold=1024"
 nfs_server_start
 echo 'rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd refuses the rdma2 listener again"

@@ -108,16 +108,21 @@ nfs_server_stop() {
   killall rpc.mountd rpcbind 2>/dev/null || true
 }
 
-# rdma2_server_stop: the end of a scenario that served with rpcrdma2 beside the C rpcrdma on
-# rsiw1: nfsd stops, which closes rpcrdma2's listeners and connections; rpcrdma2 unloads (its
-# transports are freed by server threads, so it may be busy a moment); rsiw1 goes.
-rdma2_server_stop() {
+# rdma2_server_unload: nfsd stops, which closes rpcrdma2's listeners and connections, and
+# rpcrdma2 unloads (its transports are freed by server threads, so it may be busy a moment).
+rdma2_server_unload() {
   nfs_server_stop
-  for _ in $(seq 50); do
+  for _ in $(seq 100); do
     modprobe -r rpcrdma2 2>/dev/null && break
     sleep 0.2
   done
   ! grep -q '^rpcrdma2 ' /proc/modules || fail "rpcrdma2 still in use after nfsd stopped"
+}
+
+# rdma2_server_stop: the end of a scenario that served with rpcrdma2 beside the C rpcrdma on
+# rsiw1: rdma2_server_unload, then rsiw1 goes.
+rdma2_server_stop() {
+  rdma2_server_unload
   timeout 30 rdma link del rsiw1 || fail "rdma link del rsiw1"
 }
 
