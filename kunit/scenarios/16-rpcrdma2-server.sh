@@ -9,7 +9,9 @@
 # and compared over NFSv3 and NFSv4.1, over NFSv4.2 (without the 64 MiB one), and again over
 # NFSv3 and NFSv4.1 with inline thresholds of 1024 bytes (rpcrdma2 inline_threshold=1024,
 # which the C client then uses too). The client's own counters
-# (/proc/self/mountstats, "xprt: rdma") must show each chunk type used.
+# (/proc/self/mountstats, "xprt: rdma") must show each chunk type used, and fewer regions
+# invalidated by the client than chunks: the server's replies invalidate a call's only region
+# (Send With Invalidate).
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -33,10 +35,11 @@ target=$(head -c 4000 /dev/zero | tr '\0' 'x')
 mkdir -p /srv/export/many
 (cd /srv/export/many && seq 3000 | xargs touch) || fail "cannot make the directory to list"
 
-# The client's read, write and reply chunk counts of the mount at /mnt/nfs, one per line.
+# The client's read, write and reply chunk counts of the mount at /mnt/nfs and the regions it
+# had to invalidate itself (LOCAL_INV, "local_inv_needed"), one per line.
 chunk_counts() {
   awk '$1 == "device" { mine = ($5 == "/mnt/nfs") }
-       mine && $1 == "xprt:" && $2 == "rdma" { print $13; print $14; print $15; exit }' \
+       mine && $1 == "xprt:" && $2 == "rdma" { print $13; print $14; print $15; print $27; exit }' \
     /proc/self/mountstats
 }
 count() { chunk_counts | sed -n "$1p"; }
@@ -78,10 +81,14 @@ pass() {
   [ "$n" = 3000 ] || fail "listing 3000 entries over NFSv$vers ($label) gave $n"
   [ "$(timeout 60 readlink /mnt/nfs/link.$vers)" = "$target" ] ||
     fail "the 4000-byte symlink read back over NFSv$vers ($label) differs"
-  r=$(count 1) w=$(count 2) p=$(count 3)
-  echo "NFSv$vers ($label) reading: read chunks $r, write chunks $w, reply chunks $p"
+  r=$(count 1) w=$(count 2) p=$(count 3) inv=$(count 4)
+  echo "NFSv$vers ($label) reading: read chunks $r, write chunks $w, reply chunks $p, regions invalidated by the client $inv"
   [ "${w:-0}" -gt 0 ] || fail "no Write chunk used by reads over NFSv$vers ($label)"
   [ "${p:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers ($label)"
+  # Every chunk is a region at least; the replies' Send With Invalidate spare the client the
+  # LOCAL_INV of those that were the only one of their call.
+  [ "${inv:-0}" -lt $((r + w + p)) ] ||
+    fail "the client invalidated every region itself over NFSv$vers ($label): no Send With Invalidate"
   timeout 60 umount /mnt/nfs || fail "umount"
   for f in "$@"; do rm -f /srv/export/$f.$vers; done
   rm -f /srv/export/link.$vers /srv/export/small.$vers

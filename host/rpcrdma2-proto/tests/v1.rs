@@ -498,3 +498,40 @@ fn position_zero_chunk_may_enclose_other_chunks() {
     let f = v1::decode(&words(&ws), &cfg()).unwrap_err();
     assert_eq!(reply_of(f).2, V1Error::Chunk);
 }
+
+#[test]
+fn sole_handle_of_chunk_lists() {
+    // A Read chunk and a Write chunk in one region: its handle.
+    let buf = words(&[
+        XID, 1, 8, 0, // RDMA_MSG
+        1, 0, 0x40, 4096, 0, 0x1000, 0, // read list: one segment of handle 0x40
+        1, 1, 0x40, 8192, 0, 0x2000, 0, // write list: one chunk of handle 0x40
+        0, // no reply chunk
+    ]);
+    let h = v1::decode(&buf, &cfg()).unwrap();
+    let V1Body::Msg { chunks, .. } = h.body else {
+        panic!()
+    };
+    assert_eq!(chunks.sole_handle(), Some(0x40));
+
+    // Two regions: none.
+    let buf = words(&[
+        XID, 1, 8, 0, // RDMA_MSG
+        0, // read list
+        1, 1, 0x40, 8192, 0, 0x2000, 0, // write list
+        1, 1, 0x41, 4096, 0, 0x3000, // reply chunk of another region
+    ]);
+    let h = v1::decode(&buf, &cfg()).unwrap();
+    let V1Body::Msg { chunks, .. } = h.body else {
+        panic!()
+    };
+    assert_eq!(chunks.sole_handle(), None);
+
+    // No chunks: none.
+    let buf = words(&[XID, 1, 8, 0, 0, 0, 0]);
+    let h = v1::decode(&buf, &cfg()).unwrap();
+    let V1Body::Msg { chunks, .. } = h.body else {
+        panic!()
+    };
+    assert_eq!(chunks.sole_handle(), None);
+}

@@ -514,6 +514,30 @@ impl<'a> ChunkLists<'a> {
         self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
     }
 
+    /// The handle every segment of the three lists carries, if there is at least one segment
+    /// and they all carry the same: the only memory region the requester registered for the
+    /// call, which a responder the requester allows to (RFC 8797, the Remote Invalidation
+    /// flag) may invalidate with the reply's Send, a Send With Invalidate. `None` when the
+    /// call offered no region, or more than one: the requester invalidates those itself.
+    pub fn sole_handle(&self) -> Option<u32> {
+        let mut handles = self
+            .reads
+            .segments()
+            .map(|s| s.target.handle)
+            .chain(
+                self.writes
+                    .chunks()
+                    .flat_map(|c| c.segments().map(|s| s.handle)),
+            )
+            .chain(
+                self.reply
+                    .into_iter()
+                    .flat_map(|c| c.segments().map(|s| s.handle)),
+            );
+        let first = handles.next()?;
+        handles.all(|h| h == first).then_some(first)
+    }
+
     /// Whether `handle` appears in any segment of any list.
     pub fn contains_handle(&self, handle: u32) -> bool {
         self.reads.segments().any(|s| s.target.handle == handle)

@@ -74,6 +74,8 @@ pub(crate) struct Connection<C: ServerClass> {
     /// The largest message we send inline: what the client receives (RFC 8797; 1024 bytes
     /// without its private data), at most the module's inline threshold.
     send_limit: usize,
+    /// The client takes Send With Invalidate (RFC 8797).
+    remote_invalidation: bool,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
     _device_use: DeviceUse,
@@ -148,6 +150,7 @@ pub(crate) fn accept<C: ServerClass>(
                 rdma,
                 _pd: pd,
                 send_limit,
+                remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
                 _class: PhantomData,
                 _device_use: device_use,
             })
@@ -157,10 +160,10 @@ pub(crate) fn accept<C: ServerClass>(
         "accepted {} (it receives {} bytes inline{})\n",
         Peer(remote),
         client_receives,
-        if peer.is_some() {
-            ""
-        } else {
-            ", no RFC 8797 private data"
+        match peer {
+            Some(p) if p.remote_invalidation() => ", takes Send With Invalidate",
+            Some(_) => "",
+            None => ", no RFC 8797 private data",
         }
     );
     Ok(xprt)
@@ -256,7 +259,7 @@ impl<C: ServerClass> Connection<C> {
             Ok(plan) => plan,
             Err(why) => return unserved(why),
         };
-        *ctxt = CallChunks::of(&lists)?;
+        *ctxt = CallChunks::of(&lists, xprt.remote_invalidation)?;
         let give_up = || Self::give_up(xprt);
         // Pages of the call, and one for the reply.
         let fits = |pages: usize| pages < rqst.page_count();
@@ -328,14 +331,16 @@ impl<C: ServerClass> Connection<C> {
         let Ok(len) = encode_error_reply(&mut header, reply, self.buffers.grant()) else {
             return;
         };
-        let _ = self.send(&header[..len], |_, _| Ok(0));
+        let _ = self.send(&header[..len], None, |_, _| Ok(0));
     }
 
     /// Sends `header` and then what `body` writes into the send buffer after it (given the
-    /// buffer and the offset; it returns the bytes written), as one Send.
+    /// buffer and the offset; it returns the bytes written), as one Send, which invalidates
+    /// the client's region `invalidate` if there is one.
     fn send(
         &self,
         header: &[u8],
+        invalidate: Option<u32>,
         body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
     ) -> Result<usize> {
         let index = self.buffers.take_send().ok_or(ENOBUFS)?;
@@ -343,13 +348,17 @@ impl<C: ServerClass> Connection<C> {
             let buffer = self.buffers.sends.get(index).ok_or(EINVAL)?;
             buffer.write(0, header)?;
             let len = header.len() + body(buffer, header.len())?;
-            let send = SendWr::Send {
-                local: Sge {
-                    buffer,
-                    offset: 0,
-                    len,
+            let local = Sge {
+                buffer,
+                offset: 0,
+                len,
+            };
+            let send = match invalidate {
+                Some(rkey) => SendWr::SendWithInv { local, rkey },
+                None => SendWr::Send {
+                    local,
+                    solicited: false,
                 },
-                solicited: false,
             };
             self.id.qp()?.post_send(&send, index as u64)?;
             Ok(len)
@@ -437,6 +446,7 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
             writes: KVec::new(),
             reply: None,
             payload: None,
+            invalidate: None,
         };
         let chunks = ctxt.map_or(&no_chunks, |c| &*c);
         let fail = |why: &str, len: usize| {
@@ -494,7 +504,7 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
             written.reply.as_deref(),
             plan.reply_chunk,
         )?;
-        let sent = xprt.send(&header, |buffer, mut offset| {
+        let sent = xprt.send(&header, chunks.invalidate, |buffer, mut offset| {
             if plan.reply_chunk {
                 return Ok(0);
             }
