@@ -367,7 +367,12 @@ fn refusals_per_revision() {
         );
         assert_eq!(refusal(Revision::V2Draft01, 3, why).vers, 2);
     }
+    assert_eq!(
+        refusal(Revision::V1, 3, Refusal::System).body.name(),
+        "ERR_CHUNK"
+    );
     let body = |why| refusal(Revision::V2Draft01, 3, why).body;
+    assert_eq!(body(Refusal::System).name(), "RDMA2_ERR_SYSTEM");
     assert_eq!(body(Refusal::Malformed), ErrorBody::V2(V2Error::BadXdr));
     assert_eq!(
         body(Refusal::ReadChunks { max: 1 }),
