@@ -444,3 +444,28 @@ fn reverse_calls_of_both_revisions() {
     let other = words(&[8, 2, 16, 0, 0, 0, 0, 0, 0, 9, 0, 2]);
     assert_eq!(inline_reverse_call(&decode(&other, &l).unwrap()), None);
 }
+
+#[test]
+fn a_probe_tells_a_v2_segments_error_from_a_v1_err_vers() {
+    let l = ChunkLimits::DEFAULT;
+    // RDMA2_ERR_SEGMENTS with a limit of 16: as long as the C server's ERR_VERS, and its
+    // words after RDMA_ERROR are 1, 8, 16.
+    let segments = words(&[0x31, 2, 0x0040_0040, 4, 1, 8, 16]);
+    let Received::Header(h) = decode_at_client(&segments, Revision::V2Draft01, true, &l).unwrap()
+    else {
+        panic!("taken for an ERR_VERS")
+    };
+    assert_eq!(
+        h.body,
+        Body::Error(ErrorBody::V2(V2Error::Segments { max_segments: 16 }))
+    );
+    // An ERR_VERS that echoes version 1 in the Version 1 layout is one too.
+    let v1_echo = words(&[0x32, 1, 1, 4, 1, 1, 1]);
+    assert_eq!(
+        decode_at_client(&v1_echo, Revision::V2Draft01, true, &l),
+        Ok(Received::VersionError {
+            xid: 0x32,
+            range: VersionRange::V1_ONLY
+        })
+    );
+}

@@ -374,18 +374,39 @@ pub enum Received<'a> {
 /// Decodes a message a client received while its connection speaks `revision`; `probing`
 /// while the first Version 2 message is unanswered, when an `ERR_VERS` of either layout is
 /// expected.
+///
+/// The two layouts of a short error overlap: the C svcrdma's `ERR_VERS` (`xid`, 2, credit,
+/// `RDMA_ERROR`, `ERR_VERS`, 1, 1) reads in the Version 2 layout as `RDMA2_F_RESPONSE` and an
+/// `RDMA2_ERR_VERS` cut short, and a Version 2 `RDMA2_ERR_SEGMENTS` (`xid`, 2, credit,
+/// `RDMA2_ERROR`, `RDMA2_F_RESPONSE`, 8, max) reads in the Version 1 layout as an `ERR_VERS`.
+/// So the message is read in the layout its `rdma_vers` names first, and only a message that
+/// layout cannot read is taken for an `ERR_VERS` in the Version 1 layout.
 pub fn decode_at_client<'a>(
     buf: &'a [u8],
     revision: Revision,
     probing: bool,
     limits: &ChunkLimits,
 ) -> Result<Received<'a>, Fault> {
-    if probing && revision != Revision::V1 {
-        if let Some((xid, range)) = parse_version_error(buf) {
-            return Ok(Received::VersionError { xid, range });
-        }
+    let decoded = decode(buf, limits);
+    if !probing || revision == Revision::V1 {
+        return decoded.map(Received::Header);
     }
-    decode(buf, limits).map(Received::Header)
+    match decoded {
+        Ok(header) => match header.body {
+            Body::Error(
+                ErrorBody::V1(V1Error::Vers { low, high })
+                | ErrorBody::V2(V2Error::Vers { low, high }),
+            ) if low <= high => Ok(Received::VersionError {
+                xid: header.xid,
+                range: VersionRange { low, high },
+            }),
+            _ => Ok(Received::Header(header)),
+        },
+        Err(fault) => match parse_version_error(buf) {
+            Some((xid, range)) => Ok(Received::VersionError { xid, range }),
+            None => Err(fault),
+        },
+    }
 }
 
 /// The RPC Call of a message a client received, if the message is a reverse-direction Call
