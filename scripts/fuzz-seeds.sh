@@ -15,7 +15,7 @@ max=4096
 hex2bin() { sed 's/#.*//' "$1" | tr -cd '0-9a-fA-F' | xxd -r -p; }
 
 rm -rf "$out"
-for t in decode_any decode_v1 decode_v2 decode_side reassembly; do mkdir -p "$out/$t"; done
+for t in decode_any decode_v1 decode_v2 decode_side reassembly wire; do mkdir -p "$out/$t"; done
 
 # Whole transport messages: the hand-made fixtures and the capture sample.
 msgs=$(mktemp -d)
@@ -27,7 +27,7 @@ for f in $(sample -call.bin 12) $(sample -reply.bin 12); do
   head -c $max "$fix/c-xprtrdma-siw/$f" >"$msgs/siw-${f%.bin}"
 done
 for f in "$msgs"/*; do
-  for t in decode_any decode_v1 decode_v2; do cp "$f" "$out/$t/"; done
+  for t in decode_any decode_v1 decode_v2 wire; do cp "$f" "$out/$t/"; done
 done
 
 # decode_side: CM private data, ERR_VERS layouts, and bare property sets.

@@ -11,7 +11,10 @@
 # 3,000 entries the server made (one create per entry over NFS would take minutes under
 # emulation); checks the transport's mountstats line and that the chunks were used (Read
 # chunks for the writes and the symlink, Write chunks for the reads, Reply chunks for the
-# directory). Then, for NFSv4.1 and NFSv4.2, a callback over the session's backchannel (on the
+# directory), and that the transport speaks RPC-over-RDMA Version 1: its first message was a
+# Version 2 probe, which the C server refused with ERR_VERS (in the Version 1 layout), and the
+# refused call went again in Version 1 (mountstats: version 1, one refused probe per
+# transport, none more across reconnects). Then, for NFSv4.1 and NFSv4.2, a callback over the session's backchannel (on the
 # same RDMA connection): a holds open a file b created, for which nfsd hands a read delegation;
 # b checks that it did and that the callback path is UP (nfsd set up its callback client on the
 # session's connection: it sends no CB_NULL probe from NFSv4.1 on), then writes the file
@@ -181,11 +184,14 @@ for providers in "rsiw rsiw 4096" "siw siw 4096" "rsiw rsiw 1024"; do
         (cd /mnt/nfs/dir.$vers && for i in $(seq 20); do : >entry-with-a-longer-name-$i; done) ||
           fail "creating 20 files over NFSv$vers/rpcrdma2"
         ln -s "$target" /mnt/nfs/link.$vers || fail "a symlink with a 3000-byte target"
-        # The transport's line: "xprt: rdma" and the C transport's 27 columns.
+        # The transport's line: "xprt: rdma", the C transport's 27 columns and our 2: the
+        # connection's RPC-over-RDMA version and the Version 2 probes the server refused.
         line=$(xprt_line)
         echo "mountstats after writing: $line"
         set -- $line
-        [ "$2" = rdma ] && [ $# = 29 ] || fail "mountstats transport line: $line"
+        [ "$2" = rdma ] && [ $# = 31 ] || fail "mountstats transport line: $line"
+        [ "${30}" = 1 ] && [ "${31}" = 1 ] ||
+          fail "not one refused Version 2 probe and Version 1 since: $line"
         # Columns 13 and 16: Read chunks and the bytes they carried.
         [ "${13}" -gt 0 ] && [ "${16}" -ge $((4 << 20)) ] ||
           fail "the writes did not go as Read chunks: $line"
@@ -246,6 +252,11 @@ case $ROLE in
     unload_rpcrdma2
     # One line per transport that carried callbacks, logged as it went.
     dmesg | grep 'rpcrdma2: backchannel:' || true
+    # Each transport's Version 2 probe was refused by the C server; none spoke Version 2.
+    dmesg | grep 'rpcrdma2: .*refused the Version 2 probe' | tail -n 2
+    n=$(dmesg | grep -c 'rpcrdma2: .*refused the Version 2 probe (ERR_VERS, versions 1 to 1)' || true)
+    [ "$n" -ge $round ] || fail "$n Version 2 probes refused by the C server, fewer than the rounds"
+    ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a transport spoke Version 2 to the C server"
     n=$(dmesg | grep -c 'rpcrdma2: backchannel: [1-9][0-9]* callbacks served' || true)
     [ "$n" -ge $((round * $(echo $BC_VERSIONS | wc -w))) ] ||
       fail "$n rpcrdma2 transports logged callbacks served, fewer than the recalls"

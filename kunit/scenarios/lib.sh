@@ -82,9 +82,10 @@ trap 'rc=$?; [ $rc = 0 ] || echo "the script ended with status $rc"' EXIT
 
 # nfs_server_start: knfsd exporting a tmpfs at /srv/export to every client over TCP and RDMA
 # (port 20049), listening on every address (the dummy ones, or eth0's in a pair run), with the
-# shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s.
+# shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s. The server class
+# "rdma" is the C rpcrdma's, or that of the module NFS_RDMA_MODULE names (rpcrdma2).
 nfs_server_start() {
-  modprobe rpcrdma
+  modprobe ${NFS_RDMA_MODULE:-rpcrdma}
   modprobe nfsd
   mkdir -p /srv/export /var/lib/nfs/v4recovery /run/rpcbind
   grep -q ' /srv/export ' /proc/mounts || mount -t tmpfs tmpfs /srv/export

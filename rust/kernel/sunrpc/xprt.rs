@@ -519,7 +519,7 @@ impl<T: Transport> Xprt<T> {
             copy(buf)?;
             match buf.written() {
                 0 => Err(EPROTO),
-                n => Ok(c_int::try_from(n).unwrap_or(c_int::MAX)),
+                n => Ok(Finish::Bytes(c_int::try_from(n).unwrap_or(c_int::MAX))),
             }
         })
     }
@@ -539,18 +539,28 @@ impl<T: Transport> Xprt<T> {
     }
 
     /// Ends the call `xid` (in host byte order) with `error` instead of a reply, as for a
-    /// transport error the server returned for it. `ENOENT` if no call waits for `xid`.
-    /// Process context only, as [`Xprt::complete_reply`].
+    /// transport error the server returned for it: the RPC client sees `error` as the call's
+    /// status and decodes nothing. `ENOENT` if no call waits for `xid`. Process context only,
+    /// as [`Xprt::complete_reply`].
     pub fn fail_call(&self, xid: u32, error: Error) -> Result {
-        self.finish_call(xid, |_| Ok(error.to_errno()))
+        self.finish_call(xid, |_| Ok(Finish::Status(error.to_errno())))
     }
 
-    /// Finds the call `xid` and completes it with what `status` returns: bytes of reply or a
-    /// negative errno. On `Err`, the call keeps waiting.
+    /// Sends the call `xid` (in host byte order) again, as if it had timed out but without
+    /// waiting (its status is `EAGAIN`: the RPC client encodes and transmits it anew, through
+    /// [`Transport::send_request`]). For a call the server refused in a way that another
+    /// attempt cures, such as a protocol version it does not speak. `ENOENT` if no call waits
+    /// for `xid`. Process context only, as [`Xprt::complete_reply`].
+    pub fn retry_call(&self, xid: u32) -> Result {
+        self.finish_call(xid, |_| Ok(Finish::Status(EAGAIN.to_errno())))
+    }
+
+    /// Finds the call `xid` and completes it as `finish` says: with bytes of reply, or with no
+    /// reply and a status. On `Err`, the call keeps waiting.
     fn finish_call(
         &self,
         xid: u32,
-        status: impl FnOnce(&mut ReplyBuf<'_>) -> Result<c_int>,
+        finish: impl FnOnce(&mut ReplyBuf<'_>) -> Result<Finish>,
     ) -> Result {
         let _receiving = self.receive.lock();
         let x = self.as_raw();
@@ -580,19 +590,37 @@ impl<T: Transport> Xprt<T> {
                 addr_of_mut!((*rqst).rq_rcv_buf),
             )
         };
-        let status = status(&mut buf);
+        let finish = finish(&mut buf);
         // SAFETY: `rqst` is pinned; `xprt_complete_rqst` and `xprt_unpin_rqst` want the lock
-        // held, and the request's task is valid while it is on the queue.
+        // held, and the request's task is valid while it is on the queue. The task sleeps on
+        // the transport's pending queue until `xprt_complete_rqst` wakes it, so nothing else
+        // writes its status meanwhile. A status goes into the task with no reply bytes (the
+        // RPC client takes any byte count as a reply to decode, and a negative one as a huge
+        // length), as the C transport reports a bad reply.
         unsafe {
             bindings::spin_lock(queue_lock);
-            if let Ok(status) = status {
-                bindings::xprt_complete_rqst((*rqst).rq_task, status);
+            let task = (*rqst).rq_task;
+            match finish {
+                Ok(Finish::Bytes(copied)) => bindings::xprt_complete_rqst(task, copied),
+                Ok(Finish::Status(errno)) => {
+                    (*task).tk_status = errno;
+                    bindings::xprt_complete_rqst(task, 0);
+                }
+                Err(_) => {}
             }
             bindings::xprt_unpin_rqst(rqst);
             bindings::spin_unlock(queue_lock);
         }
-        status.map(|_| ())
+        finish.map(|_| ())
     }
+}
+
+/// How [`Xprt::finish_call`] completes a call.
+enum Finish {
+    /// With this many bytes of reply in its receive buffer.
+    Bytes(c_int),
+    /// With no reply and this (negative) status.
+    Status(c_int),
 }
 
 /// A reference to a transport of `T`; dropping it may destroy the transport and may sleep.

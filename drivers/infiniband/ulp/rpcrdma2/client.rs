@@ -10,7 +10,8 @@
 //!   [`Receiver`], every receive posted, then the connection with RFC 8797 private data.
 //! - **send_request** asks the protocol core for the call's chunk plan, registers the memory
 //!   behind its chunks ([`registration`]), and copies the inline part of the call after a
-//!   Version 1 header into one of the endpoint's send buffers, posted as one Send.
+//!   header of the connection's version into one of the endpoint's send buffers, posted as one
+//!   Send.
 //! - each **receive** is decoded by the protocol core and its credit grant becomes the
 //!   congestion window. A reply to a call with chunks waits until the call's regions are
 //!   invalidated; then its inline part is copied into the call's receive buffer around what
@@ -20,7 +21,16 @@
 //! - **device removal** ([`Devices`](crate::devices::Devices)) closes every endpoint on the device and waits
 //!   until they are dropped; connects to it fail meanwhile.
 //!
-//! What this transport carries: Version 1 calls and replies of up to 1 MiB of payload, inline,
+//! **Versions** (draft section 4.2.3): the first message on a new connection is a Version 2
+//! call of at most 1024 bytes (larger calls go in chunks). A server that answers in Version 2
+//! is spoken to in Version 2; one that answers `ERR_VERS` (the C svcrdma does, in the Version 1
+//! layout) is spoken to in Version 1 for the life of the transport: the refused call is sent
+//! again at once on the same connection, and no later connection probes again. Nor does one
+//! after a connection lost before the probe was answered. With the module parameter
+//! `version=1` the transport speaks Version 1 from the start. The header layouts are the
+//! protocol core's [`wire`](crate::proto::wire) revisions.
+//!
+//! What this transport carries: calls and replies of up to 1 MiB of payload, inline,
 //! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
 //! chunk (the bulk data of a reply) or a Reply chunk (a whole long reply), and the NFSv4.1
 //! backchannel's calls and replies, inline.
@@ -29,7 +39,12 @@
 //! count it against its credits again. A retransmission closes the connection instead, and
 //! the call goes out on the next one.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::proto::{
+    negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
+    version::{Version, VersionRange},
+    wire::Revision,
+};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, new_mutex,
     prelude::*,
@@ -71,6 +86,25 @@ pub(crate) fn set_inline_threshold(bytes: u32) {
 /// The inline threshold of new connections.
 pub(crate) fn inline_threshold() -> u32 {
     INLINE_THRESHOLD.load(Ordering::Relaxed)
+}
+
+/// Whether new transports probe for Version 2 (`version=2`, the default) or speak Version 1
+/// from the start (`version=1`).
+static PROBE_V2: AtomicBool = AtomicBool::new(true);
+
+/// Sets the highest version new transports speak (the module's init, before the class is
+/// registered).
+pub(crate) fn set_version(version: Version) {
+    PROBE_V2.store(version == Version::V2, Ordering::Relaxed);
+}
+
+/// The versions new transports speak.
+pub(crate) fn versions() -> VersionRange {
+    if PROBE_V2.load(Ordering::Relaxed) {
+        VersionRange::V1_AND_V2
+    } else {
+        VersionRange::V1_ONLY
+    }
 }
 
 /// Calls in flight we ask the server for (`rdma_credit` of our calls), and the receives posted
@@ -122,6 +156,14 @@ fn config() -> Config {
     }
 }
 
+/// The revision of the next message, and the most bytes it may have while the connection's
+/// version is unsettled (the Version 2 probe's).
+#[derive(Clone, Copy)]
+pub(crate) struct Sending {
+    pub(crate) revision: Revision,
+    pub(crate) probe_limit: Option<usize>,
+}
+
 /// Where a received reply goes.
 enum Route {
     /// Delivered now, from the message.
@@ -146,13 +188,28 @@ pub(crate) struct ClientTransport {
     endpoint: Mutex<Option<Arc<Endpoint>>>,
     /// Counts endpoints in and out, so that a completion of an old one is told apart.
     generation: AtomicU32,
+    /// The version of the current connection, and what is known of the server's.
+    #[pin]
+    negotiation: Mutex<ClientNegotiation>,
     /// What `/proc/self/mountstats` shows.
     counters: Counters,
     /// The backchannel's sizes and counts.
     backchannel: Backchannel,
 }
 
-/// The transport's counters, those of the C transport's `mountstats` line.
+/// The server's address, for messages.
+struct ServerName<'a>(&'a Xprt<ClientTransport>);
+
+impl core::fmt::Display for ServerName<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0.server_address() {
+            Ok(address) => write!(f, "server {address}"),
+            Err(_) => f.write_str("the server"),
+        }
+    }
+}
+
+/// The transport's counters, those of the C transport's `mountstats` line and two more.
 #[derive(Default)]
 pub(crate) struct Counters {
     /// Bytes of calls copied into send buffers (`pullup_copy_count`).
@@ -181,6 +238,10 @@ pub(crate) struct Counters {
     pub(crate) mrs_allocated: AtomicU64,
     /// Regions invalidated (`local_inv_needed`).
     pub(crate) local_invs: AtomicU64,
+    /// The protocol version of the current connection once settled, else 0.
+    pub(crate) version: AtomicU32,
+    /// Probes the server refused with `ERR_VERS`.
+    pub(crate) version_fallbacks: AtomicU64,
 }
 
 impl Counters {
@@ -194,6 +255,10 @@ impl ClientTransport {
         try_pin_init!(Self {
             endpoint <- new_mutex!(None),
             generation: AtomicU32::new(0),
+            negotiation <- new_mutex!(ClientNegotiation::new(
+                versions(),
+                ServerVersionMemory::default()
+            )),
             counters: Counters::default(),
             backchannel: Backchannel::new(),
         }? Error)
@@ -235,7 +300,16 @@ impl ClientTransport {
         let server = xprt.server_address()?;
         let generation = xprt.generation.load(Ordering::Acquire).wrapping_add(1);
         let endpoint = Endpoint::connect(xprt, server, generation)?;
-        xprt.backchannel.connected(endpoint.send_limit());
+        // A new connection probes again unless the server is known not to speak Version 2
+        // (it refused a probe, or lost the connection before answering one).
+        let revision = {
+            let mut negotiation = xprt.negotiation.lock();
+            let memory = negotiation.on_disconnect();
+            *negotiation = ClientNegotiation::new(versions(), memory);
+            Revision::of(negotiation.version())
+        };
+        xprt.counters.version.store(0, Ordering::Relaxed);
+        xprt.backchannel.connected(endpoint.send_limit(), revision);
         // Until the server's first grant: one call at a time.
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
@@ -252,16 +326,71 @@ impl ClientTransport {
         Ok(())
     }
 
+    /// What the next message is sent as: the current connection's revision, and the probe's
+    /// limit while the version is unsettled.
+    pub(crate) fn sending(&self) -> Sending {
+        Self::sending_of(&self.negotiation.lock())
+    }
+
+    fn sending_of(negotiation: &ClientNegotiation) -> Sending {
+        let version = negotiation.version();
+        Sending {
+            revision: Revision::of(version),
+            probe_limit: (version == Version::V2 && !negotiation.is_established())
+                .then_some(FIRST_MESSAGE_MAX),
+        }
+    }
+
+    /// Sends a message of `len` bytes as `sending` said through `post`, unless the connection's
+    /// version changed meanwhile (`EAGAIN`: marshal it again) or the probe is out and
+    /// unanswered (`ENOBUFS`: a single message until the server answered, draft section
+    /// 4.2.3). A failed `post` sent nothing: the probe is still to be sent.
+    pub(crate) fn send_as(
+        &self,
+        sending: Sending,
+        len: usize,
+        post: impl FnOnce() -> Result,
+    ) -> Result {
+        let mut negotiation = self.negotiation.lock();
+        let now = Self::sending_of(&negotiation);
+        if now.revision != sending.revision || now.probe_limit != sending.probe_limit {
+            return Err(EAGAIN);
+        }
+        if now.probe_limit.is_none() {
+            return post();
+        }
+        let before = *negotiation;
+        negotiation.on_send(len).map_err(|_| ENOBUFS)?;
+        post().inspect_err(|_| *negotiation = before)
+    }
+
     /// A message arrived on the endpoint of `generation`, in receive buffer `recv_index`.
     /// Returns whether the buffer is held: the reply waits there until its call's regions are
     /// invalidated.
     fn received(xprt: &Xprt<Self>, generation: u32, message: &[u8], recv_index: usize) -> bool {
         use crate::proto::{
             call_plan::ReplyPlacement,
-            v1::{self, V1Body, V1DecodeConfig},
+            chunk::ChunkLimits,
+            wire::{self, Body, Received},
         };
-        let header = match v1::decode(message, &V1DecodeConfig::default()) {
-            Ok(header) => header,
+        let sending = xprt.sending();
+        let probing = sending.probe_limit.is_some();
+        let limits = ChunkLimits::DEFAULT;
+        let header = match wire::decode_at_client(message, sending.revision, probing, &limits) {
+            Ok(Received::Header(header)) if header.revision == sending.revision => header,
+            Ok(Received::VersionError { xid, range }) => {
+                xprt.connection_proven();
+                return Self::version_refused(xprt, generation, xid, range, message, recv_index);
+            }
+            Ok(Received::Header(header)) => {
+                pr_debug!(
+                    "dropped a {} message on a {} connection\n",
+                    header.revision.name(),
+                    sending.revision.name()
+                );
+                Counters::add(&xprt.counters.bad_reply, 1);
+                return false;
+            }
             Err(fault) => {
                 pr_debug!("dropped a malformed message from the server: {:?}\n", fault);
                 Counters::add(&xprt.counters.bad_reply, 1);
@@ -269,38 +398,19 @@ impl ClientTransport {
             }
         };
         xprt.connection_proven();
+        Self::settled(xprt, header.revision);
         if backchannel::received(xprt, &header) {
             // The callback was copied out of the receive buffer.
             return false;
         }
-        xprt.set_credits(header.credit.clamp(1, MAX_REQUESTS));
+        xprt.set_credits(u32::from(header.credits.granted).clamp(1, MAX_REQUESTS));
         let xid = header.xid;
-        if matches!(header.body, V1Body::Done) {
+        if matches!(header.body, Body::Control) {
             return false;
         }
-        // Under the endpoint's lock: this runs in the endpoint's own CQ work, which must never
-        // hold the last reference to it (dropping it drains the queue pair, which waits for
-        // this very work).
-        let route = xprt.with_endpoint(generation, |endpoint| {
-            match endpoint.registrations().lookup(xid) {
-                None => Route::Inline,
-                // A reply to a call that ended early, whose memory is being invalidated.
-                Some((_, None)) => Route::Dropped,
-                Some((record, Some((layout, plan)))) => {
-                    let kind = receive::reply_kind(&header.body, &layout, &plan, message.len());
-                    let reply = HeldReply {
-                        recv_index,
-                        len: message.len(),
-                        kind,
-                    };
-                    match endpoint.invalidate_for_reply(record, reply) {
-                        Ok(()) => Route::Held,
-                        Err(_) => Route::Broken,
-                    }
-                }
-            }
-        });
-        match route {
+        let kind_of =
+            |layout: &_, plan: &_| receive::reply_kind(&header.body, layout, plan, message.len());
+        match Self::route(xprt, generation, xid, message.len(), recv_index, kind_of) {
             Some(Route::Inline) => {}
             Some(Route::Held) => return true,
             Some(Route::Broken) => {
@@ -310,23 +420,150 @@ impl ClientTransport {
             Some(Route::Dropped) | None => return false,
         }
         let delivered = match header.body {
-            V1Body::Msg { chunks, payload } if chunks.is_empty() => {
+            Body::Msg {
+                chunks,
+                payload,
+                more: false,
+            } if chunks.is_empty() => {
                 let placement = ReplyPlacement::Inline { len: payload.len() };
                 xprt.complete_reply(xid, |buf| {
                     receive::place(buf, payload, &placement, &xprt.counters)
                 })
             }
-            // Chunks this call never offered.
-            V1Body::Msg { .. } | V1Body::NoMsg { .. } => Err(EPROTO),
-            V1Body::Error(error) => {
+            // Chunks this call never offered, or a continuation.
+            Body::Msg { .. } | Body::NoMsg { .. } => Err(EPROTO),
+            Body::Error(error) => {
                 pr_debug!("server answered call {:#x} with {:?}\n", xid, error);
                 Counters::add(&xprt.counters.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
             }
-            V1Body::Done => return false,
+            Body::Control => return false,
         };
         Self::settle(xprt, xid, delivered);
         false
+    }
+
+    /// Where the reply to call `xid` (a message of `len` bytes in receive buffer
+    /// `recv_index`) goes: a call with registered memory gets it once that is invalidated, as
+    /// `kind_of` its layout and plan makes of it. `None` if the endpoint of `generation` is
+    /// gone.
+    fn route(
+        xprt: &Xprt<Self>,
+        generation: u32,
+        xid: u32,
+        len: usize,
+        recv_index: usize,
+        kind_of: impl FnOnce(
+            &crate::proto::call_plan::CallLayout,
+            &crate::proto::call_plan::CallPlan,
+        ) -> ReplyKind,
+    ) -> Option<Route> {
+        // Under the endpoint's lock: this runs in the endpoint's own CQ work, which must never
+        // hold the last reference to it (dropping it drains the queue pair, which waits for
+        // this very work).
+        xprt.with_endpoint(generation, |endpoint| {
+            match endpoint.registrations().lookup(xid) {
+                None => Route::Inline,
+                // A reply to a call that ended early, whose memory is being invalidated.
+                Some((_, None)) => Route::Dropped,
+                Some((record, Some((layout, plan)))) => {
+                    let reply = HeldReply {
+                        recv_index,
+                        len,
+                        kind: kind_of(&layout, &plan),
+                    };
+                    match endpoint.invalidate_for_reply(record, reply) {
+                        Ok(()) => Route::Held,
+                        Err(_) => Route::Broken,
+                    }
+                }
+            }
+        })
+    }
+
+    /// The server answered in `revision`: the first such message settles the connection's
+    /// version, which is logged.
+    fn settled(xprt: &Xprt<Self>, revision: Revision) {
+        let outcome = {
+            let mut negotiation = xprt.negotiation.lock();
+            if negotiation.is_established() {
+                return;
+            }
+            negotiation.on_message(revision.vers())
+        };
+        if let Ok(ClientOutcome::Established(version)) = outcome {
+            xprt.counters
+                .version
+                .store(version.as_u32(), Ordering::Relaxed);
+            pr_info!(
+                "{}: RPC-over-RDMA {}\n",
+                ServerName(xprt),
+                Revision::of(version).name()
+            );
+        }
+    }
+
+    /// The server refused the probe `xid` with `ERR_VERS`, naming `range`: the transport falls
+    /// back and the call is sent again (once its memory is invalidated, if it registered
+    /// some). Returns whether the receive buffer is held, as [`Self::received`].
+    fn version_refused(
+        xprt: &Xprt<Self>,
+        generation: u32,
+        xid: u32,
+        range: VersionRange,
+        message: &[u8],
+        recv_index: usize,
+    ) -> bool {
+        let outcome = xprt.negotiation.lock().on_version_error(range);
+        let version = match outcome {
+            Ok(ClientOutcome::FallBack(version) | ClientOutcome::Established(version)) => version,
+            Err(_) => {
+                pr_info!(
+                    "{} speaks RPC-over-RDMA versions {} to {} only: call {:#x} fails\n",
+                    ServerName(xprt),
+                    range.low,
+                    range.high,
+                    xid
+                );
+                let _ = xprt.fail_call(xid, EPROTONOSUPPORT);
+                return false;
+            }
+        };
+        let revision = Revision::of(version);
+        xprt.counters
+            .version
+            .store(version.as_u32(), Ordering::Relaxed);
+        Counters::add(&xprt.counters.version_fallbacks, 1);
+        xprt.backchannel.fell_back(revision);
+        pr_info!(
+            "{} refused the Version 2 probe (ERR_VERS, versions {} to {}): RPC-over-RDMA {} \
+             from now on\n",
+            ServerName(xprt),
+            range.low,
+            range.high,
+            revision.name()
+        );
+        // The call goes out again on this connection: the server consumed nothing of it.
+        let allowed = xprt.with_endpoint(generation, |endpoint| endpoint.allow_resend(xid));
+        if allowed.is_none() {
+            return false;
+        }
+        let retry = |_: &_, _: &_| ReplyKind::Retry;
+        match Self::route(xprt, generation, xid, message.len(), recv_index, retry) {
+            Some(Route::Inline) => {
+                let retried = xprt.retry_call(xid);
+                if retried.is_err() {
+                    pr_debug!("probe {:#x} is gone ({:?})\n", xid, retried);
+                }
+                false
+            }
+            Some(Route::Held) => true,
+            Some(Route::Broken) => {
+                xprt.force_disconnect();
+                false
+            }
+            Some(Route::Dropped) | None => false,
+        }
     }
 
     /// Delivers a reply held while its call's regions were invalidated: `message` is the
@@ -338,6 +575,10 @@ impl ClientTransport {
             ReplyKind::Failed => {
                 Counters::add(&c.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
+            }
+            ReplyKind::Retry => {
+                let _ = xprt.retry_call(xid);
+                return;
             }
             ReplyKind::NoMsg { len } => xprt.complete_reply(xid, |buf| {
                 Counters::add(&c.rdma_reply, *len);
@@ -407,8 +648,9 @@ impl Transport for ClientTransport {
         }
         let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
         // A retransmission on the connection the call went out on: the server may still hold
-        // the call's credit, so the connection goes and the call waits for the next one.
-        if rqst.connect_cookie() == xprt.connect_cookie() {
+        // the call's credit, so the connection goes and the call waits for the next one. A
+        // call the server refused with `ERR_VERS` holds nothing: it goes again at once.
+        if rqst.connect_cookie() == xprt.connect_cookie() && !endpoint.take_resend(rqst.xid()) {
             xprt.force_disconnect();
             return Err(ENOTCONN);
         }
@@ -433,9 +675,10 @@ impl Transport for ClientTransport {
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG
         // calls, MRs (recycled, orphaned, allocated), local invalidations, empty send queue,
-        // and a column kept at 0.
+        // and a column kept at 0; then two of ours: the RPC-over-RDMA version of the current
+        // connection (0 until it is settled) and the Version 2 probes the server refused.
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -448,7 +691,9 @@ impl Transport for ClientTransport {
             get(&c.nomsg_calls),
             get(&c.mrs_allocated),
             get(&c.local_invs),
-            get(&c.no_send_buffer)
+            get(&c.no_send_buffer),
+            c.version.load(Ordering::Relaxed),
+            get(&c.version_fallbacks)
         ));
     }
 }

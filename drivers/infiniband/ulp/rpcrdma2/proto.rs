@@ -32,4 +32,5 @@ pub mod role;
 pub mod v1;
 pub mod v2;
 pub mod version;
+pub mod wire;
 pub mod xdr;

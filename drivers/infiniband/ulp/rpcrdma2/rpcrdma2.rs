@@ -9,6 +9,10 @@
 //! name: only one of the two can be loaded, and loading this one while the C one is fails
 //! (`EBUSY`: modprobe takes `EEXIST` for "already loaded") with a message that says so.
 //!
+//! The client probes each server for RPC-over-RDMA Version 2 and falls back to Version 1 if
+//! the server refuses it (`version=1`: Version 1 only); the server speaks to each client in
+//! the version of its first message, 1 or 2.
+//!
 //! With `coexist=1` the module serves only, beside the C module: it registers the server
 //! class "rdma2" with an ident of its own (`echo "rdma2 20050" > /proc/fs/nfsd/portlist`) and
 //! no client class.
@@ -17,6 +21,7 @@
 //! host crate where they are tested and fuzzed; [`client`] and [`server`] are the transports
 //! that drive them. Documentation: `Documentation/rpcrdma2.rst`.
 
+use crate::proto::version::Version;
 use kernel::{
     error::code::{EBUSY, EEXIST},
     module_param::StrParam,
@@ -33,6 +38,23 @@ mod server;
 
 kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
 kernel::module_param_str!(COEXIST, "coexist");
+kernel::module_param_str!(VERSION, "version");
+
+/// The highest RPC-over-RDMA version the client speaks (`modprobe rpcrdma2 version=1`): 2 by
+/// default, which it probes for on each new transport.
+fn version(param: &StrParam) -> Result<Version> {
+    let Some(text) = param.get() else {
+        return Ok(Version::V2);
+    };
+    match text.to_str().map(str::trim) {
+        Ok("1") => Ok(Version::V1),
+        Ok("2" | "") => Ok(Version::V2),
+        _ => {
+            pr_err!("version is 1 or 2, not {text}\n");
+            Err(EINVAL)
+        }
+    }
+}
 
 /// Whether the module serves beside the C `rpcrdma` (`modprobe rpcrdma2 coexist=1`).
 fn coexist(param: &StrParam) -> Result<bool> {
@@ -69,7 +91,7 @@ module! {
     type: Rpcrdma2,
     name: "rpcrdma2",
     author: "rsiw project",
-    description: "RPC-over-RDMA transport (RFC 8166) for the kernel RPC client and server, in Rust",
+    description: "RPC-over-RDMA transport (Version 2 draft-01, RFC 8166) for the kernel RPC client and server, in Rust",
     license: "GPL",
 }
 
@@ -113,11 +135,14 @@ struct Rpcrdma2 {
 impl kernel::Module for Rpcrdma2 {
     fn init(module: &'static ThisModule) -> Result<Self> {
         client::set_inline_threshold(inline_threshold(&INLINE_THRESHOLD)?);
+        let client_version = version(&VERSION)?;
+        client::set_version(client_version);
         let devices = device_removal::Registration::new()?;
         if coexist(&COEXIST)? {
             let server = register_server::<server::Rdma2Class>(module)?;
             pr_info!(
-                "server transport \"rdma2\" registered (ident {:#x}, RPC-over-RDMA Version 1); \
+                "server transport \"rdma2\" registered (ident {:#x}, RPC-over-RDMA Versions 1 and \
+                 2); \
                  coexist=1: serving only, the client transport is not registered\n",
                 server::RDMA2_IDENT
             );
@@ -141,12 +166,18 @@ impl kernel::Module for Rpcrdma2 {
             EBUSY
         })?;
         pr_info!(
-            "client transport \"rdma\" registered (RPC-over-RDMA Version 1, inline threshold \
-             {} bytes)\n",
+            "client transport \"rdma\" registered (RPC-over-RDMA {}, inline threshold {} \
+             bytes)\n",
+            match client_version {
+                Version::V2 => "Version 2 probed, Version 1 as a fallback",
+                Version::V1 => "Version 1 only: version=1",
+            },
             client::inline_threshold()
         );
         let server = register_server::<server::RdmaClass>(module)?;
-        pr_info!("server transport \"rdma\" registered (ident 256, RPC-over-RDMA Version 1)\n");
+        pr_info!(
+            "server transport \"rdma\" registered (ident 256, RPC-over-RDMA Versions 1 and 2)\n"
+        );
         Ok(Rpcrdma2 {
             _server: ServerRegistration::Rdma { _class: server },
             _client: Some(client),

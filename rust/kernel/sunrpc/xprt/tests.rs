@@ -2,8 +2,9 @@
 
 //! KUnit tests of client transports: an RPC client created with `rpc_create` pings a
 //! transport that answers its calls itself from a work item, through the transport's handle,
-//! which reaches nothing once the transport is destroyed; and a client fails over a transport
-//! whose connects are refused.
+//! which reaches nothing once the transport is destroyed; a client fails over a transport
+//! whose connects are refused; and a call a transport sends again (`Xprt::retry_call`) and
+//! then fails (`Xprt::fail_call`) ends with the failure's error, never decoding a reply.
 
 use super::{Config, Connect, Rqst, Timeout, Transport, Xprt};
 use crate::{
@@ -37,6 +38,8 @@ static LATE_STARTED: AtomicBool = AtomicBool::new(false);
 static LATE_GO: AtomicBool = AtomicBool::new(false);
 /// What the late context found: 0 not yet, 1 nothing, 2 the transport.
 static LATE_FOUND: AtomicUsize = AtomicUsize::new(0);
+/// Calls sent over the retrying transports.
+static RETRY_SENDS: AtomicUsize = AtomicUsize::new(0);
 
 /// A C struct the RPC client reads and updates (statistics, call counts), in a static.
 #[repr(transparent)]
@@ -228,6 +231,62 @@ impl Drop for Refused {
     }
 }
 
+/// A transport whose server turns every first transmission of a call away in a way another
+/// attempt cures (the RPC client sends it again at once) and fails the second with `EIO`, as
+/// RPC-over-RDMA's `ERR_VERS` and `ERR_CHUNK` do.
+struct Retrying;
+
+static RETRYING: ClassSlot = ClassSlot::new();
+
+impl TransportClass for Retrying {
+    const NAME: &'static CStr = c_str!("rust kunit retrying");
+    const IDENT: i32 = 0x7352_0004;
+    const NETIDS: &'static [&'static CStr] = &[c_str!("rust-kunit-retry")];
+    const SLOT: &'static ClassSlot = &RETRYING;
+
+    fn setup(args: &CreateArgs<'_>) -> Result<TransportPtr> {
+        Xprt::<Retrying>::create(args, &config(), Retrying)
+    }
+}
+
+#[vtable]
+impl Transport for Retrying {
+    type Class = Retrying;
+
+    fn connect(_xprt: &Xprt<Self>, connect: Connect<Self>) {
+        connect.complete(Ok(()));
+    }
+
+    fn close(_xprt: &Xprt<Self>) {}
+
+    fn send_request(xprt: &Xprt<Self>, rqst: &Rqst<'_>) -> Result {
+        let xid = rqst.xid();
+        let first = RETRY_SENDS.fetch_add(1, Ordering::SeqCst) & 1 == 0;
+        let handle = xprt.handle();
+        workqueue::system()
+            .try_spawn(GFP_NOWAIT, move || {
+                // The call waits for its reply by then, as after a real round trip.
+                // SAFETY: Sleeping is allowed in a work item.
+                unsafe { bindings::msleep(50) };
+                handle.with(|xprt| {
+                    let _ = if first {
+                        xprt.retry_call(xid)
+                    } else {
+                        xprt.fail_call(xid, EIO)
+                    };
+                });
+            })
+            .map_err(|_| ENOBUFS)?;
+        Ok(())
+    }
+}
+
+impl Drop for Retrying {
+    fn drop(&mut self) {
+        DESTROYED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Creates an RPC client of the test program over the transport `ident`, to 127.0.0.1
 /// port 2049 (bound, so no rpcbind), which pings the server.
 fn create_client(ident: i32) -> Result<*mut bindings::rpc_clnt> {
@@ -303,6 +362,23 @@ fn a_client_pings_over_a_loopback_transport(test: &mut Test) -> Result {
     Ok(())
 }
 
+fn a_failed_call_ends_with_its_error_after_a_retry(test: &mut Test) -> Result {
+    let reg = KBox::pin_init(Registration::<Retrying>::new(&VMLINUX), GFP_KERNEL)?;
+    let gone = DESTROYED.load(Ordering::SeqCst);
+    let sends = RETRY_SENDS.load(Ordering::SeqCst);
+    // `rpc_create` pings: sent, sent again, failed.
+    let clnt = create_client(Retrying::IDENT);
+    kunit_expect!(test, clnt.err() == Some(EIO));
+    if let Ok(clnt) = clnt {
+        // SAFETY: A client `rpc_create` returned, shut down once.
+        unsafe { bindings::rpc_shutdown_client(clnt) };
+    }
+    kunit_expect_eq!(test, RETRY_SENDS.load(Ordering::SeqCst) - sends, 2);
+    kunit_expect!(test, destroyed(gone + 1));
+    drop(reg);
+    Ok(())
+}
+
 fn a_refused_connect_fails_the_client(test: &mut Test) -> Result {
     let reg = KBox::pin_init(Registration::<Refused>::new(&VMLINUX), GFP_KERNEL)?;
     let gone = DESTROYED.load(Ordering::SeqCst);
@@ -321,6 +397,7 @@ crate::kunit_suite!(
     rust_sunrpc_xprt,
     [
         a_client_pings_over_a_loopback_transport,
-        a_refused_connect_fails_the_client
+        a_refused_connect_fails_the_client,
+        a_failed_call_ends_with_its_error_after_a_retry
     ]
 );

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The backchannel (RFC 8167, over Version 1): the calls an NFSv4.1 server sends its client
+//! The backchannel (RFC 8167; draft section 4.5 in Version 2): the calls an NFSv4.1 server sends its client
 //! over the client's own connection (CB_NULL, CB_SEQUENCE, CB_RECALL, ...), and the client's
 //! replies to them, as the kernel's C transport carries them.
 //!
-//! - **Calls in.** A received `RDMA_MSG` without chunks whose RPC message is a Call is a
-//!   callback ([`v1_inline_reverse_call`]). Its credit field is the server's backchannel
+//! - **Calls in.** A received `RDMA_MSG` without chunks whose RPC message is a Call (in
+//!   Version 2 without `RDMA2_F_RESPONSE`) is a callback ([`inline_reverse_call`]). Its credit field is the server's backchannel
 //!   credits, not a grant for the client's calls, so it never reaches the congestion window.
 //!   The Call is copied into one of the RPC client's backchannel requests and queued for the
 //!   NFS client's callback service ([`Xprt::deliver_backchannel_call`]); its receive buffer
 //!   is posted again at once, like any other.
 //! - **Replies out.** The service's reply reaches `send_request` as a request without a call
-//!   buffer; it goes out as an `RDMA_MSG` without chunks, header and reply in one Send. Its
+//!   buffer; it goes out as an `RDMA_MSG` without chunks (in Version 2 with
+//!   `RDMA2_F_RESPONSE`), header and reply in one Send. Its
 //!   credit field grants the server [`BC_SLOTS`] calls in flight: the server's backchannel
 //!   takes it as its congestion window (clamped to its own two).
 //! - **Receives.** Besides one per call of ours in flight and two spare, the endpoint keeps
@@ -23,10 +24,7 @@
 use super::{ClientTransport, Counters};
 use crate::proto::{
     chunk::ChunkListsRef,
-    reverse::v1_inline_reverse_call,
-    role,
-    v1::{self, V1BodyRef, V1Header},
-    version::RPCRDMA_VERSION_1,
+    wire::{self, inline_reverse_call, BodyRef, Credits, Direction, Header, Outgoing, Revision},
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
@@ -43,9 +41,10 @@ pub(crate) const BC_SLOTS: u32 = 16;
 /// Receives posted for callbacks, besides those for the replies to our calls.
 pub(crate) const RECEIVES: usize = 2 * BC_SLOTS as usize;
 
-/// The header of a message without chunks: XID, version, credits, `RDMA_MSG` and three empty
-/// chunk lists.
-const HEADER_LEN: usize = 28;
+/// Room for the header of a message without chunks: 28 bytes in Version 1 (XID, version,
+/// credits, `RDMA_MSG` and three empty chunk lists), 36 in Version 2 (`rdma_flags` and
+/// `rdma_inv_handle` more).
+const HEADER_ROOM: usize = 36;
 
 /// Whether a callback that found no free request was reported (once per module load).
 static OVERFLOW_REPORTED: AtomicBool = AtomicBool::new(false);
@@ -55,6 +54,8 @@ pub(crate) struct Backchannel {
     /// The largest message the server receives inline on the current connection, with ours
     /// (0 before the first connection).
     send_limit: AtomicUsize,
+    /// The header of a message without chunks in the current connection's revision.
+    header_len: AtomicUsize,
     /// Callbacks handed to the callback service.
     calls: AtomicU64,
     /// Replies sent.
@@ -67,6 +68,7 @@ impl Backchannel {
     pub(crate) const fn new() -> Self {
         Self {
             send_limit: AtomicUsize::new(0),
+            header_len: AtomicUsize::new(HEADER_ROOM),
             calls: AtomicU64::new(0),
             replies: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -74,9 +76,16 @@ impl Backchannel {
     }
 
     /// A connection is up on which the server receives `send_limit` bytes inline (no more
-    /// than we send).
-    pub(crate) fn connected(&self, send_limit: usize) {
+    /// than we send), speaking `revision` (until a fall back).
+    pub(crate) fn connected(&self, send_limit: usize, revision: Revision) {
         self.send_limit.store(send_limit, Ordering::Relaxed);
+        self.fell_back(revision);
+    }
+
+    /// The connection speaks `revision` from now on.
+    pub(crate) fn fell_back(&self, revision: Revision) {
+        let len = wire::header_len(revision, &ChunkListsRef::EMPTY).unwrap_or(HEADER_ROOM);
+        self.header_len.store(len, Ordering::Relaxed);
     }
 
     /// The largest callback, and reply to one, in bytes (`bc_maxpayload`); does not sleep.
@@ -89,7 +98,7 @@ impl Backchannel {
         limit
             .min(super::INLINE_SIZE as usize)
             .min(PAGE_SIZE)
-            .saturating_sub(HEADER_LEN)
+            .saturating_sub(self.header_len.load(Ordering::Relaxed))
     }
 }
 
@@ -110,8 +119,8 @@ impl Drop for Backchannel {
 
 /// Takes a received message if it is a callback and hands it to the callback service; returns
 /// whether it took the message (the caller then does nothing more with it).
-pub(super) fn received(xprt: &Xprt<ClientTransport>, header: &V1Header<'_>) -> bool {
-    let Some(call) = v1_inline_reverse_call(role::Endpoint::Client, header) else {
+pub(super) fn received(xprt: &Xprt<ClientTransport>, header: &Header<'_>) -> bool {
+    let Some(call) = inline_reverse_call(header) else {
         return false;
     };
     let bc = &xprt.backchannel;
@@ -142,15 +151,17 @@ pub(super) fn received(xprt: &Xprt<ClientTransport>, header: &V1Header<'_>) -> b
 /// next one), or as [`super::endpoint::Endpoint::send_message`].
 pub(super) fn send_reply(xprt: &Xprt<ClientTransport>, rqst: &Rqst<'_>) -> Result {
     let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
-    let mut header = [0u8; HEADER_LEN];
-    let len = v1::encode(
-        &mut header,
-        rqst.xid(),
-        RPCRDMA_VERSION_1,
-        BC_SLOTS,
-        &V1BodyRef::Msg(ChunkListsRef::EMPTY),
-    )
-    .map_err(|_| EINVAL)?;
+    let mut header = [0u8; HEADER_ROOM];
+    let outgoing = Outgoing {
+        xid: rqst.xid(),
+        credits: Credits {
+            granted: BC_SLOTS as u16,
+            max: BC_SLOTS as u16,
+        },
+        direction: Direction::Reply,
+        body: BodyRef::Msg(ChunkListsRef::EMPTY),
+    };
+    let len = wire::encode(xprt.sending().revision, &mut header, &outgoing).map_err(|_| EINVAL)?;
     let header = header.get(..len).ok_or(EINVAL)?;
     let counters: &Counters = &xprt.counters;
     endpoint

@@ -14,7 +14,7 @@
 
 use super::{
     registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
-    ClientTransport, Counters, Receiver, INLINE_SIZE, MAX_REQUESTS,
+    ClientTransport, Counters, Receiver, Sending, INLINE_SIZE, MAX_REQUESTS,
 };
 use crate::devices::Devices;
 use crate::proto::{
@@ -24,12 +24,12 @@ use crate::proto::{
     },
     chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
-    v1::{self, V1BodyRef, V1_DEFAULT_INLINE},
-    version::RPCRDMA_VERSION_1,
+    v1::V1_DEFAULT_INLINE,
+    wire::{self, BodyRef, Credits, Direction, Outgoing},
 };
 use core::{
     net::SocketAddr,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 use kernel::{
     new_mutex,
@@ -65,8 +65,11 @@ const SENDS: usize = 2 * MAX_REQUESTS as usize;
 const SEND_QUEUE: usize = SENDS + 2 * super::registration::RECORDS * MAX_REGIONS;
 /// Bytes kept for the transport header out of each inline threshold: the largest header this
 /// transport sends (four Read segments, a Write chunk of two segments, a Reply chunk of four)
-/// or receives (the server echoes the Write list and Reply chunk) is 236 bytes.
+/// or receives (the server echoes the Write list and Reply chunk) is 236 bytes in Version 1,
+/// 244 in Version 2 (`rdma_flags` and `rdma_inv_handle` more).
 pub(crate) const HEADER_RESERVE: usize = 256;
+/// A resend allowed on the connection ([`Endpoint::allow_resend`]) is this bit and the XID.
+const RESEND: u64 = 1 << 32;
 
 /// What a send queue completion's tag says it was: the Send of send buffer `index`, or a
 /// registration or invalidation of record `index`.
@@ -178,6 +181,9 @@ pub(crate) struct Endpoint {
     send_limit: usize,
     /// The largest message we told the server we receive inline.
     recv_limit: usize,
+    /// The call the server refused with `ERR_VERS`, which may be sent again on this
+    /// connection: [`RESEND`] and its XID, or 0.
+    resend: AtomicU64,
     receiver: Arc<Receiver>,
     /// The endpoint's use of its device, which the device's removal waits for: dropped last,
     /// once everything above let go of the device.
@@ -278,6 +284,7 @@ impl Endpoint {
                 region_pages,
                 send_limit,
                 recv_limit: threshold as usize,
+                resend: AtomicU64::new(0),
                 receiver,
                 _device_use: device_use,
             },
@@ -293,6 +300,21 @@ impl Endpoint {
     /// The largest message the server receives inline (and we send).
     pub(crate) fn send_limit(&self) -> usize {
         self.send_limit
+    }
+
+    /// Lets call `xid`, which the server refused with `ERR_VERS`, be sent again on this
+    /// connection (once).
+    pub(crate) fn allow_resend(&self, xid: u32) {
+        self.resend
+            .store(RESEND | u64::from(xid), Ordering::Release);
+    }
+
+    /// Whether call `xid` may be sent again on this connection; it may once.
+    pub(crate) fn take_resend(&self, xid: u32) -> bool {
+        let allowed = RESEND | u64::from(xid);
+        self.resend
+            .compare_exchange(allowed, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Asks the server to end the connection; the queue pair flushes what is posted.
@@ -320,9 +342,10 @@ impl Endpoint {
         }
     }
 
-    /// Sends the call of `rqst` with the chunks the protocol core plans for it: a Version 1
-    /// header, then the inline part of the call, as one Send, after the registrations of its
-    /// chunks' memory.
+    /// Sends the call of `rqst` with the chunks the protocol core plans for it: a header of
+    /// the connection's version, then the inline part of the call, as one Send, after the
+    /// registrations of its chunks' memory. While the version is unsettled the call is the
+    /// probe: at most 1024 bytes go inline.
     ///
     /// `EMSGSIZE` or `EIO` if the call cannot be sent at all, `ENOBUFS` if a send buffer, a
     /// record or an MR is lacking for now, `ENOTCONN` if the queue pair refuses work or the
@@ -364,10 +387,18 @@ impl Endpoint {
         result
     }
 
-    /// The thresholds the plan applies: the server's inline size and ours, less the header.
-    fn thresholds(&self) -> PlanThresholds {
+    /// The most bytes a message sent as `sending` may have.
+    fn send_limit_of(&self, sending: Sending) -> usize {
+        sending
+            .probe_limit
+            .map_or(self.send_limit, |probe| probe.min(self.send_limit))
+    }
+
+    /// The thresholds the plan applies: what the server receives inline and what we do, less
+    /// the header.
+    fn thresholds(&self, sending: Sending) -> PlanThresholds {
         PlanThresholds {
-            send: self.send_limit.saturating_sub(HEADER_RESERVE),
+            send: self.send_limit_of(sending).saturating_sub(HEADER_RESERVE),
             recv: self.recv_limit.saturating_sub(HEADER_RESERVE),
         }
     }
@@ -380,7 +411,8 @@ impl Endpoint {
         index: usize,
         counters: &Counters,
     ) -> Result {
-        let (layout, plan) = plan_call(rqst, &self.thresholds()).inspect_err(|_| {
+        let sending = xprt.sending();
+        let (layout, plan) = plan_call(rqst, &self.thresholds(sending)).inspect_err(|_| {
             Counters::add(&counters.failed_marshal, 1);
         })?;
         let mut chunks = Chunks::new()?;
@@ -389,7 +421,14 @@ impl Endpoint {
         } else {
             Some(self.register(xprt, rqst, &layout, &plan, &mut chunks, counters)?)
         };
-        let result = self.post_call(rqst, buffer, index, &layout, &plan, &chunks, counters);
+        let call = Call {
+            xprt,
+            rqst,
+            sending,
+            layout: &layout,
+            plan: &plan,
+        };
+        let result = self.post_call(&call, buffer, index, &chunks, counters);
         if result.is_err() {
             if let Some(record) = record {
                 self.abandon(record);
@@ -413,64 +452,66 @@ impl Endpoint {
         })
     }
 
-    /// Encodes the header and the inline part of the call into send buffer `index` and posts
+    /// Encodes the header and the inline part of `call` into send buffer `index` and posts
     /// the Send.
-    #[allow(clippy::too_many_arguments)]
     fn post_call(
         &self,
-        rqst: &Rqst<'_>,
+        call: &Call<'_, '_>,
         buffer: &Arc<DmaBuffer>,
         index: usize,
-        layout: &CallLayout,
-        plan: &CallPlan,
         chunks: &Chunks,
         counters: &Counters,
     ) -> Result {
+        let (rqst, plan, sending) = (call.rqst, call.plan, call.sending);
         let mut header = [0u8; HEADER_RESERVE];
         let header_len = chunks
             .with_lists(|lists| {
-                let body = match plan.call {
-                    CallChunks::PositionZero { .. } => V1BodyRef::NoMsg(lists),
-                    _ => V1BodyRef::Msg(lists),
+                let outgoing = Outgoing {
+                    xid: rqst.xid(),
+                    credits: Credits {
+                        granted: MAX_REQUESTS as u16,
+                        max: MAX_REQUESTS as u16,
+                    },
+                    direction: Direction::Call,
+                    body: match plan.call {
+                        CallChunks::PositionZero { .. } => BodyRef::NoMsg(lists),
+                        _ => BodyRef::Msg(lists),
+                    },
                 };
-                v1::encode(
-                    &mut header,
-                    rqst.xid(),
-                    RPCRDMA_VERSION_1,
-                    MAX_REQUESTS,
-                    &body,
-                )
+                wire::encode(sending.revision, &mut header, &outgoing)
             })
             .map_err(|_| EMSGSIZE)?;
-        let ranges = inline_ranges(layout, plan);
+        let ranges = inline_ranges(call.layout, plan);
         let inline: usize = ranges.iter().map(|r| r.len()).sum();
         let total = header_len + inline;
-        if total > self.send_limit {
+        let limit = self.send_limit_of(sending);
+        if total > limit {
             Counters::add(&counters.failed_marshal, 1);
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_warn!(
                     "a call of {} bytes does not fit the server's {} inline\n",
                     total,
-                    self.send_limit
+                    limit
                 );
             }
             return Err(EMSGSIZE);
         }
         buffer.write(0, header.get(..header_len).ok_or(EINVAL)?)?;
         let mut offset = header_len;
-        let call = rqst.snd_buf();
+        let snd = rqst.snd_buf();
         for range in ranges {
             if range.is_empty() {
                 continue;
             }
-            call.for_each_segment_in(range, |segment| {
+            snd.for_each_segment_in(range, |segment| {
                 buffer.write(offset, segment)?;
                 offset += segment.len();
                 Ok(())
             })?;
         }
         Counters::add(&counters.pullup_copy, offset - header_len);
-        self.post_buffer(buffer, index, offset)
+        call.xprt
+            .send_as(sending, total, || self.post_buffer(buffer, index, offset))
     }
 
     /// Posts the first `len` bytes of send buffer `index` (`buffer`) as one Send.
@@ -705,6 +746,15 @@ impl Endpoint {
     pub(crate) fn generation(&self) -> u32 {
         self.buffers.generation
     }
+}
+
+/// A call being sent: its request, how it goes out, its layout and chunk plan.
+struct Call<'a, 'r> {
+    xprt: &'a Xprt<ClientTransport>,
+    rqst: &'a Rqst<'r>,
+    sending: Sending,
+    layout: &'a CallLayout,
+    plan: &'a CallPlan,
 }
 
 /// What a region is for.

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::proto::{
     call_plan::{place_reply, CallLayout, CallPlan, ReplyChunks, ReplyPlacement},
-    v1::V1Body,
+    wire::Body,
 };
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
@@ -192,13 +192,17 @@ impl Receiver {
 /// How the reply `body` (of a message of `message_len` bytes) to a call planned as `plan` for
 /// `layout` is delivered: checked against what the call offered, never trusting the server.
 pub(crate) fn reply_kind(
-    body: &V1Body<'_>,
+    body: &Body<'_>,
     layout: &CallLayout,
     plan: &CallPlan,
     message_len: usize,
 ) -> ReplyKind {
     match body {
-        V1Body::Msg { chunks, payload } => {
+        Body::Msg {
+            chunks,
+            payload,
+            more: false,
+        } => {
             if chunks.writes.chunk_count() > 1
                 || chunks.reply.is_some_and(|c| c.length() != 0)
                 || !chunks.reads.is_empty()
@@ -214,7 +218,7 @@ pub(crate) fn reply_kind(
                 Err(_) => ReplyKind::Failed,
             }
         }
-        V1Body::NoMsg { chunks } => {
+        Body::NoMsg { chunks } => {
             let (ReplyChunks::ReplyChunk { len }, Some(chunk)) = (plan.reply, chunks.reply) else {
                 return ReplyKind::Failed;
             };
@@ -227,7 +231,8 @@ pub(crate) fn reply_kind(
                 Err(_) => ReplyKind::Failed,
             }
         }
-        V1Body::Error(_) | V1Body::Done => ReplyKind::Failed,
+        // A continuation, which we do not reassemble, an error or no message.
+        Body::Msg { more: true, .. } | Body::Error(_) | Body::Control => ReplyKind::Failed,
     }
 }
 

@@ -75,6 +75,8 @@ pub(crate) enum ReplyKind {
     NoMsg { len: usize },
     /// `RDMA_ERROR`, or a reply that does not fit its call: the call fails.
     Failed,
+    /// `ERR_VERS` for the Version 2 probe: the call is sent again in the version it named.
+    Retry,
 }
 
 /// A reply waiting for its call's invalidations, in receive buffer `recv_index`.

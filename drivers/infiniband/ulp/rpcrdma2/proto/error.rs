@@ -323,6 +323,29 @@ pub enum ErrorBody {
     V2(V2Error),
 }
 
+impl ErrorBody {
+    /// The error code's name, for messages.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::V1(V1Error::Vers { .. }) => "ERR_VERS",
+            Self::V1(V1Error::Chunk) => "ERR_CHUNK",
+            Self::V2(e) => match e {
+                V2Error::Vers { .. } => "RDMA2_ERR_VERS",
+                V2Error::BadXdr => "RDMA2_ERR_BAD_XDR",
+                V2Error::BadPropval => "RDMA2_ERR_BAD_PROPVAL",
+                V2Error::InvalHtype => "RDMA2_ERR_INVAL_HTYPE",
+                V2Error::InvalCont => "RDMA2_ERR_INVAL_CONT",
+                V2Error::ReadChunks { .. } => "RDMA2_ERR_READ_CHUNKS",
+                V2Error::WriteChunks { .. } => "RDMA2_ERR_WRITE_CHUNKS",
+                V2Error::Segments { .. } => "RDMA2_ERR_SEGMENTS",
+                V2Error::WriteResource { .. } => "RDMA2_ERR_WRITE_RESOURCE",
+                V2Error::ReplyResource { .. } => "RDMA2_ERR_REPLY_RESOURCE",
+                V2Error::System => "RDMA2_ERR_SYSTEM",
+            },
+        }
+    }
+}
+
 /// How a receiver must treat a message it could not accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {

@@ -3,15 +3,19 @@
 //! A connection: one client's queue pair, and the calls and replies it carries.
 //!
 //! A server thread takes one received message at a time ([`SvcTransport::recvfrom`]): the
-//! protocol core decodes its Version 1 header, an inline call is copied into the thread's
-//! request, and a Read chunk is RDMA Read into its pages ([`chunks`](super::chunks)). The
-//! reply goes back ([`SvcTransport::sendto`]) after a header that grants the client credits:
-//! inline, with its bulk data RDMA Written into the call's Write chunk, or through the call's
-//! Reply chunk when it does not fit inline. What cannot be served earns an `RDMA_ERROR` in its
+//! protocol core decodes its header, an inline call is copied into the thread's request, and a
+//! Read chunk is RDMA Read into its pages ([`chunks`](super::chunks)). The reply goes back
+//! ([`SvcTransport::sendto`]) after a header that grants the client credits: inline, with its
+//! bulk data RDMA Written into the call's Write chunk, or through the call's Reply chunk when
+//! it does not fit inline. What cannot be served earns an `RDMA_ERROR` (`RDMA2_ERROR`) in its
 //! place: the client's call then fails instead of waiting for a reply.
+//!
+//! The connection speaks the version of the first message of a version it supports (1 or 2),
+//! for its whole life, in the layout the protocol core's [`wire`] revision gives that version
+//! (draft section 4.2.3.3); a message of another version earns `ERR_VERS` ([`wire::admit`]).
 
 use super::{
-    buffers::{Buffers, Received, RECVS, SENDS},
+    buffers::{Buffers, Received, CREDITS, RECVS, SENDS},
     chunks::{self, CallChunks, ReadPlan, Unserved},
     listener::Listener,
     rdma::{Rdma, OPS, OP_WRS},
@@ -21,12 +25,12 @@ use crate::{
     client::INLINE_SIZE,
     devices::Devices,
     proto::{
-        chunk::{ChunkListsRef, Segment},
+        chunk::{ChunkLimits, ChunkListsRef, Segment},
         cm_private::CmPrivateData,
-        dispatch::encode_error_reply,
-        error::{ErrorBody, ErrorReply, V1Error},
-        v1::{self, V1Body, V1BodyRef, V1DecodeConfig, V1_DEFAULT_INLINE},
-        version::RPCRDMA_VERSION_1,
+        error::{ErrorReply, Fault},
+        v1::V1_DEFAULT_INLINE,
+        version::{Version, VersionRange},
+        wire::{self, Body, BodyRef, Credits, Direction, Outgoing, Refusal, Revision},
         xdr::roundup,
     },
 };
@@ -34,7 +38,7 @@ use core::{
     fmt,
     marker::PhantomData,
     net::SocketAddr,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
 };
 use kernel::{
     page::PAGE_SIZE,
@@ -58,8 +62,10 @@ static CHUNKS_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Whether a reply that could not be sent was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Room for the header of an error reply: sixteen bytes and an error body.
+/// Room for the header of an error reply: the fixed words and an error body.
 const HEADER_ROOM: usize = 64;
+/// The versions the server speaks.
+const VERSIONS: VersionRange = VersionRange::V1_AND_V2;
 /// Pages one region maps at most (the C siw's and rsiw's fast-registration limit).
 const REGION_PAGES: u32 = 256;
 
@@ -76,6 +82,11 @@ pub(crate) struct Connection<C: ServerClass> {
     send_limit: usize,
     /// The client takes Send With Invalidate (RFC 8797).
     remote_invalidation: bool,
+    /// The connection's protocol version (`rdma_vers`), 0 until its first message of a
+    /// version it speaks.
+    version: AtomicU32,
+    /// The client's address, for messages.
+    remote: Option<SocketAddr>,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
     _device_use: DeviceUse,
@@ -151,6 +162,8 @@ pub(crate) fn accept<C: ServerClass>(
                 _pd: pd,
                 send_limit,
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
+                version: AtomicU32::new(0),
+                remote,
                 _class: PhantomData,
                 _device_use: device_use,
             })
@@ -223,8 +236,11 @@ impl<C: ServerClass> Connection<C> {
         rqst: &mut SvcRqst<'_>,
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
-        let decoded = v1::decode(message, &V1DecodeConfig::default());
-        let header = match decoded.and_then(|h| v1::check_call(&h).map(|()| h)) {
+        let decoded = xprt.admit(message).and_then(|revision| {
+            let header = wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)?;
+            wire::check_call(&header).map(|()| header)
+        });
+        let header = match decoded {
             Ok(header) => header,
             Err(fault) => {
                 pr_debug!("a malformed message: {:?}\n", fault);
@@ -234,32 +250,46 @@ impl<C: ServerClass> Connection<C> {
                 return Ok(0);
             }
         };
+        let revision = header.revision;
+        let refuse = |why: Refusal| xprt.send_error(&wire::refusal(revision, header.xid, why));
         let (lists, payload, nomsg) = match header.body {
-            V1Body::Msg { chunks, payload } => (chunks, payload, false),
-            V1Body::NoMsg { chunks } => (chunks, &[][..], true),
-            // Neither is a call: dropped.
-            V1Body::Done | V1Body::Error(_) => return Ok(0),
+            Body::Msg { more: true, .. } => {
+                refuse(Refusal::Continuation);
+                return Ok(0);
+            }
+            Body::Msg {
+                chunks, payload, ..
+            } => (chunks, payload, false),
+            Body::NoMsg { chunks } => (chunks, &[][..], true),
+            // None is a call: dropped (a credit grant's credits are ours to ignore).
+            Body::Error(_) | Body::Control => return Ok(0),
         };
         let unserved = |why: Unserved| {
+            let refusal = match why {
+                Unserved::NoMsgWithoutCall | Unserved::Position(_) => Refusal::Malformed,
+                Unserved::ReadChunks(_) => Refusal::ReadChunks { max: 1 },
+                Unserved::ReadLength(_) | Unserved::Pages => Refusal::System,
+            };
+            let reply = wire::refusal(revision, header.xid, refusal);
             if !CHUNKS_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_info!(
-                    "a call's chunks cannot be served ({}): ERR_CHUNK for call {:#x}\n",
+                    "a call's chunks cannot be served ({}): {} for call {:#x}\n",
                     why,
+                    reply.body.name(),
                     header.xid
                 );
             }
-            xprt.send_error(&ErrorReply {
-                xid: header.xid,
-                vers: header.vers,
-                body: ErrorBody::V1(V1Error::Chunk),
-            });
+            xprt.send_error(&reply);
             Ok(0)
         };
         let plan = match chunks::plan_reads(&lists.reads, payload.len(), nomsg) {
             Ok(plan) => plan,
             Err(why) => return unserved(why),
         };
-        *ctxt = CallChunks::of(&lists, xprt.remote_invalidation)?;
+        // Version 1 leaves the region to the server (RFC 8797); Version 2 names it in
+        // `rdma_inv_handle`, which this server does not take up: its Sends invalidate nothing.
+        let remote_invalidation = xprt.remote_invalidation && revision == Revision::V1;
+        *ctxt = CallChunks::of(&lists, remote_invalidation)?;
         let give_up = || Self::give_up(xprt);
         // Pages of the call, and one for the reply.
         let fits = |pages: usize| pages < rqst.page_count();
@@ -328,10 +358,52 @@ impl<C: ServerClass> Connection<C> {
     /// call times out instead).
     fn send_error(&self, reply: &ErrorReply) {
         let mut header = [0u8; HEADER_ROOM];
-        let Ok(len) = encode_error_reply(&mut header, reply, self.buffers.grant()) else {
+        let Ok(len) = wire::encode_error(&mut header, reply, self.credits()) else {
             return;
         };
         let _ = self.send(&header[..len], None, |_, _| Ok(0));
+    }
+
+    /// The credits to grant in a header going out now: what the posted receives honour, of
+    /// at most [`CREDITS`].
+    fn credits(&self) -> Credits {
+        Credits {
+            granted: u16::try_from(self.buffers.grant()).unwrap_or(CREDITS),
+            max: CREDITS,
+        }
+    }
+
+    /// The revision the connection speaks; Version 1 until its first message settled it.
+    fn revision(&self) -> Revision {
+        Version::from_u32(self.version.load(Ordering::Acquire)).map_or(Revision::V1, Revision::of)
+    }
+
+    /// The revision `message` is to be decoded in, settling the connection's version with its
+    /// first message of a supported version; or the fault to answer (`ERR_VERS`).
+    fn admit(&self, message: &[u8]) -> core::result::Result<Revision, Fault> {
+        let settled = Version::from_u32(self.version.load(Ordering::Acquire));
+        let version = wire::admit_message(message, settled, VERSIONS)?;
+        if settled.is_none() {
+            let first = self.version.compare_exchange(
+                0,
+                version.as_u32(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            match first {
+                Ok(_) => pr_info!(
+                    "{} speaks RPC-over-RDMA {}\n",
+                    Peer(self.remote),
+                    Revision::of(version).name()
+                ),
+                // Another thread's message settled it first: judged by that.
+                Err(other) => {
+                    let settled = Version::from_u32(other);
+                    return wire::admit_message(message, settled, VERSIONS).map(Revision::of);
+                }
+            }
+        }
+        Ok(Revision::of(version))
     }
 
     /// Sends `header` and then what `body` writes into the send buffer after it (given the
@@ -370,11 +442,13 @@ impl<C: ServerClass> Connection<C> {
     }
 }
 
-/// Encodes a reply's Version 1 header: `RDMA_NOMSG` with the Reply chunk `reply` if
-/// `nomsg`, else `RDMA_MSG` (the reply follows it inline); the Write list `writes` either way.
+/// Encodes a reply's header in `revision`'s layout: `RDMA_NOMSG` with the Reply chunk `reply`
+/// if `nomsg`, else `RDMA_MSG` (the reply follows it inline); the Write list `writes` either
+/// way.
 fn encode_header(
+    revision: Revision,
     xid: u32,
-    grant: u32,
+    credits: Credits,
     writes: &[KVec<Segment>],
     reply: Option<&[Segment]>,
     nomsg: bool,
@@ -388,15 +462,19 @@ fn encode_header(
         writes: &refs,
         reply,
     };
-    let room = lists.encoded_len().ok_or(EMSGSIZE)? + 16;
+    let room = wire::header_len(revision, &lists).ok_or(EMSGSIZE)?;
     let mut header = KVec::from_elem(0u8, room, GFP_KERNEL)?;
-    let body = if nomsg {
-        V1BodyRef::NoMsg(lists)
-    } else {
-        V1BodyRef::Msg(lists)
+    let outgoing = Outgoing {
+        xid,
+        credits,
+        direction: Direction::Reply,
+        body: if nomsg {
+            BodyRef::NoMsg(lists)
+        } else {
+            BodyRef::Msg(lists)
+        },
     };
-    let len =
-        v1::encode(&mut header, xid, RPCRDMA_VERSION_1, grant, &body).map_err(|_| EMSGSIZE)?;
+    let len = wire::encode(revision, &mut header, &outgoing).map_err(|_| EMSGSIZE)?;
     let mut out = KVec::with_capacity(len, GFP_KERNEL)?;
     out.extend_from_slice(header.get(..len).ok_or(EMSGSIZE)?, GFP_KERNEL)?;
     Ok(out)
@@ -441,7 +519,8 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
         let xid = rqst.xid();
         let res = rqst.res();
         let total = res.layout().len() as usize;
-        let grant = xprt.buffers.grant();
+        let revision = xprt.revision();
+        let grant = xprt.credits();
         let no_chunks = CallChunks {
             writes: KVec::new(),
             reply: None,
@@ -449,35 +528,35 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
             invalidate: None,
         };
         let chunks = ctxt.map_or(&no_chunks, |c| &*c);
-        let fail = |why: &str, len: usize| {
+        let fail = |why: Refusal, len: usize| {
+            let reply = wire::refusal(revision, xid, why);
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_info!(
-                    "a reply of {} bytes cannot be sent ({}; the client receives {} inline): \
-                     ERR_CHUNK for call {:#x}\n",
+                    "a reply of {} bytes cannot be sent ({:?}; the client receives {} inline): \
+                     {} for call {:#x}\n",
                     len,
                     why,
                     xprt.send_limit,
+                    reply.body.name(),
                     xid
                 );
             }
-            xprt.send_error(&ErrorReply {
-                xid,
-                vers: RPCRDMA_VERSION_1,
-                body: ErrorBody::V1(V1Error::Chunk),
-            });
+            xprt.send_error(&reply);
             Ok(0)
         };
         let Some(mut plan) = chunks::plan_reply(total, chunks) else {
-            return fail("its data does not fit the Write chunk", total);
+            let needed = chunks.payload.map_or(0, |(_, len)| len);
+            return fail(Refusal::WriteResource { needed }, total);
         };
         let rest_len = plan.rest_len();
         // The header as it goes inline: the Write list, no Reply chunk.
-        let header_len = encode_header(xid, grant, &chunks.writes, None, false)?.len();
+        let header_len = encode_header(revision, xid, grant, &chunks.writes, None, false)?.len();
         if header_len + rest_len > xprt.send_limit {
-            let nomsg_len =
-                encode_header(xid, grant, &chunks.writes, chunks.reply.as_deref(), true)?.len();
+            let reply = chunks.reply.as_deref();
+            let nomsg_len = encode_header(revision, xid, grant, &chunks.writes, reply, true)?.len();
             if !chunks::reply_chunk_holds(chunks, rest_len) || nomsg_len > xprt.send_limit {
-                return fail("it fits neither inline nor a Reply chunk", total);
+                let needed = u32::try_from(rest_len).unwrap_or(u32::MAX);
+                return fail(Refusal::ReplyResource { needed }, total);
             }
             plan.reply_chunk = true;
         }
@@ -498,6 +577,7 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
             }
         };
         let header = encode_header(
+            revision,
             xid,
             grant,
             &written.writes,

@@ -1,0 +1,130 @@
+# timeout: 1500
+# RPC-over-RDMA Version 2 between rpcrdma2's client and its server in one kernel, over rsiw:
+# rpcrdma2 registers both classes "rdma" (no C rpcrdma), nfsd listens on "rdma 20049", and
+# mounts over proto=rdma go to it through rsiw1 (the client connects to the device's own
+# address). rpcrdma2 runs with inline_threshold=1024, so that the client's calls and the
+# server's replies use every chunk type: Read chunks for the writes, Write chunks for the reads,
+# Reply chunks for a 3,000-entry listing, a Position Zero Read chunk for a 3,000-byte symlink.
+# With the default version=2 the client's first message is a Version 2 probe, the server
+# answers in Version 2 and both sides say so in the kernel log; the transport's mountstats line
+# (column 30: the connection's version, column 31: refused probes) shows 2 and 0. Files of
+# 300 KiB and 4 MiB, the symlink and the listing are written, read back after a remount and
+# compared over NFSv4.1 and NFSv3. Then rpcrdma2 loads again with version=1: the same pass over
+# NFSv4.1 stays in Version 1 (column 30: 1), and the server says it speaks Version 1.
+. /tests/lib.sh
+# The log checks below look at this scenario's messages only (scenario 17's probe speaks
+# Version 1 to the rpcrdma2 server).
+dmesg -c >/dev/null
+two_dummies
+modprobe rsiw || fail "modprobe rsiw"
+rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
+
+# Earlier scenarios' NFS servers and clients loaded the C rpcrdma: it goes first.
+timeout 30 rpc.nfsd 0 2>/dev/null || true
+modprobe -r rpcrdma 2>/dev/null || true
+! grep -q '^rpcrdma ' /proc/modules || fail "the C rpcrdma cannot be unloaded: $(grep '^rpcrdma ' /proc/modules)"
+NFS_RDMA_MODULE=rpcrdma2
+
+mkdir -p /mnt/nfs
+opts=proto=rdma,port=20049
+dd if=/dev/urandom of=/tmp/f300k bs=1k count=300 2>/dev/null
+dd if=/dev/urandom of=/tmp/f4m bs=1M count=4 2>/dev/null
+target=$(printf 'a-long-symlink-target-%04d/' $(seq 115) | head -c 3000)
+
+# start_with ARGS...: rpcrdma2 loaded with ARGS, both classes, and nfsd on "rdma 20049".
+start_with() {
+  modprobe rpcrdma2 "$@" || fail "modprobe rpcrdma2 $*"
+  dmesg | grep 'rpcrdma2: client transport "rdma" registered' | tail -n 1
+  nfs_server_start
+  grep -q '^rdma 20049' /proc/fs/nfsd/portlist || fail "no rdma listener in the portlist"
+  wait_port 20049 || fail "nothing listens on 20049"
+  mkdir -p /srv/export/many
+  (cd /srv/export/many && seq 3000 | xargs touch) || fail "cannot make the directory to list"
+}
+
+# xprt_line: the transport's mountstats line for /mnt/nfs.
+xprt_line() {
+  grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
+}
+
+# check_xprt WHEN: the transport's line has our 31 columns, speaks version $want, and no probe
+# was refused; writes its Read, Write and Reply chunk counts to /tmp/chunks.
+check_xprt() {
+  when=$1
+  line=$(xprt_line)
+  echo "mountstats $when: $line"
+  set -- $line
+  [ "$2" = rdma ] && [ $# = 31 ] || fail "mountstats transport line ($when): $line"
+  [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
+  [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
+  echo "${13} ${14} ${15}" >/tmp/chunks
+}
+
+now() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# pass VERS: the file matrix over NFSv$VERS, in RPC-over-RDMA version $want.
+pass() {
+  vers=$1
+  t0=$(now)
+  timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
+    fail "mount vers=$vers over rpcrdma2 (version $want) failed"
+  grep -q "/mnt/nfs nfs.*proto=rdma" /proc/mounts || fail "not an RDMA mount"
+  for f in f300k f4m; do
+    timeout 300 cp /tmp/$f /mnt/nfs/$f.$vers || fail "writing $f over NFSv$vers (version $want)"
+  done
+  timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "3000-byte symlink over NFSv$vers"
+  timeout 120 sync
+  check_xprt "after writing over NFSv$vers"
+  set -- $(cat /tmp/chunks)
+  [ "${1:-0}" -gt 0 ] || fail "no Read chunk used by the writes over NFSv$vers (version $want)"
+  timeout 60 umount /mnt/nfs || fail "umount"
+
+  timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
+    fail "remount vers=$vers (version $want)"
+  for f in f300k f4m; do
+    timeout 300 cmp /tmp/$f /mnt/nfs/$f.$vers || fail "$f read back over NFSv$vers (version $want) differs"
+    cmp /tmp/$f /srv/export/$f.$vers || fail "the server's copy of $f differs"
+  done
+  # A glob reads the directory without a LOOKUP or GETATTR per entry.
+  n=$(timeout 120 sh -c 'set -- /mnt/nfs/many/*; echo $#')
+  [ "$n" = 3000 ] || fail "listing 3000 entries over NFSv$vers (version $want) gave $n"
+  [ "$(timeout 60 readlink /mnt/nfs/link.$vers)" = "$target" ] ||
+    fail "the symlink read back over NFSv$vers (version $want) differs"
+  check_xprt "after reading over NFSv$vers"
+  set -- $(cat /tmp/chunks)
+  [ "${2:-0}" -gt 0 ] || fail "no Write chunk used by the reads over NFSv$vers (version $want)"
+  [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
+  timeout 60 umount /mnt/nfs || fail "umount"
+  rm -f /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
+  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3 ($(since $t0) s)"
+}
+
+want=2
+start_with inline_threshold=1024
+pass 4.1
+pass 3
+dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 4
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 (draft-01)" ||
+  fail "the client did not log Version 2 with the server"
+dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v2 (draft-01)' ||
+  fail "the server did not log a Version 2 client"
+! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe was refused"
+! dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "a connection settled on Version 1"
+! dmesg | grep -q 'rpcrdma2: .*ERR_[A-Z_]* for call' || fail "the server answered a call with an error"
+rdma2_server_unload
+
+want=1
+dmesg -c >/dev/null
+start_with inline_threshold=1024 version=1
+dmesg | grep -q 'rpcrdma2: client transport "rdma" registered (RPC-over-RDMA Version 1 only' ||
+  fail "rpcrdma2 did not take version=1"
+pass 4.1
+dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 4
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v1" ||
+  fail "the client did not log Version 1 with the server"
+dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "the server did not log a Version 1 client"
+! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a connection spoke Version 2 with version=1"
+rdma2_server_stop
+left_behind "after rpcrdma2 client and server"
+echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated, Version 1 with version=1, every chunk type, data compared"
