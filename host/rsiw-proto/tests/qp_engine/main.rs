@@ -24,4 +24,5 @@ mod rtr;
 mod send_recv;
 mod slots;
 mod sq_messages;
+mod stats;
 mod write;
