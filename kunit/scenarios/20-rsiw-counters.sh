@@ -7,7 +7,8 @@
 # exchange per connection, by revision, with CRC, in the peer-to-peer model with its RTR, a
 # refused request (MPA Reject) and a reply refused with a TERMINATE are counted where they
 # happen; no CRC error anywhere. During a timed ib_write_bw, `rdma -dd resource show qp` shows
-# each QP's detail: queue depths and use, MPA revision and CRC, IRD/ORD, peer-to-peer and RTR.
+# each QP's detail: queue depths and use, MPA revision and CRC, IRD/ORD, peer-to-peer and RTR;
+# `rdma -dd resource show mr` each MR's kind, validity, rights and range.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -213,6 +214,7 @@ for _ in $(seq 40); do
   grep -q 'mpa_rev' /tmp/res-qp.log && { shown=1; break; }
 done
 rdma -dd resource show qp dev rsiw1 >/tmp/res-qp1.log 2>&1 || true
+rdma -dd resource show mr dev rsiw0 >/tmp/res-mr.log 2>&1 || true
 wait $client || { cat /tmp/perf-client.log /tmp/perf-server.log; fail "timed ib_write_bw failed"; }
 wait $server || { cat /tmp/perf-server.log; fail "timed ib_write_bw server failed"; }
 cat /tmp/res-qp.log /tmp/res-qp1.log
@@ -222,6 +224,10 @@ for want in 'state RTS' 'sq_depth [1-9]' 'rq_depth [0-9]' 'mpa_rev 2' 'mpa_crc 0
   grep -q "$want" /tmp/res-qp.log || fail "rdma -dd resource show qp dev rsiw0: no '$want'"
 done
 grep -q 'mpa_rev 2' /tmp/res-qp1.log || fail "rdma -dd resource show qp dev rsiw1: no 'mpa_rev 2'"
+cat /tmp/res-mr.log
+for want in 'kind user' 'valid 1' 'length 65536'; do
+  grep -q "$want" /tmp/res-mr.log || fail "rdma -dd resource show mr dev rsiw0: no '$want'"
+done
 echo "rdma resource show qp: state, queue depths, MPA revision and CRC, IRD/ORD, model and RTR"
 
 rdma statistic show link rsiw0/1

@@ -54,7 +54,7 @@ use super::{
         modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer,
         PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QpQueues, QueuePair,
     },
-    restrack::fill_res_qp_entry_callback,
+    restrack::{fill_res_mr_entry_callback, fill_res_qp_entry_callback},
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
         query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer,

@@ -249,6 +249,7 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_GET_DMA_MR || T::HAS_ALLOC_MR || T::HAS_REG_USER_MR {
             ops.dereg_mr = Some(dereg_mr_callback);
+            ops.fill_res_mr_entry = Some(fill_res_mr_entry_callback);
         }
         if T::HAS_IW_CONNECT {
             ops.iw_connect = Some(iw_connect_callback::<T>);
