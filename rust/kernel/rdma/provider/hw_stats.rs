@@ -67,7 +67,7 @@ pub(crate) unsafe extern "C" fn alloc_hw_port_stats_callback<T: Driver>(
         bindings::rdma_alloc_hw_stats_struct(
             names.as_ptr().cast(),
             len,
-            bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN.into(),
+            bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as crate::ffi::c_ulong,
         )
     }
 }
