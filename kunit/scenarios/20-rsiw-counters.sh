@@ -138,8 +138,9 @@ expect_min rsiw0 fpdu_bytes_sent b c $((200 * 65536))
 expect_min rsiw1 fpdu_bytes_received b c $((200 * 65536))
 # An FPDU carries at most 64 KiB (MPA's length field).
 expect_min rsiw0 fpdus_sent b c 200
-expect_eq rsiw0 mpa_established_rev2 b c 1
-expect_eq rsiw1 mpa_established_rev2 b c 1
+# perftest may connect more than once (its own exchange of parameters).
+expect_min rsiw0 mpa_established_rev2 b c 1
+expect_min rsiw1 mpa_established_rev2 b c 1
 expect_eq rsiw0 crc_errors b c 0
 expect_eq rsiw1 crc_errors b c 0
 
