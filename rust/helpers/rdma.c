@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#include <linux/percpu.h>
+#include <net/netlink.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iter.h>
@@ -127,4 +129,43 @@ void rust_helper_ib_dma_sync_sg_for_cpu(struct ib_device *dev, struct scatterlis
 	/* As ib_dma_sync_single_for_cpu(): software devices address kernel memory directly. */
 	if (!ib_uses_virt_dma(dev))
 		dma_sync_sg_for_cpu(dev->dma_device, sg, nents, dir);
+}
+
+/* The per-CPU counters of `kernel::rdma::provider::hw_stats::PerCpuCounters`. */
+
+u64 __percpu *rust_helper_rdma_counters_alloc(size_t len)
+{
+	return __alloc_percpu_gfp(len * sizeof(u64), sizeof(u64), GFP_KERNEL);
+}
+
+void rust_helper_rdma_counters_add(u64 __percpu *counters, size_t index, u64 n)
+{
+	this_cpu_add(counters[index], n);
+}
+
+u64 rust_helper_rdma_counters_sum(u64 __percpu *counters, size_t index)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(*per_cpu_ptr(&counters[index], cpu));
+	return sum;
+}
+
+/* The nest of a resource's driver attributes (`kernel::rdma::provider::restrack`). */
+
+struct nlattr *rust_helper_nla_nest_start_noflag(struct sk_buff *skb, int attrtype)
+{
+	return nla_nest_start_noflag(skb, attrtype);
+}
+
+int rust_helper_nla_nest_end(struct sk_buff *skb, struct nlattr *start)
+{
+	return nla_nest_end(skb, start);
+}
+
+void rust_helper_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start)
+{
+	nla_nest_cancel(skb, start);
 }

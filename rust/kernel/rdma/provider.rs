@@ -7,8 +7,9 @@
 //! [`shared_receive_queue`], [`memory_region`]). It sees work requests as the consumer posted
 //! them ([`work_request`]), reports completions ([`completion_queue`]) and asynchronous events
 //! ([`async_event`]), runs iWARP connections for iw_cm ([`iw_provider`]), serves user space
-//! ([`user`], [`user_map`]), and may offer settings ([`device_settings`]) and an `rdma link`
-//! type ([`link`]).
+//! ([`user`], [`user_map`]), and may offer settings ([`device_settings`]), hardware counters
+//! ([`hw_stats`]), its own detail of its resources ([`restrack`]) and an `rdma link` type
+//! ([`link`]).
 //!
 //! The two sides of the RDMA core see the same C objects from opposite ends (a consumer posts
 //! the work request a provider executes), so each is a module of its own: a driver's author
@@ -23,10 +24,12 @@ pub mod async_event;
 pub mod completion_queue;
 pub mod device;
 pub mod device_settings;
+pub mod hw_stats;
 pub mod iw_provider;
 pub mod link;
 pub mod memory_region;
 pub mod objects;
+pub mod restrack;
 pub mod shared_receive_queue;
 pub mod user;
 pub mod user_map;

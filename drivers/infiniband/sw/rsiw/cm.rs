@@ -47,6 +47,7 @@ use kernel::{
 };
 
 use crate::{
+    counters::{CmStat, Counters},
     kernel_crc32c::KernelCrc32c,
     proto::{
         mpa::RtrKinds,
@@ -58,8 +59,9 @@ use crate::{
         mpa_negotiation::{CrcPolicy, InitiatorConfig, QueueDepth, ResponderConfig},
         ord_ird::MAX_DEPTH,
         qp_engine::RtrState,
+        stats::Stat,
     },
-    qp::{Established, Qp},
+    qp::{Established, Qp, Terms},
     settings::Settings,
     slots::Slots,
 };
@@ -79,10 +81,12 @@ pub(crate) struct Cm {
     pub(crate) settings: Settings,
     /// The module's workqueue, for the connection work.
     pub(crate) queue: Arc<OwnedQueue>,
+    /// The device's counters.
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl Cm {
-    pub(crate) fn new(queue: Arc<OwnedQueue>) -> Result<Arc<Self>> {
+    pub(crate) fn new(queue: Arc<OwnedQueue>, counters: Arc<Counters>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 listeners <- new_mutex!(Slots::new(), "Cm::listeners"),
@@ -90,6 +94,7 @@ impl Cm {
                 next_pending: AtomicUsize::new(1),
                 settings: Settings::new(),
                 queue,
+                counters,
             }),
             GFP_KERNEL,
         )
@@ -154,6 +159,29 @@ fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
         if let Some(bytes) = frame.get(..n) {
             let _ = socket.send(bytes, MsgFlags::NOSIGNAL);
         }
+    }
+}
+
+/// Counts and logs a connection set up by an MPA exchange (`role` says which side we were).
+fn count_established(counters: &Counters, role: &str, socket: &TcpSocket, terms: &Terms) {
+    counters.established(terms.revision, terms.crc, terms.rtr);
+    if let Ok(peer) = socket.peer_addr() {
+        pr_debug!(
+            "{peer}: MPA revision {} established as {role}: CRC {}, IRD {} ORD {}, RTR {:?}\n",
+            terms.revision,
+            terms.crc,
+            terms.ird,
+            terms.ord,
+            terms.rtr
+        );
+    }
+}
+
+/// Counts and logs an MPA exchange that failed (`why`).
+fn count_failed(cm: &Cm, socket: &TcpSocket, why: &str) {
+    cm.counters.cm(CmStat::Failed);
+    if let Ok(peer) = socket.peer_addr() {
+        pr_debug!("{peer}: MPA exchange failed: {why}\n");
     }
 }
 
@@ -384,6 +412,8 @@ struct AwaitingRtr {
     large_fpdus: bool,
     ird: u16,
     ord: u16,
+    /// The MPA revision of the exchange.
+    revision: u8,
 }
 
 /// Where a pending connection is.
@@ -583,9 +613,14 @@ impl WorkItem<0> for Pending {
                         drop(stage);
                         Pending::deliver_request(&this, &data[..n], ird, ord);
                     }
-                    Some(ResponderEvent::Failed(_)) => {
+                    Some(ResponderEvent::Failed(error)) => {
                         // A request we cannot serve (markers, P2P, CRC policy): MPA Reject.
                         drop(stage);
+                        let cm = &this.listener.cm;
+                        cm.counters.cm(CmStat::RejectsSent);
+                        if let Ok(peer) = this.socket.peer_addr() {
+                            pr_debug!("{peer}: MPA Request refused: {error:?}\n");
+                        }
                         let mut frame = [0u8; MAX_FRAME_LEN];
                         if let Ok(len) = hs.reject(&[], &mut frame) {
                             if let Some(bytes) = frame.get(..len) {
@@ -596,6 +631,7 @@ impl WorkItem<0> for Pending {
                     }
                     _ => {
                         drop(stage);
+                        count_failed(&this.listener.cm, &this.socket, "no MPA Request");
                         this.close();
                     }
                 }
@@ -614,16 +650,22 @@ impl WorkItem<0> for Pending {
                         };
                         drop(stage);
                         this.retire();
-                        rtr_received(&this.socket, a, received);
+                        rtr_received(&this.listener.cm, &this.socket, a, received);
                     }
                     Some(ResponderEvent::Failed(error)) => {
                         // E.g. an RTR of a kind not negotiated (RFC 6581 section 8: 2/0/7).
                         send_terminate(&this.socket, error, a.crc);
                         drop(stage);
+                        let cm = &this.listener.cm;
+                        if error.term().is_some() {
+                            cm.counters.data(Stat::TerminateTxMpa, 1);
+                        }
+                        count_failed(cm, &this.socket, "RTR refused");
                         this.close();
                     }
                     _ => {
                         drop(stage);
+                        count_failed(&this.listener.cm, &this.socket, "no RTR");
                         this.close();
                     }
                 }
@@ -643,6 +685,7 @@ impl WorkItem<1> for Pending {
             Stage::Request(_) | Stage::AwaitingRtr(_)
         );
         if waiting {
+            count_failed(&this.listener.cm, &this.socket, "deadline");
             this.close();
         }
     }
@@ -650,7 +693,7 @@ impl WorkItem<1> for Pending {
 
 /// The peer-to-peer initiator's RTR (`received`) came: the QP takes the connection, sending a
 /// Read RTR's zero-length Read Response as its first FPDU, and iw_cm hears ESTABLISHED.
-fn rtr_received(socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) {
+fn rtr_received(cm: &Cm, socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) {
     let AwaitingRtr {
         hs,
         qp,
@@ -659,23 +702,30 @@ fn rtr_received(socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) 
         large_fpdus,
         ird,
         ord,
+        revision,
     } = a;
     let mut response = [0u8; MAX_FRAME_LEN];
     let Ok(len) = hs.rtr_response(&mut response) else {
         let _ = socket.shutdown(Shutdown::Both);
+        count_failed(cm, socket, "no RTR response");
         qp.accepted_connection_failed(id);
         return;
     };
     let first = response.get(..len).unwrap_or(&[]);
+    let terms = Terms {
+        revision,
+        crc,
+        ird,
+        ord,
+        rtr: RtrState::responder(Some(received)),
+        large_fpdus,
+    };
+    let connected = &mut false;
     let attached = qp.attach(
         Established {
             socket: socket.clone(),
             cm_id: id,
-            crc,
-            ird,
-            ord,
-            rtr: RtrState::responder(Some(received)),
-            large_fpdus,
+            terms,
         },
         |socket, id, status| {
             let sent = status.and_then(|()| {
@@ -685,7 +735,11 @@ fn rtr_received(socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) 
                 Ok(())
             });
             match sent {
-                Ok(()) => id.connected(Up::Established).map_err(|(_, e)| e),
+                Ok(()) => {
+                    let up = id.connected(Up::Established).map_err(|(_, e)| e)?;
+                    *connected = true;
+                    Ok(up)
+                }
                 Err(e) => {
                     // Accepted already: iw_cm hears ESTABLISHED and CLOSE.
                     if let Ok(up) = id.connected(Up::Established) {
@@ -698,6 +752,11 @@ fn rtr_received(socket: &Arc<TcpSocket>, a: AwaitingRtr, received: ReceivedRtr) 
     );
     if attached.is_err() {
         let _ = socket.shutdown(Shutdown::Both);
+    }
+    if *connected {
+        count_established(&cm.counters, "responder", socket, &terms);
+    } else {
+        count_failed(cm, socket, "RTR response or attach failed");
     }
 }
 
@@ -719,6 +778,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
     }) = hs.accept(param.private_data, ird, ord, &mut frame)
     else {
         drop(stage);
+        count_failed(cm, &pending.socket, "accept refused by the negotiation");
         pending.close();
         return Err(EINVAL);
     };
@@ -741,6 +801,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
             large_fpdus: decision.large_fpdus,
             ird,
             ord,
+            revision: decision.revision,
         });
         drop(stage);
         // The RTR's own deadline; the work looks at what came already.
@@ -752,25 +813,37 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
     }
     drop(stage);
     pending.retire();
+    let terms = Terms {
+        revision: decision.revision,
+        crc: decision.use_crc,
+        ird,
+        ord,
+        rtr: RtrState::None,
+        large_fpdus: decision.large_fpdus,
+    };
+    let connected = &mut false;
     let attached = qp.attach(
         Established {
             socket: socket.clone(),
             cm_id: id,
-            crc: decision.use_crc,
-            ird,
-            ord,
-            rtr: RtrState::None,
-            large_fpdus: decision.large_fpdus,
+            terms,
         },
         |socket, id, status| {
             // A QP that cannot take the connection fails iw_accept, which tells iw_cm.
             status?;
             socket.send(reply, MsgFlags::NOSIGNAL)?;
-            id.connected(Up::Established).map_err(|(_, e)| e)
+            let up = id.connected(Up::Established).map_err(|(_, e)| e)?;
+            *connected = true;
+            Ok(up)
         },
     );
     if attached.is_err() {
         let _ = socket.shutdown(Shutdown::Both);
+    }
+    if *connected {
+        count_established(&cm.counters, "responder", &socket, &terms);
+    } else {
+        count_failed(cm, &socket, "accept failed");
     }
     attached
 }
@@ -792,6 +865,10 @@ pub(crate) fn reject(cm: &Cm, id: IwCmId, private_data: &[u8]) -> Result {
     if let Ok(Some(len)) = refusal {
         if let Some(bytes) = frame.get(..len) {
             let _ = pending.socket.send(bytes, MsgFlags::NOSIGNAL);
+        }
+        cm.counters.cm(CmStat::RejectsSent);
+        if let Ok(peer) = pending.socket.peer_addr() {
+            pr_debug!("{peer}: MPA Request rejected by the ULP\n");
         }
     }
     pending.close();

@@ -20,6 +20,7 @@ use kernel::{
             KERNEL_ALLOW_USER_UNREG, PORT_CM_SUP, PORT_DEVICE_MGMT_SUP,
         },
         device_settings::SettingOutput,
+        hw_stats::HwCounter,
         iw_provider::{IwCmId, IwConnParam},
         memory_region::{DmaMemory, MemoryRegion, NewMr, UserPages},
         objects::{CqAttributes, PdId, QpHandle, QpInitAttributes, QpQueues, QueuePair},
@@ -33,6 +34,7 @@ use kernel::{
 
 use crate::{
     cm::{self, Cm},
+    counters::Counters,
     cq::Cq,
     mr::MrTable,
     qp::{Qp, QpTable},
@@ -114,6 +116,8 @@ struct RsiwDevice {
     cm: Arc<Cm>,
     /// The module's workqueue, for the QPs' work.
     queue: Arc<OwnedQueue>,
+    /// What `rdma statistic` shows.
+    counters: Arc<Counters>,
 }
 
 impl Drop for RsiwDevice {
@@ -178,6 +182,7 @@ impl RsiwDevice {
             place,
             self.qp_table.clone(),
             self.queue.clone(),
+            self.counters.clone(),
             queues,
             srq,
             events,
@@ -268,6 +273,7 @@ pub(crate) fn create(
 ) -> Result {
     // The GID must be unique; a netdev without a MAC has nothing unique to offer.
     let mac = netdev.mac().ok_or(EINVAL)?;
+    let counters = Counters::new()?;
     let driver = Arc::new(
         RsiwDevice {
             mac,
@@ -280,8 +286,9 @@ pub(crate) fn create(
             next_qpn: AtomicU32::new(1),
             qp_table: Arc::pin_init(XArray::new(), GFP_KERNEL)?,
             mrs: MrTable::new(limits::MAX_MR)?,
-            cm: Cm::new(queue.clone())?,
+            cm: Cm::new(queue.clone(), counters.clone())?,
             queue: queue.clone(),
+            counters,
         },
         GFP_KERNEL,
     )?;
@@ -495,6 +502,16 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
 
     fn iw_get_qp(&self, _dev: &Device, qpn: u32) -> Option<QpHandle> {
         self.kernel_qp(qpn).ok().map(|q| q.handle.clone())
+    }
+
+    const PORT_COUNTERS: &'static [HwCounter] = crate::counters::NAMES;
+
+    fn port_counters(&self, _dev: &Device, port: u32, values: &mut [u64]) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        self.counters.fill(values);
+        Ok(())
     }
 
     fn settings(&self) -> &'static [&'static CStr] {

@@ -26,7 +26,7 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    new_spinlock_bh,
+    c_str, new_spinlock_bh,
     prelude::*,
     random::random_u32,
     rdma::provider::{
@@ -35,6 +35,7 @@ use kernel::{
             ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
         },
         objects::PdId,
+        restrack::RestrackAttrs,
     },
     sync::{lock::spinlock_bh::BhDisabled, Arc, SpinLockBh},
     xarray::XArray,
@@ -180,6 +181,27 @@ impl MrState {
 }
 
 impl MemoryRegion for Mr {
+    fn fill_restrack(&self, attrs: &mut RestrackAttrs<'_>) -> Result {
+        let (kind, valid, access, bounds) = {
+            let s = self.state.lock();
+            let kind = match &s.backing {
+                Backing::Dma(_) => c_str!("dma"),
+                Backing::Pages(_) => c_str!("fast_reg"),
+                Backing::User(_) => c_str!("user"),
+                Backing::Gone => c_str!("deregistered"),
+            };
+            (kind, s.valid, s.access, s.backing.bounds())
+        };
+        attrs.put_str(c_str!("kind"), kind)?;
+        attrs.put_u32(c_str!("valid"), u32::from(valid))?;
+        attrs.put_u32_hex(c_str!("access"), access)?;
+        if let Some((iova, len)) = bounds {
+            attrs.put_u64(c_str!("iova"), iova)?;
+            attrs.put_u64(c_str!("length"), len)?;
+        }
+        Ok(())
+    }
+
     fn map_pages(&self, fill: &mut dyn FnMut(&mut PageList) -> Result<u32>) -> Result<u32> {
         let mut s = self.state.lock();
         if s.valid {

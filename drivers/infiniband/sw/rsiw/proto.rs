@@ -56,6 +56,7 @@ pub mod rdmap_control;
 pub mod rx_engine;
 pub mod segmenter;
 pub mod siw_abi_entries;
+pub mod stats;
 pub mod term_error;
 pub mod terminate;
 pub mod tx_engine;

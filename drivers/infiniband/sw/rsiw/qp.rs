@@ -29,6 +29,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
+    c_str,
     net::tcp::{RxQueue, Shutdown, TcpCallbacks, TcpSocket, TcpState},
     new_mutex, new_spinlock_bh,
     owned_workqueue::OwnedQueue,
@@ -40,6 +41,7 @@ use kernel::{
             iw_provider::{ConnectedId, IwCmId, Up},
             memory_region::DmaRange,
             objects::{PdId, QpHandle, QpInitAttributes, QpModify, QpQuery, QueuePair},
+            restrack::RestrackAttrs,
             work_request::{RecvWr, SendWr},
         },
     },
@@ -49,10 +51,12 @@ use kernel::{
 };
 
 use crate::{
+    counters::Counters,
     cq::Cq,
     kernel_crc32c::KernelCrc32c,
     mr::{LocalAccess, LocalError, Mr, MrTable},
     proto::{
+        mpa::RtrKind,
         pieces::Pieces,
         placement::{self, Grant},
         qp_engine::{
@@ -121,6 +125,8 @@ enum WorkQueues {
 /// What the engine's context borrows besides the engine.
 struct Queues {
     state: State,
+    /// The terms of the connection, once there is one.
+    terms: Option<Terms>,
     work: WorkQueues,
     /// The regions each kind of access used last.
     mr_cache: MrCache,
@@ -214,6 +220,8 @@ pub(crate) struct Qp {
     kicker: Arc<Kicker>,
     /// The module's workqueue, which runs `kicker`.
     queue: Arc<OwnedQueue>,
+    /// The device's counters, which the engine's counts go to.
+    counters: Arc<Counters>,
     /// Its place among the device's QPs.
     place: Place,
     /// The device's QPs by number, and whether this QP is listed there ([`Qp::list`]).
@@ -251,10 +259,18 @@ impl WorkItem for Kicker {
     }
 }
 
-/// The terms of an established connection.
+/// An established connection.
 pub(crate) struct Established {
     pub(crate) socket: Arc<TcpSocket>,
     pub(crate) cm_id: IwCmId,
+    pub(crate) terms: Terms,
+}
+
+/// The terms the MPA exchange set up a connection on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Terms {
+    /// The MPA revision.
+    pub(crate) revision: u8,
     pub(crate) crc: bool,
     pub(crate) ird: u16,
     pub(crate) ord: u16,
@@ -288,6 +304,7 @@ impl Qp {
         place: Place,
         table: Arc<QpTable>,
         queue: Arc<OwnedQueue>,
+        counters: Arc<Counters>,
         user: Option<UserRings>,
         srq: Option<Arc<Srq>>,
         events: QpEvents,
@@ -313,6 +330,7 @@ impl Qp {
         };
         let queues = Queues {
             state: State::Idle(ib_state::RESET),
+            terms: None,
             work,
             mr_cache: MrCache::default(),
         };
@@ -343,6 +361,7 @@ impl Qp {
                 tx <- new_mutex!(tx, "Qp::tx"),
                 kicker: own_kicker,
                 queue,
+                counters,
                 place,
                 table,
                 listed: AtomicBool::new(false),
@@ -351,6 +370,14 @@ impl Qp {
         )?;
         *kicker.qp.lock() = Some(qp.clone());
         Ok(qp)
+    }
+
+    /// Moves the QP to `state` (under its lock, whose `queues` these are).
+    fn set_state(&self, queues: &mut Queues, state: State) {
+        if queues.state != state {
+            pr_debug!("QP {}: {:?} -> {:?}\n", self.qpn, queues.state, state);
+            queues.state = state;
+        }
     }
 
     /// Queues the QP's work.
@@ -363,14 +390,14 @@ impl Qp {
 
     /// Gives the QP the engine of connection `est` and moves it to RTS.
     fn ready_engine(&self, est: &Established) -> Result {
-        let fpdu_size = fpdu_size(&est.socket, est.large_fpdus);
+        let fpdu_size = fpdu_size(&est.socket, est.terms.large_fpdus);
         let config = EngineConfig {
-            crc: est.crc,
+            crc: est.terms.crc,
             fpdu_size,
             pd: PD_NUMBER,
-            ird: est.ird,
-            ord: est.ord,
-            rtr: est.rtr,
+            ird: est.terms.ird,
+            ord: est.terms.ord,
+            rtr: est.terms.rtr,
         };
         let engine = KBox::new(
             QpEngine::with_slots(config, KernelCrc32c, HeapSlots::new()?),
@@ -381,7 +408,8 @@ impl Qp {
             return Err(ECONNABORTED);
         }
         inner.engine = Some(engine);
-        inner.queues.state = State::Rts;
+        inner.queues.terms = Some(est.terms);
+        self.set_state(&mut inner.queues, State::Rts);
         Ok(())
     }
 
@@ -414,7 +442,7 @@ impl Qp {
         let socket = est.socket.clone();
         self.tx.lock().target = Some(TxTarget {
             socket: socket.clone(),
-            large_fpdus: est.large_fpdus,
+            large_fpdus: est.terms.large_fpdus,
         });
         *self.connection.lock() = Some(Connection {
             socket: est.socket,
@@ -510,6 +538,7 @@ impl Qp {
                             }
                             engine.set_fpdu_size(fpdu_size);
                             let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
+                            engine.take_tx_stats(|s, n| self.counters.data(s, n));
                             if engine.is_terminated() {
                                 self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                             }
@@ -561,7 +590,7 @@ impl Qp {
         let (inner, bh) = guard.with_bh_disabled();
         let Inner { engine, queues, .. } = inner;
         let was_in_error = queues.state == State::Error;
-        queues.state = State::Error;
+        self.set_state(queues, State::Error);
         let mut ctx = Ctx {
             queues,
             qp: self,
@@ -570,7 +599,10 @@ impl Qp {
             bh,
         };
         match engine.as_mut() {
-            Some(e) => e.flush(&mut ctx),
+            Some(e) => {
+                e.flush(&mut ctx);
+                e.take_stats(|s, n| self.counters.data(s, n));
+            }
             None => ctx.flush_queues(),
         }
         *engine = None;
@@ -753,14 +785,14 @@ impl QueuePair for Qp {
         let mut inner = self.inner.lock();
         match (inner.queues.state, target) {
             (State::Idle(_), ib_state::RESET | ib_state::INIT | ib_state::RTR) => {
-                inner.queues.state = State::Idle(target);
+                self.set_state(&mut inner.queues, State::Idle(target));
                 Ok(())
             }
             // iw_cm moves the QP to RTS itself once the connection is up; the verbs may
             // confirm it.
             (State::Rts, ib_state::RTS) => Ok(()),
             (State::Rts, ib_state::SQD) => {
-                inner.queues.state = State::Closing;
+                self.set_state(&mut inner.queues, State::Closing);
                 drop(inner);
                 let mut tx = self.tx.lock();
                 let Transmitter {
@@ -787,7 +819,8 @@ impl QueuePair for Qp {
                 Ok(())
             }
             (State::Error, ib_state::RESET) => {
-                inner.queues.state = State::Idle(ib_state::RESET);
+                self.set_state(&mut inner.queues, State::Idle(ib_state::RESET));
+                inner.queues.terms = None;
                 // What ended the last connection does not carry over to the next.
                 self.flags.fetch_and(flag::DEAD, Ordering::Relaxed);
                 Ok(())
@@ -848,6 +881,46 @@ impl QueuePair for Qp {
             self.flushed(request.wr_id, WcOpcode::Recv);
         }
         Ok(())
+    }
+
+    fn fill_restrack(&self, attrs: &mut RestrackAttrs<'_>) -> Result {
+        let (used, terms) = {
+            let inner = self.inner.lock();
+            let used = match &inner.queues.work {
+                WorkQueues::Kernel { sq, rq } => Some((sq.len(), rq.len())),
+                // A process's rings are in its memory: their use is the process's to know.
+                WorkQueues::User(_) | WorkQueues::Released => None,
+            };
+            (used, inner.queues.terms)
+        };
+        attrs.put_u32(c_str!("sq_depth"), self.caps.max_send_wr)?;
+        attrs.put_u32(c_str!("rq_depth"), self.caps.max_recv_wr)?;
+        if let Some((sq, rq)) = used {
+            attrs.put_u32(c_str!("sq_used"), u32::try_from(sq).unwrap_or(u32::MAX))?;
+            attrs.put_u32(c_str!("rq_used"), u32::try_from(rq).unwrap_or(u32::MAX))?;
+        }
+        attrs.put_u32(c_str!("srq"), u32::from(self.srq.is_some()))?;
+        let Some(t) = terms else {
+            return Ok(());
+        };
+        attrs.put_u32(c_str!("mpa_rev"), t.revision.into())?;
+        attrs.put_u32(c_str!("mpa_crc"), u32::from(t.crc))?;
+        attrs.put_u32(c_str!("ird"), t.ird.into())?;
+        attrs.put_u32(c_str!("ord"), t.ord.into())?;
+        attrs.put_u32(c_str!("large_fpdus"), u32::from(t.large_fpdus))?;
+        let (p2p, rtr) = match t.rtr {
+            RtrState::None => (0, c_str!("none")),
+            RtrState::Sent(kind) | RtrState::Received(kind) => (
+                1,
+                match kind {
+                    RtrKind::Send => c_str!("send"),
+                    RtrKind::Write => c_str!("write"),
+                    RtrKind::Read => c_str!("read"),
+                },
+            ),
+        };
+        attrs.put_u32(c_str!("p2p"), p2p)?;
+        attrs.put_str(c_str!("rtr"), rtr)
     }
 
     fn doorbell(&self) -> Result {

@@ -42,6 +42,7 @@ use kernel::{
 };
 
 mod cm;
+mod counters;
 mod cq;
 mod device;
 mod kernel_crc32c;

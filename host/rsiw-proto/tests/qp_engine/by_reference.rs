@@ -572,38 +572,39 @@ fn budget_bounds_every_call_and_short_buffers_lose_nothing() {
         t
     };
     // None of these calls runs out of work: each stops on room or budget.
-    let t = |buffered, referenced, short| Transmitted {
+    let t = |buffered, referenced, short, fpdus| Transmitted {
         buffered,
         referenced,
         short,
         idle: false,
+        fpdus,
     };
     // No room for a copied FPDU: short, and nothing lost (again).
-    assert_eq!(step(&mut p, 64, Accept::Always), t(0, 0, true));
-    assert_eq!(step(&mut p, 64, Accept::Always), t(0, 0, true));
+    assert_eq!(step(&mut p, 64, Accept::Always), t(0, 0, true, 0));
+    assert_eq!(step(&mut p, 64, Accept::Always), t(0, 0, true, 0));
     assert!(p.a.wants_transmit());
     // Room for one: short after it.
-    assert_eq!(step(&mut p, 5000, Accept::Always), t(4096, 0, true));
+    assert_eq!(step(&mut p, 5000, Accept::Always), t(4096, 0, true, 1));
     // The budget ends the call (not short), however large the buffer.
-    assert_eq!(step(&mut p, 1 << 17, Accept::Always), t(8192, 0, false));
+    assert_eq!(step(&mut p, 1 << 17, Accept::Always), t(8192, 0, false, 2));
     // The last two FPDUs (the last: 3697 payload bytes, 3 pad); the next
     // Write's first FPDU is over the budget left.
     assert_eq!(
         step(&mut p, 1 << 17, Accept::Always),
-        t(4096 + 3720, 0, false)
+        t(4096 + 3720, 0, false, 2)
     );
     // The signalled Write completes on the next call, once the driver had
     // its FPDUs.
     assert!(p.na.cq.is_empty());
     // By reference: each FPDU takes its header and CRC (20 bytes) in the
     // buffer; the budget stops it after two.
-    assert_eq!(step(&mut p, 200, Accept::Always), t(40, 8152, false));
+    assert_eq!(step(&mut p, 200, Accept::Always), t(40, 8152, false, 2));
     assert_eq!(p.na.cq, vec![ok(1, WcOpcode::RdmaWrite, 20_001)]);
     // Room for the headers of only one: short.
-    assert_eq!(step(&mut p, 150, Accept::Always), t(20, 4076, true));
+    assert_eq!(step(&mut p, 150, Accept::Always), t(20, 4076, true, 1));
     // Refused, and then no room to copy it: short, nothing produced.
     let offers = p.na.offers.len();
-    assert_eq!(step(&mut p, 1000, Accept::Never), t(0, 0, true));
+    assert_eq!(step(&mut p, 1000, Accept::Never), t(0, 0, true, 0));
     assert_eq!(p.na.offers.len(), offers + 1);
     assert!(!p.na.offers[offers].taken);
     // The rest in one call: 4076 bytes, and 3701 (3 pad), one of them

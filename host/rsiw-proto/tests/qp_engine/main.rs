@@ -25,4 +25,5 @@ mod send_recv;
 mod slots;
 mod sq_messages;
 mod sq_order;
+mod stats;
 mod write;

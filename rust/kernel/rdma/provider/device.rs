@@ -26,8 +26,9 @@
 //! Wrapped so far: the device-level verbs here (device and port attributes, the GID, the
 //! port's immutable data, port events), user contexts ([`super::user`]), protection domains,
 //! completion queues and queue pairs (create/destroy, [`super::objects`]) and user mappings
-//! ([`super::user_map`]), shared receive queues, memory regions and the iWARP connection
-//! manager's verbs. Everything else in `ib_device_ops`, and whatever a driver does not
+//! ([`super::user_map`]), shared receive queues, memory regions, the iWARP connection
+//! manager's verbs, a port's hardware counters ([`super::hw_stats`]) and the provider's detail
+//! of its QPs in resource tracking ([`super::restrack`]). Everything else in `ib_device_ops`, and whatever a driver does not
 //! implement, is left unset: user space gets `EOPNOTSUPP` for those verbs, and the core counts
 //! the device as a kernel-verbs provider only if it has the mandatory ones (see
 //! [`crate::rdma::consumer::client`]).
@@ -38,6 +39,7 @@ use super::{
     async_event::{QpEvents, SrqEvents},
     completion_queue::{poll_cq_callback, req_notify_cq_callback, CqNotifier},
     device_settings::{SettingOutput, SettingsGroup},
+    hw_stats::{alloc_hw_port_stats_callback, get_hw_stats_callback, HwCounter},
     iw_provider::{
         iw_accept_callback, iw_connect_callback, iw_create_listen_callback,
         iw_destroy_listen_callback, iw_get_qp_callback, iw_reject_callback, IwCmId, IwConnParam,
@@ -52,6 +54,7 @@ use super::{
         modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer,
         PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QpQueues, QueuePair,
     },
+    restrack::{fill_res_mr_entry_callback, fill_res_qp_entry_callback},
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
         query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer,
@@ -272,6 +275,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// iWARP: the QP numbered `qpn`, if it exists.
     fn iw_get_qp(&self, _dev: &Device, _qpn: u32) -> Option<QpHandle> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The names of the port's hardware counters ([`super::hw_stats`]), in the order
+    /// [`Driver::port_counters`] fills them in; a driver with that verb names at least one.
+    const PORT_COUNTERS: &'static [HwCounter] = &[];
+
+    /// Fills in the values of `port`'s hardware counters, `values[i]` for
+    /// `PORT_COUNTERS[i]`: `rdma statistic show link` and the port's `hw_counters` in sysfs.
+    fn port_counters(&self, _dev: &Device, _port: u32, _values: &mut [u64]) -> Result {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 

@@ -28,6 +28,7 @@
 use super::{
     device::{with_driver, Driver},
     objects::PdId,
+    restrack::RestrackAttrs,
     work_request::Sge,
 };
 #[cfg(CONFIG_INET)]
@@ -338,6 +339,24 @@ pub trait MemoryRegion: Send + Sync {
     /// The consumer deregisters the MR (`dereg_mr`): no new access may start. The object
     /// itself is dropped once the provider lets go of it.
     fn deregister(&self) {}
+
+    /// Adds the provider's detail of the MR to `rdma resource show mr`
+    /// ([`super::restrack`]); nothing by default.
+    fn fill_restrack(&self, _attrs: &mut RestrackAttrs<'_>) -> Result {
+        Ok(())
+    }
+}
+
+/// The provider's object of `mr`.
+///
+/// # Safety
+///
+/// `mr` must be an MR that `new_mr` allocated and that is not deregistered yet, for the
+/// lifetime `'a`.
+pub(crate) unsafe fn memory_region<'a>(mr: *mut bindings::ib_mr) -> &'a dyn MemoryRegion {
+    // SAFETY: `mr` is the first field of a live container (the caller's guarantee), whose
+    // `mr` field `new_mr` wrote and only `dereg_mr_callback` takes.
+    unsafe { &**(*mr.cast::<MrContainer>()).mr }
 }
 
 /// What a provider answers when it creates an MR: its object and its key (lkey and rkey).

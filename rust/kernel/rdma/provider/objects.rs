@@ -14,6 +14,7 @@ use super::{
     async_event::QpEvents,
     completion_queue::{Arm, CqNotifier, Wc},
     device::{c_int_of, with_driver, Driver},
+    restrack::RestrackAttrs,
     shared_receive_queue::{shared_queue, SharedReceiveQueue, SrqAttributes},
     user::user_verb,
     work_request::{RecvWr, SendWr},
@@ -151,6 +152,12 @@ pub trait QueuePair: Send + Sync {
     /// The QP is being destroyed (`destroy_qp`): stop using it; the object is dropped once
     /// the provider lets go of it.
     fn destroy(&self) {}
+
+    /// Adds the provider's detail of the QP to `rdma resource show qp`
+    /// ([`super::restrack`]); nothing by default.
+    fn fill_restrack(&self, _attrs: &mut RestrackAttrs<'_>) -> Result {
+        Ok(())
+    }
 }
 
 /// The core's object of a queue pair, as a live identity: what the iWARP connection manager

@@ -15,6 +15,8 @@ struct Initiating {
     ord: u32,
     /// Whether a TERMINATE for a failed setup carries a CRC: the reply may not say.
     crc_required: bool,
+    /// The device's counters.
+    counters: Arc<Counters>,
 }
 
 /// An `iw_connect` waiting for the MPA Reply.
@@ -99,10 +101,18 @@ fn connect_outcome(
         ird,
         ord,
         crc_required,
+        counters,
     } = initiating;
+    let outcome = |stat: CmStat, why: &str| {
+        counters.cm(stat);
+        if let Ok(peer) = socket.peer_addr() {
+            pr_debug!("{peer}: MPA exchange as initiator: {why}\n");
+        }
+    };
     let local = socket.local_addr();
     let remote = socket.peer_addr();
     let (Ok(local), Ok(remote)) = (local, remote) else {
+        outcome(CmStat::Failed, "no addresses");
         let _ = socket.shutdown(Shutdown::Both);
         return;
     };
@@ -143,6 +153,7 @@ fn connect_outcome(
                     None => Err(EINVAL),
                 });
             if let Err(e) = sent {
+                outcome(CmStat::Failed, "the RTR could not be sent");
                 let _ = id.deliver(failed(addrs, e, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
                 return;
@@ -150,19 +161,25 @@ fn connect_outcome(
             let data = hs.peer_private_data();
             if data.len() > MAX_EVENT_PRIVATE_DATA {
                 // More than iw_cm can hand the ULP: the connection fails, said so.
+                outcome(CmStat::Failed, "private data too long");
                 let _ = id.deliver(failed(addrs, EMSGSIZE, &[], 0, 0));
                 let _ = socket.shutdown(Shutdown::Both);
                 return;
             }
+            let terms = Terms {
+                revision: decision.revision,
+                crc: decision.use_crc,
+                ird,
+                ord,
+                rtr: RtrState::initiator(decision.rtr),
+                large_fpdus: decision.large_fpdus,
+            };
+            let connected = &mut false;
             let attached = qp.attach(
                 Established {
                     socket: socket.clone(),
                     cm_id: id,
-                    crc: decision.use_crc,
-                    ird,
-                    ord,
-                    rtr: RtrState::initiator(decision.rtr),
-                    large_fpdus: decision.large_fpdus,
+                    terms,
                 },
                 |_, id, status| {
                     let (ird, ord) = (clamp_u8(ulp_ird), clamp_u8(ulp_ord));
@@ -171,23 +188,32 @@ fn connect_outcome(
                         return Err(ECONNRESET);
                     }
                     let (local, remote) = addrs;
-                    id.connected(Up::Accepted {
-                        local,
-                        remote,
-                        private_data: data,
-                        ird,
-                        ord,
-                    })
-                    .map_err(|(_, e)| e)
+                    let up = id
+                        .connected(Up::Accepted {
+                            local,
+                            remote,
+                            private_data: data,
+                            ird,
+                            ord,
+                        })
+                        .map_err(|(_, e)| e)?;
+                    *connected = true;
+                    Ok(up)
                 },
             );
             if attached.is_err() {
                 let _ = socket.shutdown(Shutdown::Both);
             }
+            if *connected {
+                count_established(&counters, "initiator", socket, &terms);
+            } else {
+                outcome(CmStat::Failed, "the QP could not take the connection");
+            }
         }
         (Ok(()), Some(InitiatorEvent::Rejected { peer })) => {
             // A reject carries the responder's IRD and ORD to the ULP too (section 9.1).
             let (ird, ord) = peer.map_or((0, 0), |p| (p.ird, p.ord));
+            outcome(CmStat::RejectsReceived, "rejected by the peer");
             // Private data iw_cm cannot carry stays out of the refusal.
             let data = Some(hs.peer_private_data())
                 .filter(|d| d.len() <= MAX_EVENT_PRIVATE_DATA)
@@ -204,14 +230,20 @@ fn connect_outcome(
         (Ok(()), Some(InitiatorEvent::Failed(error))) => {
             // E.g. no RTR kind in common (RFC 6581 section 8: TERMINATE 2/0/7).
             send_terminate(socket, error, crc_required);
+            if error.term().is_some() {
+                counters.data(Stat::TerminateTxMpa, 1);
+            }
+            outcome(CmStat::Failed, "the reply was refused");
             let _ = id.deliver(failed(addrs, ECONNREFUSED, &[], 0, 0));
             let _ = socket.shutdown(Shutdown::Both);
         }
         (Err(e), _) => {
+            outcome(CmStat::Failed, "no reply (error or deadline)");
             let _ = id.deliver(failed(addrs, e, &[], 0, 0));
             let _ = socket.shutdown(Shutdown::Both);
         }
         _ => {
+            outcome(CmStat::Failed, "no reply");
             let _ = id.deliver(failed(addrs, ECONNRESET, &[], 0, 0));
             let _ = socket.shutdown(Shutdown::Both);
         }
@@ -262,6 +294,7 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
                     ird,
                     ord,
                     crc_required: cm.settings.crc() == CrcPolicy::Required,
+                    counters: cm.counters.clone(),
                 }),
                 "Connecting::state"
             ),

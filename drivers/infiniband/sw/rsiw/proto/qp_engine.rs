@@ -205,6 +205,7 @@ use super::pieces::Pieces;
 use super::placement::{check_tagged, Grant, MemoryRegion, TaggedAccess, TaggedUse};
 use super::rdmap::ReadRequestHeader;
 use super::rx_engine::{RxContext, RxEngine, RxEvent};
+use super::stats::{Stat, Stats};
 use super::term_error::{Layer, TermError};
 use super::terminate::TerminateMessage;
 use super::tx_engine::{TxEngine, TxMessage, WorkRequest, MAX_FPDU_HEADER_LEN};
@@ -371,6 +372,8 @@ pub struct Transmitted {
     pub buffered: usize,
     /// Payload bytes the driver took by reference.
     pub referenced: usize,
+    /// FPDUs produced (their bytes are `buffered` and `referenced`).
+    pub fpdus: usize,
     /// It stopped because the buffer had no room for the next FPDU (as
     /// opposed to the budget being used up or nothing more to send): call
     /// again with a larger buffer.
@@ -453,6 +456,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
                 stage: Stage::Running,
                 sq_stalled: false,
                 sq_unblocked: false,
+                tx_stats: Stats::ZERO,
                 next_request_id: 0,
                 split: None,
                 rx_line: [],
@@ -462,6 +466,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
                 },
                 recv_status: None,
                 last_rx: LastRx::Other,
+                rx_stats: Stats::ZERO,
             },
         };
         engine.start_past_rtr(config.rtr);
@@ -471,6 +476,25 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
     /// Changes the FPDU size for messages started from now on.
     pub fn set_fpdu_size(&mut self, fpdu_size: usize) {
         self.fpdu_size = fpdu_size;
+    }
+
+    /// Takes what the data path counted since the last call ([`super::stats`]).
+    pub fn take_stats(&mut self, mut f: impl FnMut(Stat, u64)) {
+        self.st.tx_stats.drain(&mut f);
+        self.st.rx_stats.drain(&mut f);
+    }
+
+    /// Takes what the transmitting side counted since the last call: after a transmission,
+    /// without touching the receiving side's cache lines.
+    #[inline]
+    pub fn take_tx_stats(&mut self, f: impl FnMut(Stat, u64)) {
+        self.st.tx_stats.drain(f);
+    }
+
+    /// Takes what the receiving side counted since the last call.
+    #[inline]
+    pub fn take_rx_stats(&mut self, f: impl FnMut(Stat, u64)) {
+        self.st.rx_stats.drain(f);
     }
 
     /// The requester's credits (ORD).

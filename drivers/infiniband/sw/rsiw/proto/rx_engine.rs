@@ -131,6 +131,10 @@ pub trait RxContext {
     /// (RFC 7306 section 6). The default ignores it.
     fn rdma_write_done(&mut self) {}
 
+    /// An FPDU of `wire_len` bytes (length field, ULPDU, pad and CRC field) began: its header
+    /// is in. For counting; the default ignores it.
+    fn fpdu_received(&mut self, _wire_len: usize) {}
+
     /// Accounts for a Read Response segment answering the request in ORD
     /// slot `slot` before its payload is placed: `len` bytes at tagged offset
     /// `to` of `stag`, the response's last segment if `last`. The segments
@@ -619,6 +623,7 @@ impl State {
     }
 
     fn on_header<X: RxContext>(&mut self, header: &[u8], ulpdu_len: usize, ctx: &mut X) {
+        ctx.fpdu_received(super::fpdu::fpdu_len(ulpdu_len));
         let header_len = header.len().min(MAX_HEADER_LEN);
         let payload_len = ulpdu_len.saturating_sub(header_len);
         let planned = self.plan(header, payload_len, ctx);

@@ -221,7 +221,13 @@ impl<T: Driver> Adapter<T> {
             ops.post_recv = Some(post_recv_callback::<T>);
             ops.iw_add_ref = Some(iw_add_ref_callback::<T>);
             ops.iw_rem_ref = Some(iw_rem_ref_callback::<T>);
+            ops.fill_res_qp_entry = Some(fill_res_qp_entry_callback::<T>);
             ops.size_ib_qp = core::mem::size_of::<QpContainer<T::Qp>>();
+        }
+        crate::rdma::provider::hw_stats::check::<T>();
+        if T::HAS_PORT_COUNTERS {
+            ops.alloc_hw_port_stats = Some(alloc_hw_port_stats_callback::<T>);
+            ops.get_hw_stats = Some(get_hw_stats_callback::<T>);
         }
         if T::HAS_CREATE_SRQ {
             ops.create_srq = Some(create_srq_callback::<T>);
@@ -243,6 +249,7 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_GET_DMA_MR || T::HAS_ALLOC_MR || T::HAS_REG_USER_MR {
             ops.dereg_mr = Some(dereg_mr_callback);
+            ops.fill_res_mr_entry = Some(fill_res_mr_entry_callback);
         }
         if T::HAS_IW_CONNECT {
             ops.iw_connect = Some(iw_connect_callback::<T>);
@@ -345,7 +352,8 @@ mod ops_checks {
         assert!(QUERIES.get_dma_mr.is_none() && QUERIES.dereg_mr.is_none());
         assert!(QUERIES.reg_user_mr.is_none() && QUERIES.alloc_mr.is_none());
         assert!(QUERIES.iw_connect.is_none() && QUERIES.iw_get_qp.is_none());
-        assert!(QUERIES.iw_add_ref.is_none());
+        assert!(QUERIES.iw_add_ref.is_none() && QUERIES.fill_res_qp_entry.is_none());
+        assert!(QUERIES.alloc_hw_port_stats.is_none() && QUERIES.get_hw_stats.is_none());
         assert!(QUERIES.size_ib_pd == 0 && QUERIES.size_ib_cq == 0 && QUERIES.size_ib_qp == 0);
 
         assert!(WITH_CQS.alloc_pd.is_some() && WITH_CQS.dealloc_pd.is_some());

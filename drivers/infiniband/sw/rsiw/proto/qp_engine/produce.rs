@@ -23,6 +23,8 @@ pub(super) struct Room<'o> {
     pub(super) short: bool,
     /// Payload may go by reference (CRCs are off).
     pub(super) by_reference: bool,
+    /// FPDUs written into it.
+    pub(super) fpdus: usize,
 }
 
 impl Room<'_> {
@@ -36,6 +38,7 @@ impl Room<'_> {
         Transmitted {
             buffered: self.pos,
             referenced: self.referenced,
+            fpdus: self.fpdus,
             short: self.short,
             idle,
         }
@@ -218,6 +221,7 @@ pub(super) fn produce<C: Crc32c + Copy, X: QpContext>(
         job.msg.advance();
         room.pos = room.pos.saturating_add(buffered);
         room.wire_left = room.wire_left.saturating_sub(wire_len);
+        room.fpdus = room.fpdus.saturating_add(1);
         if referenced {
             room.referenced = room.referenced.saturating_add(payload_len);
         }

@@ -120,6 +120,7 @@ impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
                 header,
                 source,
             } => {
+                self.st.rx_stats.add(Stat::ReadRequestsRx, 1);
                 let entry = self
                     .st
                     .slots
@@ -134,6 +135,7 @@ impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
                 header,
                 target,
             } => {
+                self.st.rx_stats.add(Stat::AtomicRequestsRx, 1);
                 let op = AtomicOp::from_request(&header)?;
                 // Without an entry to answer from, do not execute it.
                 if self.st.slots.pending().get(slot).is_none() {
@@ -153,6 +155,7 @@ impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
                 Ok(())
             }
             RxEvent::ReadResponse { slot } => {
+                self.st.rx_stats.add(Stat::ReadResponsesRx, 1);
                 self.unblock_sq();
                 let o = self.take_outstanding(slot)?;
                 if !o.last {
@@ -168,6 +171,7 @@ impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
                 self.finish_request(&o, step)
             }
             RxEvent::AtomicResponse { slot, header } => {
+                self.st.rx_stats.add(Stat::AtomicResponsesRx, 1);
                 self.unblock_sq();
                 let o = self.take_outstanding(slot)?;
                 if header.request_id != o.request_id {
@@ -184,11 +188,18 @@ impl<X: QpContext, S: SlotStorage<X::Sge>> RxContext for RxAdapter<'_, X, S> {
                     .control
                     .error()
                     .unwrap_or(TermError::RdmapCatastrophicStream);
+                self.st.rx_stats.add(Stat::terminate_rx(error), 1);
                 self.fail_echoed_request(&message, error);
                 self.st.stage = Stage::Peer(error);
                 Ok(())
             }
         }
+    }
+
+    #[inline]
+    fn fpdu_received(&mut self, wire_len: usize) {
+        self.st.rx_stats.add(Stat::FpdusRx, 1);
+        self.st.rx_stats.add(Stat::BytesRx, wire_len as u64);
     }
 
     fn rdma_write_done(&mut self) {

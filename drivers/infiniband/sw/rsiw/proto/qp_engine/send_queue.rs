@@ -162,6 +162,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         }
         room.pos = room.pos.saturating_add(wire_len);
         room.wire_left = room.wire_left.saturating_sub(wire_len);
+        room.fpdus = room.fpdus.saturating_add(1);
         ctx.pop_send();
         if !wr.signaled {
             return Ok(Some(Started::Again));
@@ -382,6 +383,13 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             msg,
             job: Job::Request,
         });
+        self.st.tx_stats.add(
+            match kind {
+                RequestKind::Read => Stat::ReadRequestsTx,
+                RequestKind::Atomic => Stat::AtomicRequestsTx,
+            },
+            1,
+        );
         Ok(Started::Message)
     }
 }

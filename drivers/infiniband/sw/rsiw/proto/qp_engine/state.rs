@@ -91,6 +91,8 @@ pub(super) struct State<S: SlotStorage<E>, E: SgeEntry> {
     /// A response arrived since the SQ stalled.
     pub(super) sq_unblocked: bool,
     pub(super) next_request_id: u32,
+    /// What the transmitting side counted.
+    pub(super) tx_stats: Stats,
     /// The Read taken from the SQ whose later parts are still to be issued;
     /// it stands for the SQ head until its last part is out.
     pub(super) split: Option<SplitRead<E>>,
@@ -101,6 +103,8 @@ pub(super) struct State<S: SlotStorage<E>, E: SgeEntry> {
     /// Why placing into it failed, if it did.
     pub(super) recv_status: Option<WcStatus>,
     pub(super) last_rx: LastRx,
+    /// What the receiving side counted.
+    pub(super) rx_stats: Stats,
 }
 
 /// Aligns what follows it in a `#[repr(C)]` struct to a cache line. A QP receives on another

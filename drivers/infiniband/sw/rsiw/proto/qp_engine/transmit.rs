@@ -63,6 +63,25 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         budget: usize,
         by_reference: bool,
     ) -> Transmitted {
+        let t = self.produce_fpdus_counted(ctx, sq_head, out, budget, by_reference);
+        if t.fpdus > 0 {
+            self.st.tx_stats.add(Stat::FpdusTx, t.fpdus as u64);
+            let bytes = t.buffered.saturating_add(t.referenced);
+            self.st.tx_stats.add(Stat::BytesTx, bytes as u64);
+        }
+        t
+    }
+
+    /// [`Self::produce_fpdus`] before the FPDUs are counted.
+    #[inline]
+    fn produce_fpdus_counted<X: QpContext<Sge = E>>(
+        &mut self,
+        ctx: &mut X,
+        sq_head: &mut SendRequest<E>,
+        out: &mut [u8],
+        budget: usize,
+        by_reference: bool,
+    ) -> Transmitted {
         self.tx.set_fpdu_size(self.fpdu_size.min(budget));
         self.st.sq_unblocked = false;
         self.finish_if_deferred(ctx);
@@ -73,6 +92,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             referenced: 0,
             short: false,
             by_reference,
+            fpdus: 0,
         };
         // Most calls find nothing to send, or only the SQ head: tell so
         // before setting up to produce FPDUs, with the SQ head's one peek.
@@ -193,6 +213,11 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         {
             room.pos = room.pos.saturating_add(fpdu.wire_len());
             room.wire_left = room.wire_left.saturating_sub(fpdu.wire_len());
+            room.fpdus = room.fpdus.saturating_add(1);
+            self.st.tx_stats.add(Stat::terminate_tx(error), 1);
+            if error == TermError::MpaCrc {
+                self.st.tx_stats.add(Stat::CrcErrors, 1);
+            }
         }
     }
 
@@ -263,6 +288,11 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         };
         match self.tx.start(request) {
             Ok(msg) => {
+                let stat = match job {
+                    Job::AtomicResponse { .. } => Stat::AtomicResponsesTx,
+                    _ => Stat::ReadResponsesTx,
+                };
+                self.st.tx_stats.add(stat, 1);
                 self.inflight = Some(InFlight { msg, job });
                 Started::Message
             }

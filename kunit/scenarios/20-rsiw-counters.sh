@@ -1,0 +1,237 @@
+# timeout: 420
+# What the standard tools show of rsiw: the port counters of `rdma statistic show link` (and
+# the port's hw_counters in sysfs) move by what known transfers between rsiw0 and rsiw1 must
+# make them move: rping -V (20 rounds of 4 KiB, each an RDMA Read and an RDMA Write), then
+# ib_write_bw (200 Writes of 64 KiB). Between two devices of one kernel every FPDU one sends
+# the other receives, so each side's sent counts equal the other's received ones. One MPA
+# exchange per connection, by revision, with CRC, in the peer-to-peer model with its RTR, a
+# refused request (MPA Reject) and a reply refused with a TERMINATE are counted where they
+# happen; no CRC error anywhere. During a timed ib_write_bw, `rdma -dd resource show qp` shows
+# each QP's detail: queue depths and use, MPA revision and CRC, IRD/ORD, peer-to-peer and RTR;
+# `rdma -dd resource show mr` each MR's kind, validity, rights and range.
+. /tests/lib.sh
+two_dummies
+modprobe rsiw || fail "modprobe rsiw"
+rdma link del rsiw0 2>/dev/null || true
+rdma link del rsiw1 2>/dev/null || true
+rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
+rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
+sys=/sys/class/infiniband
+
+# counter DEV NAME: the value `rdma statistic show link DEV/1` shows for NAME.
+counter() {
+  rdma statistic show link $1/1 | tr -s ' \n' '\n\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }' | grep .
+}
+# snapshot TAG: every counter of both devices into /tmp/TAG.DEV (name value per line).
+snapshot() {
+  for d in rsiw0 rsiw1; do
+    rdma statistic show link $d/1 | tr -s ' \n' '\n\n' | awk 'NR > 2 { if (n == "") n = $0; else { print n, $0; n = "" } }' >/tmp/$1.$d
+  done
+}
+# delta DEV NAME FROM TO: how much NAME of DEV moved between snapshots FROM and TO.
+delta() {
+  local a b
+  a=$(awk -v n="$2" '$1 == n { print $2 }' /tmp/$3.$1)
+  b=$(awk -v n="$2" '$1 == n { print $2 }' /tmp/$4.$1)
+  [ -n "$a" ] && [ -n "$b" ] || { cat /tmp/$3.$1 /tmp/$4.$1; fail "$1 has no counter $2"; }
+  echo $(( b - a ))
+}
+# expect_min DEV NAME FROM TO MIN / expect_eq DEV NAME FROM TO N: the delta is at least MIN /
+# exactly N.
+expect_min() {
+  local d; d=$(delta $1 $2 $3 $4)
+  [ "$d" -ge "$5" ] || fail "$1 $2 moved by $d ($3 -> $4), expected at least $5"
+  echo "  $1 $2 +$d (>= $5)"
+}
+expect_eq() {
+  local d; d=$(delta $1 $2 $3 $4)
+  [ "$d" -eq "$5" ] || fail "$1 $2 moved by $d ($3 -> $4), expected $5"
+  [ -n "${QUIET:-}" ] || echo "  $1 $2 +$d"
+}
+# conserved FROM TO: what each device sent between the snapshots, the other received.
+conserved() {
+  local from=$1 to=$2 s r
+  for pair in "rsiw0 rsiw1" "rsiw1 rsiw0"; do
+    set -- $pair
+    for what in fpdus fpdu_bytes; do
+      s=$(delta $1 ${what}_sent $from $to)
+      r=$(delta $2 ${what}_received $from $to)
+      [ "$s" -eq "$r" ] || fail "$1 sent $s $what, $2 received $r ($from -> $to)"
+      echo "  $1 -> $2: $s $what sent and received"
+    done
+  done
+}
+
+rdma statistic show link rsiw0/1 || fail "rdma statistic show link rsiw0/1"
+for name in fpdus_sent fpdu_bytes_sent fpdus_received fpdu_bytes_received crc_errors \
+            terminate_sent_mpa terminate_received_ddp read_requests_sent read_responses_received \
+            atomic_requests_sent mpa_established_rev2 mpa_rejects_sent rtrs_sent; do
+  v=$(counter rsiw0 $name) || fail "rdma statistic: no counter $name"
+  [ "$v" = 0 ] || fail "a new device's $name is $v"
+  [ "$(cat $sys/rsiw0/ports/1/hw_counters/$name)" = 0 ] || fail "sysfs hw_counters/$name"
+done
+echo "rsiw0: every counter starts at 0 (rdma statistic and sysfs hw_counters)"
+
+# rping_run NAME COUNT: rping -V between rsiw1 (server) and rsiw0 (client), COUNT rounds of
+# 4 KiB; each round the server reads 4 KiB from the client and writes 4 KiB to it.
+rping_run() {
+  wait_port_free 7174 || fail "$1: the previous rping's listener stayed"
+  timeout 60 rping -s -a $ADDR1 -C $2 -S 4096 -V >/tmp/rping-server.log 2>&1 &
+  local server=$!
+  wait_port 7174 $ADDR1 || fail "$1: rping server did not listen"
+  timeout 60 rping -c -a $ADDR1 -I $ADDR0 -C $2 -S 4096 -V -v >/tmp/rping-client.log 2>&1 || {
+    cat /tmp/rping-client.log /tmp/rping-server.log; fail "$1: rping client failed"; }
+  wait $server || { cat /tmp/rping-server.log; fail "$1: rping server failed"; }
+  n=$(grep -c 'ping data' /tmp/rping-client.log)
+  [ "$n" = "$2" ] || fail "$1: rping: expected $2 pings, saw $n"
+  echo "$1: rping $n rounds of 4096 bytes, verified"
+}
+
+# A client-server connection, no CRC: 20 Reads and 20 Writes of 4 KiB.
+snapshot a
+rping_run "rping" 20
+snapshot b
+rdma statistic show link rsiw0/1
+rdma statistic show link rsiw1/1
+conserved a b
+expect_eq rsiw0 mpa_established_rev2 a b 1
+expect_eq rsiw1 mpa_established_rev2 a b 1
+for d in rsiw0 rsiw1; do
+  for name in mpa_established_rev1 mpa_established_crc mpa_established_p2p mpa_failed \
+              mpa_rejects_sent mpa_rejects_received crc_errors terminate_sent_rdmap \
+              terminate_sent_ddp terminate_sent_mpa terminate_received_rdmap \
+              terminate_received_ddp terminate_received_mpa; do
+    QUIET=1 expect_eq $d $name a b 0
+  done
+done
+QUIET=
+echo "  one MPA exchange each side, revision 2, no CRC, no failure, no TERMINATE"
+# The server (rsiw1) reads from the client and writes to it.
+expect_eq rsiw1 read_requests_sent a b 20
+expect_eq rsiw0 read_requests_received a b 20
+expect_eq rsiw0 read_responses_sent a b 20
+expect_eq rsiw1 read_responses_received a b 20
+expect_eq rsiw0 read_requests_sent a b 0
+for d in rsiw0 rsiw1; do
+  expect_min $d fpdu_bytes_sent a b $((20 * 4096))
+  expect_min $d fpdu_bytes_received a b $((20 * 4096))
+done
+# rsiw0 sends 2 Sends and a Read Response a round, rsiw1 a Read Request, 2 Sends and a Write.
+expect_min rsiw0 fpdus_sent a b 60
+expect_min rsiw1 fpdus_sent a b 80
+[ "$(cat $sys/rsiw1/ports/1/hw_counters/read_requests_sent)" = \
+  "$(counter rsiw1 read_requests_sent)" ] || fail "sysfs and rdma statistic differ"
+
+# ib_write_bw over rdma_cm: rsiw0 (client) writes 200 x 64 KiB into rsiw1 (server).
+wait_port_free 18515 || fail "the previous run's listener stayed"
+timeout 120 ib_write_bw -R -d rsiw1 -s 65536 -n 200 -F >/tmp/perf-server.log 2>&1 &
+server=$!
+wait_port 18515 $ADDR1 || { cat /tmp/perf-server.log; fail "ib_write_bw server did not listen"; }
+timeout 120 ib_write_bw -R -d rsiw0 --source_ip $ADDR0 -s 65536 -n 200 -F $ADDR1 \
+  >/tmp/perf-client.log 2>&1 || {
+  cat /tmp/perf-client.log /tmp/perf-server.log; fail "ib_write_bw failed"; }
+wait $server || { cat /tmp/perf-server.log; fail "ib_write_bw server failed"; }
+snapshot c
+echo "ib_write_bw: 200 RDMA Writes of 65536 bytes"
+conserved b c
+expect_min rsiw0 fpdu_bytes_sent b c $((200 * 65536))
+expect_min rsiw1 fpdu_bytes_received b c $((200 * 65536))
+# An FPDU carries at most 64 KiB (MPA's length field).
+expect_min rsiw0 fpdus_sent b c 200
+# perftest may connect more than once (its own exchange of parameters).
+expect_min rsiw0 mpa_established_rev2 b c 1
+expect_min rsiw1 mpa_established_rev2 b c 1
+expect_eq rsiw0 crc_errors b c 0
+expect_eq rsiw1 crc_errors b c 0
+
+# With MPA CRCs (rsiw0 asks for them): counted with the connection, and no CRC error.
+echo required >$sys/rsiw0/mpa_crc || fail "mpa_crc required"
+rping_run "rping, CRC" 5
+snapshot d
+conserved c d
+for d in rsiw0 rsiw1; do
+  expect_eq $d mpa_established_crc c d 1
+  expect_eq $d crc_errors c d 0
+done
+
+# A request the responder refuses (rsiw1 never uses CRCs, rsiw0 insists): an MPA Reject.
+echo disabled >$sys/rsiw1/mpa_crc || fail "mpa_crc disabled"
+wait_port_free 7174 || fail "the previous rping's listener stayed"
+timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
+server=$!
+wait_port 7174 $ADDR1 || fail "rping server did not listen"
+if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
+  fail "a CRC policy conflict connected"
+fi
+kill $server 2>/dev/null || true
+wait $server 2>/dev/null || true
+snapshot e
+expect_eq rsiw1 mpa_rejects_sent d e 1
+expect_eq rsiw0 mpa_rejects_received d e 1
+expect_eq rsiw0 mpa_established_rev2 d e 0
+echo optional >$sys/rsiw0/mpa_crc
+echo optional >$sys/rsiw1/mpa_crc
+
+# The peer-to-peer model: rsiw0 initiates with a Write RTR, rsiw1 receives it.
+echo 1 >$sys/rsiw0/peer_to_peer || fail "peer_to_peer 1"
+echo write >$sys/rsiw0/rtr_kinds || fail "rtr_kinds write"
+rping_run "rping, peer-to-peer" 5
+snapshot f
+expect_eq rsiw0 rtrs_sent e f 1
+expect_eq rsiw1 rtrs_received e f 1
+expect_eq rsiw0 mpa_established_p2p e f 1
+expect_eq rsiw1 mpa_established_p2p e f 1
+# No RTR kind in common: rsiw0 refuses the reply and tells rsiw1 with a TERMINATE (MPA layer).
+echo read >$sys/rsiw1/rtr_kinds
+wait_port_free 7174 || fail "the previous rping's listener stayed"
+timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
+server=$!
+wait_port 7174 $ADDR1 || fail "rping server did not listen"
+if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
+  fail "peer-to-peer without a common RTR kind connected"
+fi
+kill $server 2>/dev/null || true
+wait $server 2>/dev/null || true
+snapshot g
+expect_eq rsiw0 terminate_sent_mpa f g 1
+expect_eq rsiw0 mpa_failed f g 1
+expect_eq rsiw0 rtrs_sent f g 0
+echo 0 >$sys/rsiw0/peer_to_peer
+echo send,write,read >$sys/rsiw0/rtr_kinds
+echo send,write,read >$sys/rsiw1/rtr_kinds
+
+# The QPs' detail while a connection runs (ib_write_bw for 6 seconds, client-server).
+wait_port_free 18515 || fail "the previous run's listener stayed"
+timeout 120 ib_write_bw -R -d rsiw1 -s 65536 -D 6 -F >/tmp/perf-server.log 2>&1 &
+server=$!
+wait_port 18515 $ADDR1 || { cat /tmp/perf-server.log; fail "ib_write_bw server did not listen"; }
+timeout 120 ib_write_bw -R -d rsiw0 --source_ip $ADDR0 -s 65536 -D 6 -F $ADDR1 \
+  >/tmp/perf-client.log 2>&1 &
+client=$!
+shown=
+for _ in $(seq 40); do
+  sleep 0.5
+  rdma -dd resource show qp dev rsiw0 >/tmp/res-qp.log 2>&1 || true
+  grep -q 'mpa_rev' /tmp/res-qp.log && { shown=1; break; }
+done
+rdma -dd resource show qp dev rsiw1 >/tmp/res-qp1.log 2>&1 || true
+rdma -dd resource show mr dev rsiw0 >/tmp/res-mr.log 2>&1 || true
+wait $client || { cat /tmp/perf-client.log /tmp/perf-server.log; fail "timed ib_write_bw failed"; }
+wait $server || { cat /tmp/perf-server.log; fail "timed ib_write_bw server failed"; }
+cat /tmp/res-qp.log /tmp/res-qp1.log
+[ -n "$shown" ] || fail "rdma -dd resource show qp: no rsiw detail of a connected QP"
+for want in 'state RTS' 'sq_depth [1-9]' 'rq_depth [0-9]' 'mpa_rev 2' 'mpa_crc 0' \
+            'ird [0-9]' 'ord [0-9]' 'p2p 0' 'rtr none' 'comm ib_write_bw'; do
+  grep -q "$want" /tmp/res-qp.log || fail "rdma -dd resource show qp dev rsiw0: no '$want'"
+done
+grep -q 'mpa_rev 2' /tmp/res-qp1.log || fail "rdma -dd resource show qp dev rsiw1: no 'mpa_rev 2'"
+cat /tmp/res-mr.log
+for want in 'kind user' 'valid 1' 'length [1-9]'; do
+  grep -q "$want" /tmp/res-mr.log || fail "rdma -dd resource show mr dev rsiw0: no '$want'"
+done
+echo "rdma resource show qp: state, queue depths, MPA revision and CRC, IRD/ORD, model and RTR"
+
+rdma statistic show link rsiw0/1
+rdma statistic show link rsiw1/1
+rdma link del rsiw1
+rdma link del rsiw0
