@@ -538,6 +538,20 @@ impl<'a> ChunkLists<'a> {
         handles.all(|h| h == first).then_some(first)
     }
 
+    /// Checks that each Read chunk of a data item is placed within the message it is inserted
+    /// into: its position at most the `inline_len` bytes sent inline plus the (XDR-rounded)
+    /// chunks placed before it. Returns the first position outside.
+    pub fn check_read_positions(&self, inline_len: usize) -> Result<(), u32> {
+        let mut end = inline_len as u64;
+        for chunk in self.reads.chunks().filter(|c| c.position != 0) {
+            if u64::from(chunk.position) > end {
+                return Err(chunk.position);
+            }
+            end = end.saturating_add(chunk.length().saturating_add(3) & !3);
+        }
+        Ok(())
+    }
+
     /// Whether `handle` appears in any segment of any list.
     pub fn contains_handle(&self, handle: u32) -> bool {
         self.reads.segments().any(|s| s.target.handle == handle)

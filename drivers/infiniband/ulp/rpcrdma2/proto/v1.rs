@@ -161,14 +161,9 @@ pub fn check_call(header: &V1Header<'_>) -> Result<(), Fault> {
     if rpc_xid != Ok(header.xid) {
         return Err(fault(Violation::XidMismatch));
     }
-    let mut end = payload.len() as u64;
-    for chunk in chunks.reads.chunks().filter(|c| c.position != 0) {
-        if u64::from(chunk.position) > end {
-            return Err(fault(Violation::ReadPositionOutside(chunk.position)));
-        }
-        end = end.saturating_add(chunk.length().saturating_add(3) & !3);
-    }
-    Ok(())
+    chunks
+        .check_read_positions(payload.len())
+        .map_err(|position| fault(Violation::ReadPositionOutside(position)))
 }
 
 /// A v1 header body to encode.

@@ -508,14 +508,9 @@ pub fn check_call(header: &Header<'_>) -> Result<(), Fault> {
     if header.response == Some(true) || (header.response.is_some() && r.u32() != Ok(0)) {
         return Err(fault(Violation::DirectionMismatch));
     }
-    let mut end = payload.len() as u64;
-    for chunk in chunks.reads.chunks().filter(|c| c.position != 0) {
-        if u64::from(chunk.position) > end {
-            return Err(fault(Violation::ReadPositionOutside(chunk.position)));
-        }
-        end = end.saturating_add(chunk.length().saturating_add(3) & !3);
-    }
-    Ok(())
+    chunks
+        .check_read_positions(payload.len())
+        .map_err(|position| fault(Violation::ReadPositionOutside(position)))
 }
 
 /// Why a server does not serve a call or cannot send its reply.
