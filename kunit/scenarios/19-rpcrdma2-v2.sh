@@ -5,11 +5,11 @@
 # address). rpcrdma2 runs with inline_threshold=1024, so that the client's calls and the
 # server's replies use every chunk type: Read chunks for the writes, Write chunks for the reads,
 # Reply chunks for a 3,000-entry listing, a Position Zero Read chunk for a 3,000-byte symlink.
-# With the default version=2 the client's first message is a Version 2 probe, the server
+# With version=2 the client's first message is a Version 2 probe, the server
 # answers in Version 2 and both sides say so in the kernel log; the transport's mountstats line
 # (column 30: the connection's version, column 31: refused probes) shows 2 and 0. Files of
 # 300 KiB and 4 MiB, the symlink and the listing are written, read back after a remount and
-# compared over NFSv4.1 and NFSv3. Then rpcrdma2 loads again with version=1: the same pass over
+# compared over NFSv4.1 and NFSv3. Then rpcrdma2 loads again with version=1 (the default): the same pass over
 # NFSv4.1 stays in Version 1 (column 30: 1), and the server says it speaks Version 1.
 . /tests/lib.sh
 # The log checks below look at this scenario's messages only (scenario 17's probe speaks
@@ -101,7 +101,7 @@ pass() {
 }
 
 want=2
-start_with inline_threshold=1024
+start_with inline_threshold=1024 version=2
 pass 4.1
 pass 3
 dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 4
