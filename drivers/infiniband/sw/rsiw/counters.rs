@@ -86,7 +86,7 @@ pub(crate) struct Counters(PerCpuCounters);
 impl Counters {
     /// All at 0.
     pub(crate) fn new() -> Result<Arc<Self>> {
-        Arc::new(Self(PerCpuCounters::new(COUNT)?), GFP_KERNEL)
+        Ok(Arc::new(Self(PerCpuCounters::new(COUNT)?), GFP_KERNEL)?)
     }
 
     /// Adds `n` to a count of the data path.
