@@ -6,7 +6,8 @@
 //! tested exhaustively and fuzzed. This module builds the same files with the kernel's flags
 //! (`-Dwarnings`, overflow checks, the kernel's clippy lints) and checks that they behave the
 //! same inside the kernel: a few vectors, and every truncation of a valid header rejected
-//! without a panic. The transport itself (`rpcrdma2.ko`) does not exist yet.
+//! without a panic. The transports (`rpcrdma2.ko`) are tested by the scenarios against real
+//! peers.
 
 use kernel::{kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*};
 
