@@ -34,9 +34,9 @@
 //! first Write chunk, a reply that does not fit the client's inline threshold to the Reply
 //! chunk. A call with more Read chunks, or a reply the client's chunks cannot hold, is
 //! answered with `RDMA_ERROR`/`ERR_CHUNK`; a header of another version earns `ERR_VERS`, a
-//! malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). Send With Invalidate is built (a reply
-//! invalidating its call's only region for a client that takes it, RFC 8797) but off, see
-//! `REMOTE_INVALIDATION`.
+//! malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). A reply to a call that offered one
+//! region, from a client that takes remote invalidation (RFC 8797), invalidates it with its
+//! Send (Send With Invalidate), sparing the client a `LOCAL_INV`.
 
 use kernel::{
     c_str,

@@ -62,10 +62,6 @@ static CHUNKS_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Whether a reply that could not be sent was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Whether replies invalidate a Version 1 call's only region (Send With Invalidate) for a
-/// client that takes it: off until the stall it showed is understood (see `take_call`).
-const REMOTE_INVALIDATION: bool = false;
-
 /// Room for the header of an error reply: the fixed words and an error body.
 const HEADER_ROOM: usize = 64;
 /// The versions the server speaks.
@@ -290,11 +286,10 @@ impl<C: ServerClass> Connection<C> {
             Ok(plan) => plan,
             Err(why) => return unserved(why),
         };
-        // Remote invalidation stays off: with it, a 3,000-entry NFSv4.1 listing of the C
-        // client stalled past two minutes in scenario 16 (not yet explained). In Version 2
-        // the client names the region in `rdma_inv_handle`, which is not taken up either.
-        let remote_invalidation = REMOTE_INVALIDATION && revision == Revision::V1;
-        *ctxt = CallChunks::of(&lists, remote_invalidation && xprt.remote_invalidation)?;
+        // Version 1 leaves the region to the server (RFC 8797); Version 2 names it in
+        // `rdma_inv_handle`, which this server does not take up: its Sends invalidate nothing.
+        let remote_invalidation = xprt.remote_invalidation && revision == Revision::V1;
+        *ctxt = CallChunks::of(&lists, remote_invalidation)?;
         let give_up = || Self::give_up(xprt);
         // Pages of the call, and one for the reply.
         let fits = |pages: usize| pages < rqst.page_count();
