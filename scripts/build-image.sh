@@ -19,7 +19,7 @@ bins=(
   /usr/bin/ib_send_bw /usr/bin/ib_send_lat /usr/bin/ib_write_lat /usr/bin/ib_read_lat
   /usr/sbin/mount.nfs /usr/sbin/rpc.nfsd /usr/sbin/exportfs /usr/sbin/rpc.mountd
   /usr/sbin/rpcbind /usr/sbin/rpc.statd /usr/sbin/nfsstat /usr/bin/fio /usr/bin/iperf3
-  /usr/sbin/nvme /usr/bin/tcpdump /usr/sbin/modprobe /usr/sbin/depmod /usr/bin/kmod
+  /usr/sbin/nvme /usr/bin/tcpdump /usr/bin/ss /usr/bin/nstat /usr/sbin/modprobe /usr/sbin/depmod /usr/bin/kmod
 )
 libs=(/usr/lib/x86_64-linux-gnu/libibverbs/*.so)
 
