@@ -145,10 +145,13 @@ impl<C: WithBackchannel> Transport for Backchannel<C> {
     }
 }
 
+/// The backchannel transport of a connection of `C`, once nfsd made it.
+type Attached<C> = Mutex<Option<XprtRef<Backchannel<C>>>>;
+
 /// A connection's side of its backchannel: the transport replies go to, and counts.
 pub(crate) struct Callbacks<C: WithBackchannel> {
     /// The backchannel transport, once nfsd made it.
-    xprt: Pin<KBox<Mutex<Option<XprtRef<Backchannel<C>>>>>>,
+    xprt: Pin<KBox<Attached<C>>>,
     /// The connection is being closed: no callback goes out any more.
     closed: AtomicBool,
     /// Callbacks sent.
@@ -248,7 +251,7 @@ impl<C: WithBackchannel> Connection<C> {
         let len = svc.encode_callback_header(&mut header, rqst.xid(), BC_REQUESTS)?;
         let header = header.get(..len).ok_or(EINVAL)?;
         let call = rqst.snd_buf();
-        let total = len + call.len() as usize;
+        let total = len + call.layout().len() as usize;
         let limit = svc.send_limit();
         if total > limit {
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
