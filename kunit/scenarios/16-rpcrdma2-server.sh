@@ -45,6 +45,54 @@ chunk_counts() {
 count() { chunk_counts | sed -n "$1p"; }
 now() { cut -d' ' -f1 /proc/uptime; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# NFSv4.1 and later have a backchannel over rpcrdma2 (its class of ident 0x7232 ored with
+# XPRT_TRANSPORT_BC): nfsd's callback path is up, so its SEQUENCE replies do not ask the client
+# to bind its connection again. bcts: nfsd's BIND_CONN_TO_SESSION count (proc4ops: the count of
+# ops, then op 0 on; op 41 is awk field 43). bcts_check VERS LABEL BEFORE: a pass added fewer
+# than 10 (without a backchannel, one per operation: thousands for the listing).
+bcts() { awk '$1 == "proc4ops" { print $43 }' /proc/net/rpc/nfsd; }
+bcts_check() {
+  n=$(( $(bcts) - $3 ))
+  echo "NFSv$1 ($2): nfsd counted $n BIND_CONN_TO_SESSION"
+  [ "$n" -lt 10 ] || fail "NFSv$1 ($2): $n BIND_CONN_TO_SESSION: the callback path was down"
+}
+# recall VERS: the C client holds deleg.VERS open for reading (a read delegation, with nfsd's
+# callback state UP) and the server writes it locally: nfsd recalls the delegation over the
+# backchannel (CB_RECALL), the client returns it, and the write goes on in well under the lease
+# break time (45 s without a returned delegation).
+recall() {
+  vers=$1 minor=${1#4.} client=
+  echo 'created on the server' >/srv/export/deleg.$vers
+  timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
+    fail "mount vers=$vers for the recall"
+  exec 3</mnt/nfs/deleg.$vers || fail "open deleg.$vers over NFSv$vers"
+  read -r first <&3 || fail "read deleg.$vers over NFSv$vers"
+  [ "$first" = "created on the server" ] || fail "deleg.$vers reads back \"$first\""
+  for d in /proc/fs/nfsd/clients/*; do
+    grep -q "^minor version: $minor\$" $d/info 2>/dev/null || continue
+    grep -q "type: deleg.*deleg\.$vers" $d/states 2>/dev/null && client=$d
+  done
+  if [ -z "$client" ]; then
+    for d in /proc/fs/nfsd/clients/*; do cat $d/info $d/states; done
+    fail "nfsd handed no delegation of deleg.$vers to the NFSv$vers client"
+  fi
+  grep 'callback state' $client/info
+  grep -q '^callback state: UP$' $client/info || fail "NFSv$vers: the callback path is not UP"
+  t=$(now)
+  timeout 120 sh -c "echo 'changed on the server' >>/srv/export/deleg.$vers" ||
+    fail "writing deleg.$vers on the server"
+  t=$(since $t)
+  echo "NFSv$vers: the local write of deleg.$vers waited $t s for the recalled delegation"
+  awk -v t=$t 'BEGIN { exit !(t < 15) }' ||
+    fail "NFSv$vers: the write waited $t s: the delegation was not returned on recall"
+  exec 3<&-
+  timeout 30 grep -q "changed on the server" /mnt/nfs/deleg.$vers ||
+    fail "the server's change of deleg.$vers not seen over NFSv$vers"
+  for _ in $(seq 40); do timeout 60 umount /mnt/nfs 2>/dev/null && break; sleep 0.5; done
+  ! grep -q ' /mnt/nfs ' /proc/mounts || fail "umount after the recall over NFSv$vers"
+  rm -f /srv/export/deleg.$vers
+  echo "NFSv$vers: nfsd recalled a read delegation over the rpcrdma2 backchannel in $t s"
+}
 
 # pass VERS LABEL FILE...: writes the files and a long symlink, lists a large directory, reads
 # everything back and compares, checking the chunk counts of each mount.
@@ -100,8 +148,14 @@ pass() {
 }
 
 pass 3 default f300k f4m f64m
+b=$(bcts)
 pass 4.1 default f300k f4m f64m
+bcts_check 4.1 default $b
+b=$(bcts)
 pass 4.2 default f300k f4m
+bcts_check 4.2 default $b
+recall 4.1
+recall 4.2
 
 # The C client's inline thresholds at 1024 bytes: its sysctls need CONFIG_SUNRPC_DEBUG, but it
 # also takes the smaller of its own and the server's (RFC 8797 private data), and rpcrdma2
@@ -113,7 +167,11 @@ nfs_server_start
 echo 'rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd refuses the rdma2 listener again"
 wait_port 20050 || fail "nothing listens on 20050 again"
 pass 3 inline-1024 f300k f4m
+b=$(bcts)
 pass 4.1 inline-1024 f300k f4m
+bcts_check 4.1 inline-1024 $b
+! dmesg | grep -E 'rpcrdma2: (a callback|backchannel: .* [1-9][0-9]* replies dropped)' ||
+  fail "the rpcrdma2 backchannel reported callback errors"
 ! dmesg | grep -q 'rpcrdma2: .*ERR_CHUNK' || fail "the rpcrdma2 server answered a call with ERR_CHUNK"
 dmesg | grep 'rpcrdma2:' | tail -n 6
 

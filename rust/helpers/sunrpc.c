@@ -77,3 +77,8 @@ void rust_helper_svc_xprt_put_net(struct svc_xprt *xprt)
 {
 	put_net_track(xprt->xpt_net, &xprt->ns_tracker);
 }
+
+bool rust_helper_svc_xprt_test_flag(const struct svc_xprt *xprt, unsigned int nr)
+{
+	return test_bit(nr, &xprt->xpt_flags);
+}

@@ -424,6 +424,36 @@ fn every_truncation_of_a_v2_header_faults_without_panic() {
 }
 
 #[test]
+fn reverse_replies_of_both_revisions() {
+    let l = ChunkLimits::DEFAULT;
+    // Version 1: an RDMA_MSG without chunks whose RPC message is a REPLY to its XID.
+    let reply = words(&[8, 1, 16, 0, 0, 0, 0, 8, 1, 0]);
+    let h = decode(&reply, &l).unwrap();
+    assert_eq!(inline_reverse_reply(&h), Some(&reply[28..]));
+    // A call is no reply, nor is a reply to another XID, nor one with a chunk.
+    let call = words(&[8, 1, 16, 0, 0, 0, 0, 8, 0, 2]);
+    assert_eq!(inline_reverse_reply(&decode(&call, &l).unwrap()), None);
+    let other = words(&[8, 1, 16, 0, 0, 0, 0, 9, 1, 0]);
+    assert_eq!(inline_reverse_reply(&decode(&other, &l).unwrap()), None);
+    let chunked = words(&[8, 1, 16, 0, 0, 0, 1, 1, 7, 64, 0, 0, 0, 0, 8, 1, 0]);
+    if let Ok(h) = decode(&chunked, &l) {
+        assert_eq!(inline_reverse_reply(&h), None);
+    }
+    // A reply cut short after the XID is no reply.
+    let short = words(&[8, 1, 16, 0, 0, 0, 0, 8]);
+    assert_eq!(inline_reverse_reply(&decode(&short, &l).unwrap()), None);
+    // Version 2: RDMA2_F_RESPONSE set and a REPLY; a flag that disagrees is no reply.
+    let reply = words(&[8, 2, 16, 0, 1, 0, 0, 0, 0, 8, 1, 0]);
+    let h = decode(&reply, &l).unwrap();
+    assert_eq!(inline_reverse_reply(&h), Some(&reply[36..]));
+    let liar = words(&[8, 2, 16, 0, 0, 0, 0, 0, 0, 8, 1, 0]);
+    assert_eq!(inline_reverse_reply(&decode(&liar, &l).unwrap()), None);
+    // The callback the server sends, as the client reads it, is no reply.
+    let call = words(&[8, 2, 16, 0, 0, 0, 0, 0, 0, 8, 0, 2]);
+    assert_eq!(inline_reverse_reply(&decode(&call, &l).unwrap()), None);
+}
+
+#[test]
 fn reverse_calls_of_both_revisions() {
     let l = ChunkLimits::DEFAULT;
     // Version 1: told by the RPC header alone.

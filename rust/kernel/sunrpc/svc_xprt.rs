@@ -53,6 +53,7 @@ use crate::{
     types::Opaque,
 };
 use core::{
+    any::TypeId,
     marker::PhantomData,
     mem::MaybeUninit,
     net::SocketAddr,
@@ -174,7 +175,8 @@ impl Serv<'_> {
 ///
 /// Allocated by [`SvcXprt::create`] as a `KBox<Self>`, with `xprt` at offset 0 initialised by
 /// `svc_xprt_init` for `T::Class`'s class and `T`'s ops table, and freed only by `xpo_free`
-/// (the last `svc_xprt_put`); `handle` reaches this transport until `xpo_free` revokes it.
+/// (the last `svc_xprt_put`); `handle` reaches this transport until `xpo_free` revokes it. `T`
+/// is the class's `Listener`, with `XPT_LISTENER` set, or its `Connection`, without.
 #[repr(C)]
 pub struct SvcXprt<T: SvcTransport> {
     xprt: Opaque<bindings::svc_xprt>,
@@ -203,7 +205,9 @@ impl<T: SvcTransport> SvcXprt<T> {
     /// what initialises `T` in place; the transport's addresses are `local` and, for a
     /// connection, `remote`.
     ///
-    /// `EINVAL` if the class was never registered.
+    /// `EINVAL` if the class was never registered, or if `T` is not the class's
+    /// [`ServerClass::Listener`] (for a listener) or [`ServerClass::Connection`] (for a
+    /// connection).
     pub fn create<I: PinInit<T, Error>>(
         serv: Serv<'_>,
         net: &Namespace,
@@ -214,6 +218,13 @@ impl<T: SvcTransport> SvcXprt<T> {
     ) -> Result<SvcXprtPtr> {
         let slot = <T::Class as ServerClass>::SLOT;
         if !slot.is_written() {
+            return Err(EINVAL);
+        }
+        let expected = match kind {
+            Kind::Listener => TypeId::of::<<T::Class as ServerClass>::Listener>(),
+            Kind::Connection => TypeId::of::<<T::Class as ServerClass>::Connection>(),
+        };
+        if TypeId::of::<T>() != expected {
             return Err(EINVAL);
         }
         let boxed = KBox::<Self>::new_uninit(GFP_KERNEL)?;

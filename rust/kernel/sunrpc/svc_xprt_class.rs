@@ -53,6 +53,10 @@ pub trait ServerClass: Send + Sync + 'static {
     const SLOT: &'static ServerClassSlot;
     /// The transports `create` makes: listeners.
     type Listener: SvcTransport<Class = Self>;
+    /// The transports its listeners' `accept` makes: connections. Every transport of the class
+    /// is one of these two ([`SvcXprt::create`] makes no other), which lets a backchannel
+    /// class tell a connection of its own from the transport nfsd hands it.
+    type Connection: SvcTransport<Class = Self>;
 
     /// Creates a listener for a service (`xpo_create`). The error is the service's.
     fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr>;

@@ -46,6 +46,7 @@ mod addresses;
 mod backchannel;
 mod handle;
 mod request;
+mod server_backchannel;
 #[cfg(CONFIG_KUNIT)]
 mod tests;
 
@@ -280,10 +281,11 @@ impl<T: Transport> Xprt<T> {
             return Err(EBADF);
         }
         let family = address_family(a.dstaddr, a.addrlen)?;
+        // A backchannel class has no netid: its transports show their protocol.
         let netid = match (family, <T::Class as TransportClass>::NETIDS) {
             (Family::V6, [_, v6, ..]) => *v6,
             (_, [first, ..]) => *first,
-            (_, []) => return Err(EINVAL),
+            (_, []) => config.proto_name,
         };
         // SAFETY: The class is written (checked above) and never changes again.
         let module = unsafe { (*class).owner };

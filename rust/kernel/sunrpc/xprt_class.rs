@@ -35,6 +35,10 @@ use core::{
 /// The ident of RPC-over-RDMA (`XPRT_TRANSPORT_RDMA`), which `mount -o proto=rdma` asks for.
 pub const XPRT_TRANSPORT_RDMA: i32 = bindings::xprt_transports_XPRT_TRANSPORT_RDMA;
 
+/// The bit of a backchannel class's ident (`XPRT_TRANSPORT_BC`): nfsd asks for the ident of
+/// a connection's server class with it set when it makes the connection's callback client.
+pub const XPRT_TRANSPORT_BC: i32 = bindings::XPRT_TRANSPORT_BC as i32;
+
 /// The most netids a class has (the C classes have at most two).
 pub const MAX_NETIDS: usize = 4;
 
@@ -46,7 +50,9 @@ pub trait TransportClass: Send + Sync + 'static {
     const IDENT: i32;
     /// Its netids: what `proto=` and `rpcbind` name it by (at most [`MAX_NETIDS`]). A
     /// transport created by [`Xprt::create`](super::xprt::Xprt::create) shows the first as
-    /// its netid for an IPv4 server and the second, if there is one, for an IPv6 server.
+    /// its netid for an IPv4 server and the second, if there is one, for an IPv6 server. A
+    /// backchannel class (an ident with [`XPRT_TRANSPORT_BC`]) is found by its ident alone
+    /// and may have none; its transports then show their protocol name.
     const NETIDS: &'static [&'static CStr];
     /// Its slot: a `static` of its own, where the class lives for as long as the kernel does.
     const SLOT: &'static ClassSlot;
@@ -182,7 +188,8 @@ impl ClassSlot {
 
     /// Writes the class of `T` (the first time) and links it into the RPC client's list.
     fn register<T: TransportClass>(&self, module: &'static ThisModule) -> Result {
-        if T::NETIDS.is_empty() || T::NETIDS.len() > MAX_NETIDS {
+        let backchannel = T::IDENT & XPRT_TRANSPORT_BC != 0;
+        if (T::NETIDS.is_empty() && !backchannel) || T::NETIDS.len() > MAX_NETIDS {
             return Err(EINVAL);
         }
         if self.registered.swap(true, Ordering::Acquire) {
@@ -256,8 +263,8 @@ pub struct Registration<T: TransportClass> {
 
 impl<T: TransportClass> Registration<T> {
     /// Registers `T` with the RPC client, for `module`; `EEXIST` if a class already holds its
-    /// ident or `T::SLOT` is registered, `EINVAL` if it has no netid or too many, or if its
-    /// slot held another class before.
+    /// ident or `T::SLOT` is registered, `EINVAL` if it has no netid (and is no backchannel
+    /// class) or too many, or if its slot held another class before.
     pub fn new(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         let init = move |slot: *mut Self| -> Result {
             T::SLOT.register::<T>(module)?;
@@ -314,7 +321,10 @@ pub fn ident_of(netid: &CStr) -> Result<i32> {
 
 #[cfg(CONFIG_KUNIT)]
 mod tests {
-    use super::{ident_of, ClassSlot, CreateArgs, Registration, TransportClass, TransportPtr};
+    use super::{
+        ident_of, ClassSlot, CreateArgs, Registration, TransportClass, TransportPtr,
+        XPRT_TRANSPORT_BC,
+    };
     use crate::{c_str, kunit::suite::Test, kunit_expect, kunit_expect_eq, prelude::*, str::CStr};
 
     /// An ident no transport of the kernel has.
@@ -371,6 +381,22 @@ mod tests {
         }
     }
 
+    /// A backchannel class without a netid.
+    struct Backchannel;
+
+    static BACKCHANNEL: ClassSlot = ClassSlot::new();
+
+    impl TransportClass for Backchannel {
+        const NAME: &'static CStr = c_str!("rust kunit backchannel");
+        const IDENT: i32 = TEST_IDENT | XPRT_TRANSPORT_BC;
+        const NETIDS: &'static [&'static CStr] = &[];
+        const SLOT: &'static ClassSlot = &BACKCHANNEL;
+
+        fn setup(_args: &CreateArgs<'_>) -> Result<TransportPtr> {
+            Err(EPROTONOSUPPORT)
+        }
+    }
+
     fn a_class_is_found_by_each_netid(test: &mut Test) -> Result {
         let reg = KBox::pin_init(Registration::<Refusing>::new(&VMLINUX), GFP_KERNEL)?;
         kunit_expect_eq!(test, ident_of(c_str!("rust-kunit")), Ok(TEST_IDENT));
@@ -396,12 +422,19 @@ mod tests {
         Ok(())
     }
 
+    fn a_backchannel_class_needs_no_netid(test: &mut Test) -> Result {
+        let reg = KBox::pin_init(Registration::<Backchannel>::new(&VMLINUX), GFP_KERNEL);
+        kunit_expect!(test, reg.is_ok());
+        Ok(())
+    }
+
     crate::kunit_suite!(
         rust_sunrpc_xprt_class,
         [
             a_class_is_found_by_each_netid,
             an_ident_is_held_once,
-            a_class_needs_a_netid
+            a_class_needs_a_netid,
+            a_backchannel_class_needs_no_netid
         ]
     );
 }

@@ -5,7 +5,9 @@
 //! Loading the module registers the client transport class "rdma": ident
 //! `XPRT_TRANSPORT_RDMA` (256), netids "rdma" and "rdma6", which `mount -o proto=rdma`
 //! asks for, and the server transport class "rdma" (ident 256), which `echo "rdma 20049" >
-//! /proc/fs/nfsd/portlist` asks for. The C `rpcrdma` module registers the same ident and
+//! /proc/fs/nfsd/portlist` asks for, with the client class of its connections' NFSv4.1
+//! backchannel (ident 256 ored with `XPRT_TRANSPORT_BC`, which nfsd's callback clients ask
+//! for). The C `rpcrdma` module registers the same idents and
 //! name: only one of the two can be loaded, and loading this one while the C one is fails
 //! (`EBUSY`: modprobe takes `EEXIST` for "already loaded") with a message that says so.
 //!
@@ -14,8 +16,8 @@
 //! the version of its first message, 1 or 2.
 //!
 //! With `coexist=1` the module serves only, beside the C module: it registers the server
-//! class "rdma2" with an ident of its own (`echo "rdma2 20050" > /proc/fs/nfsd/portlist`) and
-//! no client class.
+//! class "rdma2" with an ident of its own (`echo "rdma2 20050" > /proc/fs/nfsd/portlist`), its
+//! backchannel class, and no client class for mounts.
 //!
 //! The wire formats and protocol rules are the pure protocol core in [`proto`], shared with the
 //! host crate where they are tested and fuzzed; [`client`] and [`server`] are the transports
@@ -27,7 +29,10 @@ use kernel::{
     module_param::StrParam,
     prelude::*,
     rdma::consumer::device_removal,
-    sunrpc::{svc_xprt_class, xprt_class::Registration},
+    sunrpc::{
+        svc_xprt_class,
+        xprt_class::{Registration, TransportClass},
+    },
 };
 
 pub mod proto;
@@ -95,31 +100,49 @@ module! {
     license: "GPL",
 }
 
+/// A server class and its backchannel class. The backchannel class is registered first and
+/// unregistered last (the fields drop in order): it is there whenever a connection of the
+/// server class may ask for it.
+struct Server<T: server::WithBackchannel> {
+    _class: Pin<KBox<svc_xprt_class::Registration<T>>>,
+    _backchannel: Pin<KBox<Registration<server::BackchannelClass<T>>>>,
+}
+
 /// The server class the module registers.
 enum ServerRegistration {
     /// "rdma", ident 256.
-    Rdma {
-        _class: Pin<KBox<svc_xprt_class::Registration<server::RdmaClass>>>,
-    },
+    Rdma { _server: Server<server::RdmaClass> },
     /// "rdma2", beside the C module (`coexist=1`).
-    Rdma2 {
-        _class: Pin<KBox<svc_xprt_class::Registration<server::Rdma2Class>>>,
-    },
+    Rdma2 { _server: Server<server::Rdma2Class> },
 }
 
-/// Registers the server class `T` for `module`; a name that is taken is reported as busy.
-fn register_server<T: svc_xprt_class::ServerClass>(
-    module: &'static ThisModule,
-) -> Result<Pin<KBox<svc_xprt_class::Registration<T>>>> {
-    KBox::pin_init(svc_xprt_class::Registration::<T>::new(module), GFP_KERNEL).map_err(|e| {
+/// Registers the server class `T` and its backchannel class for `module`; a name or ident
+/// that is taken is reported as busy.
+fn register_server<T: server::WithBackchannel>(module: &'static ThisModule) -> Result<Server<T>> {
+    let backchannel = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
         if e != EEXIST {
             return e;
         }
         pr_err!(
-            "server transport class \"{}\" is already registered\n",
-            T::NAME.to_str().unwrap_or("?")
+            "the backchannel transport ident {:#x} is already registered\n",
+            <server::BackchannelClass<T> as TransportClass>::IDENT
         );
         EBUSY
+    })?;
+    let class = KBox::pin_init(svc_xprt_class::Registration::<T>::new(module), GFP_KERNEL)
+        .map_err(|e| {
+            if e != EEXIST {
+                return e;
+            }
+            pr_err!(
+                "server transport class \"{}\" is already registered\n",
+                T::NAME.to_str().unwrap_or("?")
+            );
+            EBUSY
+        })?;
+    Ok(Server {
+        _class: class,
+        _backchannel: backchannel,
     })
 }
 
@@ -142,12 +165,12 @@ impl kernel::Module for Rpcrdma2 {
             let server = register_server::<server::Rdma2Class>(module)?;
             pr_info!(
                 "server transport \"rdma2\" registered (ident {:#x}, RPC-over-RDMA Versions 1 and \
-                 2); \
+                 2, with its backchannel); \
                  coexist=1: serving only, the client transport is not registered\n",
                 server::RDMA2_IDENT
             );
             return Ok(Rpcrdma2 {
-                _server: ServerRegistration::Rdma2 { _class: server },
+                _server: ServerRegistration::Rdma2 { _server: server },
                 _client: None,
                 _devices: devices,
             });
@@ -176,10 +199,11 @@ impl kernel::Module for Rpcrdma2 {
         );
         let server = register_server::<server::RdmaClass>(module)?;
         pr_info!(
-            "server transport \"rdma\" registered (ident 256, RPC-over-RDMA Versions 1 and 2)\n"
+            "server transport \"rdma\" registered (ident 256, RPC-over-RDMA Versions 1 and 2, with \
+             its backchannel)\n"
         );
         Ok(Rpcrdma2 {
-            _server: ServerRegistration::Rdma { _class: server },
+            _server: ServerRegistration::Rdma { _server: server },
             _client: Some(client),
             _devices: devices,
         })

@@ -7,8 +7,9 @@
 //! with the module parameter `coexist=1`, "rdma2" with an ident of its own ([`RDMA2_IDENT`]),
 //! so that it serves beside the C `rpcrdma` module in one kernel (`echo "rdma2 20050" >
 //! /proc/fs/nfsd/portlist`). nfsd derives the ident of an NFSv4.1 callback client from the
-//! class's, and no client transport has `RDMA2_IDENT | XPRT_TRANSPORT_BC`: over "rdma2" the
-//! backchannel is down, which NFSv4.1 clients are told in every SEQUENCE reply.
+//! class's (ored with `XPRT_TRANSPORT_BC`), so each server class comes with a client class of
+//! that ident for its connections' backchannel ([`backchannel`]): nfsd's callbacks go to the
+//! client on its own connection, and its replies come back on it.
 //!
 //! The RPC server drives the transports through the sunrpc abstraction
 //! (`kernel::sunrpc::svc_xprt`):
@@ -26,7 +27,8 @@
 //!   reply after a Version 1 header with a credit grant, its bulk data RDMA Written into the
 //!   call's Write chunk, the rest inline or, when that does not fit, RDMA Written into the
 //!   call's Reply chunk. A thread sleeps until the RDMA operations it posted completed
-//!   ([`rdma`]).
+//!   ([`rdma`]). A received reply to one of nfsd's callbacks is no call: `recvfrom` hands it
+//!   to the connection's backchannel transport.
 //!
 //! What this transport serves: Version 1 calls sent inline, or with one Read chunk (a data
 //! item, or the whole call at Position Zero) of up to 1 MiB and a page, with a Write list and
@@ -44,10 +46,11 @@ use kernel::{
     str::CStr,
     sunrpc::{
         svc_xprt_class::{ListenArgs, ServerClass, ServerClassSlot, SvcXprtPtr},
-        xprt_class::XPRT_TRANSPORT_RDMA,
+        xprt_class::{ClassSlot, XPRT_TRANSPORT_RDMA},
     },
 };
 
+mod backchannel;
 mod buffers;
 mod chunks;
 mod connection;
@@ -55,6 +58,7 @@ mod listener;
 mod rdma;
 mod receiver;
 
+pub(crate) use backchannel::BackchannelClass;
 use connection::Connection;
 use listener::Listener;
 use receiver::Receiver;
@@ -65,6 +69,15 @@ pub(crate) const RDMA2_IDENT: i32 = 0x7232;
 
 /// The largest RPC payload, as the C transport's (`RPCSVC_MAXPAYLOAD_RDMA`): 1 MiB.
 const MAX_PAYLOAD: u32 = 1 << 20;
+
+/// A server class and the client class of its connections' backchannel
+/// ([`BackchannelClass`]).
+pub(crate) trait WithBackchannel: ServerClass {
+    /// The backchannel class's name.
+    const BC_NAME: &'static CStr;
+    /// The backchannel class's slot.
+    const BC_SLOT: &'static ClassSlot;
+}
 
 /// The server class "rdma", ident 256: the C `rpcrdma` module's name and ident.
 pub(crate) struct RdmaClass;
@@ -77,10 +90,18 @@ impl ServerClass for RdmaClass {
     const MAX_PAYLOAD: u32 = MAX_PAYLOAD;
     const SLOT: &'static ServerClassSlot = &RDMA_CLASS;
     type Listener = Listener<Self>;
+    type Connection = Connection<Self>;
 
     fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr> {
         Listener::<Self>::create(args)
     }
+}
+
+static RDMA_BC_CLASS: ClassSlot = ClassSlot::new();
+
+impl WithBackchannel for RdmaClass {
+    const BC_NAME: &'static CStr = c_str!("rdma backchannel");
+    const BC_SLOT: &'static ClassSlot = &RDMA_BC_CLASS;
 }
 
 /// The server class "rdma2", ident [`RDMA2_IDENT`]: beside the C `rpcrdma` module.
@@ -94,8 +115,16 @@ impl ServerClass for Rdma2Class {
     const MAX_PAYLOAD: u32 = MAX_PAYLOAD;
     const SLOT: &'static ServerClassSlot = &RDMA2_CLASS;
     type Listener = Listener<Self>;
+    type Connection = Connection<Self>;
 
     fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr> {
         Listener::<Self>::create(args)
     }
+}
+
+static RDMA2_BC_CLASS: ClassSlot = ClassSlot::new();
+
+impl WithBackchannel for Rdma2Class {
+    const BC_NAME: &'static CStr = c_str!("rdma2 backchannel");
+    const BC_SLOT: &'static ClassSlot = &RDMA2_BC_CLASS;
 }

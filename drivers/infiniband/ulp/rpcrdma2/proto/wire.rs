@@ -415,6 +415,20 @@ pub fn decode_at_client<'a>(
 /// `rdma_xid` and whose `msg_type` is CALL, with `RDMA2_F_RESPONSE` clear in Version 2.
 /// `None` for anything else, which goes the forward way.
 pub fn inline_reverse_call<'a>(header: &Header<'a>) -> Option<&'a [u8]> {
+    inline_reverse(header, Endpoint::Client, Flow::ReverseCall)
+}
+
+/// The RPC Reply of a message a server received, if the message is the reply to one of its
+/// reverse-direction Calls in the form [`inline_reverse_call`] takes: a `Msg` without chunks
+/// nor continuation whose RPC XID is `rdma_xid` and whose `msg_type` is REPLY, with
+/// `RDMA2_F_RESPONSE` set in Version 2. `None` for anything else, which goes the forward way
+/// (where a Reply is no call).
+pub fn inline_reverse_reply<'a>(header: &Header<'a>) -> Option<&'a [u8]> {
+    inline_reverse(header, Endpoint::Server, Flow::ReverseReply)
+}
+
+/// The RPC message of `header` if `local` receives it as a `want` sent whole inline.
+fn inline_reverse<'a>(header: &Header<'a>, local: Endpoint, want: Flow) -> Option<&'a [u8]> {
     let Body::Msg {
         chunks,
         payload,
@@ -427,10 +441,10 @@ pub fn inline_reverse_call<'a>(header: &Header<'a>) -> Option<&'a [u8]> {
         return None;
     }
     let flow = match header.response {
-        None => classify_v1(Endpoint::Client, header.xid, payload),
-        Some(response) => classify_v2(Endpoint::Client, header.xid, response, Some(payload)),
+        None => classify_v1(local, header.xid, payload),
+        Some(response) => classify_v2(local, header.xid, response, Some(payload)),
     };
-    matches!(flow, Ok(Flow::ReverseCall)).then_some(payload)
+    (flow == Ok(want)).then_some(payload)
 }
 
 /// The version a server accepts for a message with `rdma_vers` `vers` and XID `xid` on a

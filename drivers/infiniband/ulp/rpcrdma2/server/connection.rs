@@ -15,11 +15,12 @@
 //! (draft section 4.2.3.3); a message of another version earns `ERR_VERS` ([`wire::admit`]).
 
 use super::{
+    backchannel::Callbacks,
     buffers::{Buffers, Received, CREDITS, RECVS, SENDS},
     chunks::{self, CallChunks, ReadPlan, Unserved},
     listener::Listener,
     rdma::{Rdma, OPS, OP_WRS},
-    Receiver,
+    Receiver, WithBackchannel,
 };
 use crate::{
     client::INLINE_SIZE,
@@ -52,7 +53,7 @@ use kernel::{
     },
     sunrpc::{
         svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
-        svc_xprt_class::{ServerClass, SvcXprtPtr},
+        svc_xprt_class::SvcXprtPtr,
     },
     sync::Arc,
 };
@@ -62,15 +63,16 @@ static CHUNKS_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Whether a reply that could not be sent was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Room for the header of an error reply: the fixed words and an error body.
-const HEADER_ROOM: usize = 64;
+/// Room for the header of an error reply (the fixed words and an error body), or of a message
+/// without chunks.
+pub(super) const HEADER_ROOM: usize = 64;
 /// The versions the server speaks.
 const VERSIONS: VersionRange = VersionRange::V1_AND_V2;
 /// Pages one region maps at most (the C siw's and rsiw's fast-registration limit).
 const REGION_PAGES: u32 = 256;
 
 /// One client's connection, of class `C`.
-pub(crate) struct Connection<C: ServerClass> {
+pub(crate) struct Connection<C: WithBackchannel> {
     /// Dropped first: drains and destroys the queue pair, then the id.
     id: CmId,
     buffers: Arc<Buffers>,
@@ -87,6 +89,8 @@ pub(crate) struct Connection<C: ServerClass> {
     version: AtomicU32,
     /// The client's address, for messages.
     remote: Option<SocketAddr>,
+    /// The backchannel: nfsd's callbacks to the client.
+    callbacks: Callbacks<C>,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
     _device_use: DeviceUse,
@@ -94,7 +98,7 @@ pub(crate) struct Connection<C: ServerClass> {
 
 /// Accepts the connection request `id` with the client's parameters `param`, for `listener`:
 /// a queue pair with every receive posted, then the acceptance with our RFC 8797 private data.
-pub(crate) fn accept<C: ServerClass>(
+pub(crate) fn accept<C: WithBackchannel>(
     listener: &SvcXprt<Listener<C>>,
     mut id: CmId,
     param: &ReceivedParam,
@@ -164,6 +168,7 @@ pub(crate) fn accept<C: ServerClass>(
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
                 version: AtomicU32::new(0),
                 remote,
+                callbacks: Callbacks::new()?,
                 _class: PhantomData,
                 _device_use: device_use,
             })
@@ -183,7 +188,7 @@ pub(crate) fn accept<C: ServerClass>(
 }
 
 /// A client's address for messages, if it is known.
-struct Peer(Option<SocketAddr>);
+pub(super) struct Peer(pub(super) Option<SocketAddr>);
 
 impl fmt::Display for Peer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -194,7 +199,7 @@ impl fmt::Display for Peer {
     }
 }
 
-impl<C: ServerClass> Connection<C> {
+impl<C: WithBackchannel> Connection<C> {
     /// Posts receive buffer `index` again; the connection goes if that fails.
     fn repost(xprt: &SvcXprt<Self>, index: usize) {
         let posted = xprt.id.qp().and_then(|qp| {
@@ -221,6 +226,53 @@ impl<C: ServerClass> Connection<C> {
         Ok(message)
     }
 
+    /// The connection's backchannel.
+    pub(super) fn callbacks(&self) -> &Callbacks<C> {
+        &self.callbacks
+    }
+
+    /// The largest message we send inline.
+    pub(super) fn send_limit(&self) -> usize {
+        self.send_limit
+    }
+
+    /// The largest callback: what we send inline, less the largest header of a message
+    /// without chunks.
+    pub(super) fn callback_limit(&self) -> usize {
+        let header = [Revision::V1, Revision::V2Draft01]
+            .iter()
+            .filter_map(|r| wire::header_len(*r, &ChunkListsRef::EMPTY))
+            .max()
+            .unwrap_or(HEADER_ROOM);
+        self.send_limit.saturating_sub(header)
+    }
+
+    /// The client's address, if it is known.
+    pub(super) fn remote(&self) -> Option<SocketAddr> {
+        self.remote
+    }
+
+    /// Encodes into `buf` the header of the callback `xid` in the connection's revision: an
+    /// `RDMA_MSG` without chunks asking for `credits`; returns its length.
+    pub(super) fn encode_callback_header(
+        &self,
+        buf: &mut [u8],
+        xid: u32,
+        credits: u32,
+    ) -> Result<usize> {
+        let credits = u16::try_from(credits).unwrap_or(u16::MAX);
+        let outgoing = Outgoing {
+            xid,
+            credits: Credits {
+                granted: credits,
+                max: credits,
+            },
+            direction: Direction::Call,
+            body: BodyRef::Msg(ChunkListsRef::EMPTY),
+        };
+        wire::encode(self.revision(), buf, &outgoing).map_err(|_| EINVAL)
+    }
+
     /// Breaks the connection: its outstanding work requests are flushed.
     fn give_up(xprt: &SvcXprt<Self>) {
         xprt.deferred_close();
@@ -238,8 +290,19 @@ impl<C: ServerClass> Connection<C> {
     ) -> Result<usize> {
         let decoded = xprt.admit(message).and_then(|revision| {
             let header = wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)?;
+            // A reply to one of our callbacks is no call: it goes to the backchannel.
+            if wire::inline_reverse_reply(&header).is_some() {
+                return Ok(header);
+            }
             wire::check_call(&header).map(|()| header)
         });
+        if let Ok(header) = &decoded {
+            if let Some(reply) = wire::inline_reverse_reply(header) {
+                let credits = u32::from(header.credits.granted);
+                xprt.callbacks.reply(header.xid, credits, reply);
+                return Ok(0);
+            }
+        }
         let header = match decoded {
             Ok(header) => header,
             Err(fault) => {
@@ -409,7 +472,7 @@ impl<C: ServerClass> Connection<C> {
     /// Sends `header` and then what `body` writes into the send buffer after it (given the
     /// buffer and the offset; it returns the bytes written), as one Send, which invalidates
     /// the client's region `invalidate` if there is one.
-    fn send(
+    pub(super) fn send(
         &self,
         header: &[u8],
         invalidate: Option<u32>,
@@ -481,7 +544,7 @@ fn encode_header(
 }
 
 #[vtable]
-impl<C: ServerClass> SvcTransport for Connection<C> {
+impl<C: WithBackchannel> SvcTransport for Connection<C> {
     type Class = C;
     type Context = CallChunks;
 
@@ -611,6 +674,7 @@ impl<C: ServerClass> SvcTransport for Connection<C> {
     }
 
     fn detach(xprt: &SvcXprt<Self>) {
+        xprt.callbacks.close();
         let _ = xprt.id.disconnect();
     }
 }

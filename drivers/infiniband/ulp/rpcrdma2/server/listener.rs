@@ -7,14 +7,14 @@
 //! [`ListenWatcher`] then marks the listener as having connections pending, and a server thread
 //! calls `accept`, which makes a [`Connection`](super::Connection) of the request.
 
-use super::connection;
+use super::{connection, WithBackchannel};
 use core::marker::PhantomData;
 use kernel::{
     prelude::*,
     rdma::consumer::cm::{CmEvent, CmEventWatcher, CmId},
     sunrpc::{
         svc_xprt::{Kind, Signal, SvcHandle, SvcTransport, SvcXprt},
-        svc_xprt_class::{ListenArgs, ServerClass, SvcXprtPtr},
+        svc_xprt_class::{ListenArgs, SvcXprtPtr},
     },
     sync::Arc,
 };
@@ -23,12 +23,12 @@ use kernel::{
 const BACKLOG: i32 = 32;
 
 /// A listener of class `C`.
-pub(crate) struct Listener<C: ServerClass> {
+pub(crate) struct Listener<C: WithBackchannel> {
     id: CmId,
     _class: PhantomData<C>,
 }
 
-impl<C: ServerClass> Listener<C> {
+impl<C: WithBackchannel> Listener<C> {
     /// Listens where the service asks (`xpo_create`): an IPv6 listener takes IPv6 only, so that
     /// the service's IPv4 listener on the same port exists beside it.
     pub(crate) fn create(args: &ListenArgs<'_>) -> Result<SvcXprtPtr> {
@@ -64,7 +64,7 @@ impl<C: ServerClass> Listener<C> {
 }
 
 #[vtable]
-impl<C: ServerClass> SvcTransport for Listener<C> {
+impl<C: WithBackchannel> SvcTransport for Listener<C> {
     type Class = C;
     type Context = ();
 
@@ -94,11 +94,11 @@ impl<C: ServerClass> SvcTransport for Listener<C> {
 }
 
 /// Marks the listener as having connections pending when a request arrives.
-struct ListenWatcher<C: ServerClass> {
+struct ListenWatcher<C: WithBackchannel> {
     handle: Arc<SvcHandle<Listener<C>>>,
 }
 
-impl<C: ServerClass> CmEventWatcher for ListenWatcher<C> {
+impl<C: WithBackchannel> CmEventWatcher for ListenWatcher<C> {
     fn event(&self, _event: &CmEvent) {}
 
     fn connect_request(&self) {

@@ -14,7 +14,7 @@
 use super::{
     buffers::{Buffers, Received},
     rdma::{Ops, OP_TAG},
-    Connection,
+    Connection, WithBackchannel,
 };
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
@@ -24,15 +24,12 @@ use kernel::{
         device_removal::RemovalHandler,
         kernel_qp::{CompletionHandler, WorkCompletion},
     },
-    sunrpc::{
-        svc_xprt::{Signal, SvcHandle},
-        svc_xprt_class::ServerClass,
-    },
+    sunrpc::svc_xprt::{Signal, SvcHandle},
     sync::Arc,
 };
 
 /// Takes the completions and connection events of one connection of class `C`.
-pub(crate) struct Receiver<C: ServerClass> {
+pub(crate) struct Receiver<C: WithBackchannel> {
     pub(crate) handle: Arc<SvcHandle<Connection<C>>>,
     pub(crate) buffers: Arc<Buffers>,
     /// Whether why the connection goes was logged.
@@ -40,7 +37,7 @@ pub(crate) struct Receiver<C: ServerClass> {
     pub(crate) ops: Arc<Ops>,
 }
 
-impl<C: ServerClass> Receiver<C> {
+impl<C: WithBackchannel> Receiver<C> {
     /// The connection failed or is going: a server thread closes it.
     fn lost(&self) {
         self.handle.signal(Signal::Close);
@@ -54,7 +51,7 @@ impl<C: ServerClass> Receiver<C> {
     }
 }
 
-impl<C: ServerClass> CompletionHandler for Receiver<C> {
+impl<C: WithBackchannel> CompletionHandler for Receiver<C> {
     fn completed(&self, wc: &WorkCompletion) {
         let ok = wc.status.is_success();
         let op = !wc.is_recv && wc.tag & OP_TAG != 0;
@@ -100,7 +97,7 @@ impl<C: ServerClass> CompletionHandler for Receiver<C> {
     }
 }
 
-impl<C: ServerClass> CmEventWatcher for Receiver<C> {
+impl<C: WithBackchannel> CmEventWatcher for Receiver<C> {
     fn event(&self, event: &CmEvent) {
         if matches!(event, CmEvent::Disconnected | CmEvent::DeviceRemoval) {
             self.report(format_args!("{}", event.name()));
@@ -109,7 +106,7 @@ impl<C: ServerClass> CmEventWatcher for Receiver<C> {
     }
 }
 
-impl<C: ServerClass> RemovalHandler for Receiver<C> {
+impl<C: WithBackchannel> RemovalHandler for Receiver<C> {
     fn device_removed(&self) {
         self.report(format_args!("the device is being removed"));
         self.lost();
