@@ -1,12 +1,14 @@
-# timeout: 600
+# timeout: 1200
 # NFS over RDMA between two hosts with nothing of a new transport: the kernel's C rpcrdma and
 # svcrdma over real RDMA providers on the link.
 #   a: NFS client (C rpcrdma)    b: NFS server (C nfsd, rdma 20049)
-# Rounds of providers (a b): rsiw on both sides, the C siw on both, then a on rsiw and b on the
-# C siw and the other way round (wire interop across hosts, each provider as the side that
-# issues the RDMA Reads and Writes: the server). Each round mounts NFSv4.1 and NFSv3 with proto=rdma,
-# writes a 4 MiB random file, remounts, reads it back and compares; then both sides delete
-# their device and must have no RDMA resource left.
+# Rounds of providers (a b): rsiw on both sides, then a on rsiw and b on the C siw and the other
+# way round (wire interop across hosts, each provider as the side that issues the RDMA Reads and
+# Writes: the server). The C siw on both sides would test nothing of ours (scenario 02 runs the
+# C stack in one guest). Each round mounts NFSv4.1 and NFSv3 with proto=rdma, writes a 4 MiB
+# random file, remounts, reads it back and compares, and says how long that took; then both
+# sides delete their device and must have no RDMA resource left. The link between the guests
+# carries about 300 KB/s of TCP under TCG: the scenario took 852 s in one run.
 . /tests/lib.sh
 . /pair/lib.sh
 modprobe rsiw || fail "modprobe rsiw"
@@ -16,7 +18,7 @@ case $ROLE in
 esac
 
 round=0
-for providers in "rsiw rsiw" "siw siw" "rsiw siw" "siw rsiw"; do
+for providers in "rsiw rsiw" "rsiw siw" "siw rsiw"; do
   round=$((round + 1))
   set -- $providers
   case $ROLE in a) dev=${1}0 ;; b) dev=${2}0 ;; esac
@@ -25,6 +27,7 @@ for providers in "rsiw rsiw" "siw siw" "rsiw siw" "siw rsiw"; do
     a)
       pair_sync serving-$round
       for vers in 4.1 3; do
+        t0=$(date +%s)
         mkdir -p /mnt/nfs
         timeout 60 mount -t nfs -o vers=$vers,proto=rdma,port=20049 $PEER_ADDR:/srv/export /mnt/nfs ||
           fail "mount vers=$vers proto=rdma over $dev ($providers) failed"
@@ -37,7 +40,7 @@ for providers in "rsiw rsiw" "siw siw" "rsiw siw" "siw rsiw"; do
           fail "4 MiB read back over NFSv$vers/RDMA ($providers) differs"
         rm /mnt/nfs/big.$vers
         timeout 60 umount /mnt/nfs || fail "umount"
-        echo "round $round, a on ${1}, b on ${2}: NFSv$vers over C rpcrdma, 4 MiB written, read back and compared"
+        echo "round $round, a on ${1}, b on ${2}: NFSv$vers over C rpcrdma, 4 MiB written, read back and compared ($(( $(date +%s) - t0 )) s)"
       done
       pair_sync unmounted-$round
       ;;
