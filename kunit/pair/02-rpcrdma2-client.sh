@@ -6,8 +6,8 @@
 # or a largest reply of more than 768 bytes goes in a chunk: more calls have chunks than with
 # the default 4096). Each round mounts NFSv3, NFSv4.0, NFSv4.1 and NFSv4.2 with proto=rdma,
 # writes a 300 KiB and a 4 MiB random file (and, over rsiw with the default threshold, a 64 MiB
-# one over NFSv3, NFSv4.1 and NFSv4.2), a directory of 20 entries and a symlink with a 3,000-byte
-# target, remounts, reads everything back and compares, and lists a directory of
+# one over NFSv3: minutes each way on the link's 300 KB/s), a directory of 20 entries and a
+# symlink with a 3,000-byte target, remounts, reads everything back and compares, and lists a directory of
 # 3,000 entries the server made (one create per entry over NFS would take minutes under
 # emulation); checks the transport's mountstats line and that the chunks were used (Read
 # chunks for the writes and the symlink, Write chunks for the reads, Reply chunks for the
@@ -172,7 +172,7 @@ for providers in "rsiw rsiw 4096" "siw siw 4096" "rsiw rsiw 1024"; do
         # Not over the C siw: with the C siw on both sides, 64 MiB of WRITEs with Read chunks
         # lose replies to the C server (the C client too: 188 transmissions for 128 WRITEs,
         # a reconnect, 127 s), and each loss costs a 60 s call timeout.
-        case "$pa/$pb/$threshold/$vers" in rsiw/rsiw/4096/3 | rsiw/rsiw/4096/4.1 | rsiw/rsiw/4096/4.2) huge=1 ;; esac
+        case "$pa/$pb/$threshold/$vers" in rsiw/rsiw/4096/3) huge=1 ;; esac
         if [ -n "$huge" ]; then
           t1=$(date +%s)
           timeout 300 cp /tmp/huge /mnt/nfs/huge.$vers || fail "64 MiB write over NFSv$vers/rpcrdma2"
