@@ -455,6 +455,14 @@ impl Qp {
             self.end(false);
             return Ok(());
         }
+        // iw_cm holds the QP from `announce` until it hears CLOSE. A destroy or a move to ERROR
+        // that came after `announce` but before the connection was stored found nothing to
+        // close: the connection ends here, or the destroy would wait for iw_cm for ever.
+        if self.inner.lock().queues.state == State::Error {
+            drop(socket.remove_callbacks());
+            self.end(false);
+            return Ok(());
+        }
         socket.poke_data_ready();
         // A FIN or reset that came before the callbacks were there (the peer may close right
         // after it heard the connection was up) is not announced again; the bytes before it

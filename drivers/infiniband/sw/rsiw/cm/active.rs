@@ -109,13 +109,17 @@ fn connect_outcome(
             pr_debug!("{peer}: MPA exchange as initiator: {why}\n");
         }
     };
-    let local = socket.local_addr();
-    let remote = socket.peer_addr();
-    let (Ok(local), Ok(remote)) = (local, remote) else {
-        outcome(CmStat::Failed, "no addresses");
-        let _ = socket.shutdown(Shutdown::Both);
-        return;
-    };
+    // iw_cm holds the QP until it hears CONNECT_REPLY, so every branch below delivers one.
+    // A socket the peer already reset has no addresses: the id's are those it connected.
+    let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+    let local = socket
+        .local_addr()
+        .or_else(|_| id.local_addr())
+        .unwrap_or(unspecified);
+    let remote = socket
+        .peer_addr()
+        .or_else(|_| id.remote_addr())
+        .unwrap_or(unspecified);
     fn failed<'a>(
         (local, remote): (SocketAddr, SocketAddr),
         error: Error,
