@@ -165,17 +165,22 @@ for d in rsiw0 rsiw1; do
   expect_eq $d crc_errors c d 0
 done
 
+# rping_refused WHAT: an rping from rsiw0 to a server on rsiw1 must not connect (WHAT says why).
+rping_refused() {
+  wait_port_free 7174 || fail "the previous rping's listener stayed"
+  timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
+  server=$!
+  wait_port 7174 $ADDR1 || fail "rping server did not listen"
+  if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
+    fail "$1 connected"
+  fi
+  kill $server 2>/dev/null || true
+  wait $server 2>/dev/null || true
+}
+
 # A request the responder refuses (rsiw1 never uses CRCs, rsiw0 insists): an MPA Reject.
 echo disabled >$sys/rsiw1/mpa_crc || fail "mpa_crc disabled"
-wait_port_free 7174 || fail "the previous rping's listener stayed"
-timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
-server=$!
-wait_port 7174 $ADDR1 || fail "rping server did not listen"
-if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
-  fail "a CRC policy conflict connected"
-fi
-kill $server 2>/dev/null || true
-wait $server 2>/dev/null || true
+rping_refused "a CRC policy conflict"
 snapshot e
 expect_eq rsiw1 mpa_rejects_sent d e 1
 expect_eq rsiw0 mpa_rejects_received d e 1
@@ -194,15 +199,7 @@ expect_eq rsiw0 mpa_established_p2p e f 1
 expect_eq rsiw1 mpa_established_p2p e f 1
 # No RTR kind in common: rsiw0 refuses the reply and tells rsiw1 with a TERMINATE (MPA layer).
 echo read >$sys/rsiw1/rtr_kinds
-wait_port_free 7174 || fail "the previous rping's listener stayed"
-timeout 30 rping -s -a $ADDR1 -C 1 >/tmp/rping-server.log 2>&1 &
-server=$!
-wait_port 7174 $ADDR1 || fail "rping server did not listen"
-if timeout 30 rping -c -a $ADDR1 -I $ADDR0 -C 1 >/tmp/rping-client.log 2>&1; then
-  fail "peer-to-peer without a common RTR kind connected"
-fi
-kill $server 2>/dev/null || true
-wait $server 2>/dev/null || true
+rping_refused "peer-to-peer without a common RTR kind"
 snapshot g
 expect_eq rsiw0 terminate_sent_mpa f g 1
 expect_eq rsiw0 mpa_failed f g 1

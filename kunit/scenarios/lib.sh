@@ -84,6 +84,13 @@ trap 'rc=$?; [ $rc = 0 ] || echo "the script ended with status $rc"' EXIT
 # (port 20049), listening on every address (the dummy ones, or eth0's in a pair run), with the
 # shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s. The server class
 # "rdma" is the C rpcrdma's, or that of the module NFS_RDMA_MODULE names (rpcrdma2).
+# rpcbind_start: rpcbind runs (a scenario that failed may have left one running: a second
+# would abort).
+rpcbind_start() {
+  mkdir -p /run/rpcbind
+  pidof rpcbind >/dev/null || rpcbind -w 2>/dev/null || rpcbind
+}
+
 nfs_server_start() {
   modprobe ${NFS_RDMA_MODULE:-rpcrdma}
   modprobe nfsd
@@ -92,7 +99,7 @@ nfs_server_start() {
   grep -q ' /proc/fs/nfsd ' /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd
   echo '/srv/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)' >/etc/exports
   : >/var/lib/nfs/etab
-  rpcbind -w 2>/dev/null || rpcbind
+  rpcbind_start
   exportfs -ra
   rpc.mountd
   echo 10 >/proc/fs/nfsd/nfsv4gracetime
@@ -129,10 +136,27 @@ rdma2_server_stop() {
 
 # nfs_client_start: what a guest that mounts NFS over RDMA without serving it needs besides the
 # kernel: the RPC-over-RDMA module and rpcbind, with which the kernel's lockd registers (NFSv3).
+# deleg_holder VERS FILE: nfsd handed the NFSv$VERS client a delegation of FILE (a name under
+# the export) and its callback path is UP; prints the delegation and the callback state.
+deleg_holder() {
+  local minor=${1#4.} d client=
+  for d in /proc/fs/nfsd/clients/*; do
+    grep -q "^minor version: $minor\$" $d/info 2>/dev/null || continue
+    grep "type: deleg" $d/states 2>/dev/null | grep -qF "$2" && client=$d
+  done
+  if [ -z "$client" ]; then
+    for d in /proc/fs/nfsd/clients/*; do cat $d/info $d/states; done
+    fail "nfsd handed no delegation of $2 to the NFSv$1 client"
+  fi
+  grep 'type: deleg' $client/states
+  grep 'callback state' $client/info
+  grep -q '^callback state: UP$' $client/info || fail "NFSv$1: the callback path is not UP"
+}
+
 nfs_client_start() {
   modprobe rpcrdma
   mkdir -p /run/rpcbind
-  rpcbind -w 2>/dev/null || rpcbind
+  rpcbind_start
 }
 
 nfs_client_stop() {

@@ -25,6 +25,8 @@
 #      hard mount leaves retrying, is killed and must go, then `umount -f` again; `umount -l`
 #      only as a last resort); rsiw0 added back, a new mount reads the file back. NFSv3.
 #   5. nothing is left behind on either side (no QP, CQ, PD, MR or cm_id) and rpcrdma2 unloads.
+# The scenario runs last of the pair run: the device that b may have to keep (step 2) would keep a
+# later scenario from adding its own.
 # Every wait is bounded: a command still running at its limit is reported with its kernel stack.
 # Each step prints a line of what it saw (how long the reconnect took, how many connect attempts
 # failed meanwhile, which umount was needed). The writes in flight go as Read chunks, so a
@@ -217,8 +219,7 @@ case $ROLE in
         bounded 20 umount -f $mnt || bounded 10 umount -l $mnt || echo "$mnt stays mounted"
       fi; }' EXIT
     # lockd (NFSv3) registers with the local rpcbind.
-    mkdir -p /run/rpcbind
-    rpcbind -w 2>/dev/null || rpcbind
+    rpcbind_start
     for f in pre1 pre2 pre3; do dd if=/dev/urandom of=/tmp/$f bs=1k count=256 2>/dev/null; done
     dd if=/dev/urandom of=/tmp/big bs=1k count=1024 2>/dev/null
     # The copies in flight across a disruption: 16 MiB, paced (paced_copy).

@@ -51,8 +51,7 @@ client() {
 
 case $ROLE in
   a)
-    mkdir -p /run/rpcbind
-    rpcbind -w 2>/dev/null || rpcbind
+    rpcbind_start
     dd if=/dev/urandom of=/tmp/small bs=1k count=300 2>/dev/null
     dd if=/dev/urandom of=/tmp/big bs=1M count=4 2>/dev/null
     dd if=/dev/urandom of=/tmp/huge bs=1M count=64 2>/dev/null
