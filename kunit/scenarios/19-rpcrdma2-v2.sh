@@ -2,15 +2,22 @@
 # RPC-over-RDMA Version 2 between rpcrdma2's client and its server in one kernel, over rsiw:
 # rpcrdma2 registers both classes "rdma" (no C rpcrdma), nfsd listens on "rdma 20049", and
 # mounts over proto=rdma go to it through rsiw1 (the client connects to the device's own
-# address). rpcrdma2 runs with inline_threshold=1024, so that the client's calls and the
-# server's replies use every chunk type: Read chunks for the writes, Write chunks for the reads,
-# Reply chunks for a 3,000-entry listing, a Position Zero Read chunk for a 3,000-byte symlink.
-# With version=2 the client's first message is a Version 2 probe, the server
-# answers in Version 2 and both sides say so in the kernel log; the transport's mountstats line
-# (column 30: the connection's version, column 31: refused probes) shows 2 and 0. Files of
-# 300 KiB and 4 MiB, the symlink and the listing are written, read back after a remount and
-# compared over NFSv4.1 and NFSv3. Then rpcrdma2 loads again with version=1 (the default): the same pass over
-# NFSv4.1 stays in Version 1 (column 30: 1), and the server says it speaks Version 1.
+# address). The calls and replies use every chunk type: Read chunks for the writes, Write chunks
+# for the reads, Reply chunks for a 3,000-entry listing.
+# With version=2 the client's first message is its RDMA2_CONNPROP (the Version 2 probe), the
+# server answers with its own and both sides say so in the kernel log; the transport's
+# mountstats line (column 30: the connection's version, 31: refused probes, 32 and 33:
+# RDMA2_CONNPROP sent and received, 34: the server's RBSIZ) shows it. The server runs with
+# server_inline_threshold=1024 and the client with the default 4096: the server's RBSIZ of 1024
+# makes the client send the target of a 3,000-byte symlink in a Read chunk (its bytes count in
+# column 16, the bytes the server pulled by RDMA Read, beside the files'), which its own
+# threshold would have sent inline, and its SBSIZ of 1024 makes the client plan chunks for
+# replies larger than that. Files of 300 KiB and 4 MiB, the symlink
+# and the listing are written, read back after a remount and compared over NFSv4.1 and NFSv3.
+# Then the other way: a client of inline_threshold=1024 and a server of 4096, whose send
+# threshold follows the client's RBSIZ down to 1024 (its log says so). Then rpcrdma2 loads again
+# with inline_threshold=1024 version=1 (the default version): the same pass over NFSv4.1 stays
+# in Version 1 (column 30: 1) without RDMA2_CONNPROP, and the server says it speaks Version 1.
 . /tests/lib.sh
 # The log checks below look at this scenario's messages only (scenario 17's probe speaks
 # Version 1 to the rpcrdma2 server).
@@ -47,17 +54,27 @@ xprt_line() {
   grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
 }
 
-# check_xprt WHEN: the transport's line has our 31 columns, speaks version $want, and no probe
-# was refused; writes its Read, Write and Reply chunk counts to /tmp/chunks.
+# check_xprt WHEN: the transport's line has our 34 columns, speaks version $want, no probe was
+# refused, RDMA2_CONNPROP went both ways in Version 2 (none in Version 1) and the server's RBSIZ
+# is $rbsiz; writes its Read, Write and Reply chunk counts and the bytes pulled by RDMA Read to
+# /tmp/chunks.
 check_xprt() {
   when=$1
   line=$(xprt_line)
   echo "mountstats $when: $line"
   set -- $line
-  [ "$2" = rdma ] && [ $# = 31 ] || fail "mountstats transport line ($when): $line"
+  [ "$2" = rdma ] && [ $# = 34 ] || fail "mountstats transport line ($when): $line"
   [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
   [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
-  echo "${13} ${14} ${15}" >/tmp/chunks
+  if [ "$want" = 2 ]; then
+    [ "${32}" -ge 1 ] && [ "${33}" -ge 1 ] ||
+      fail "RDMA2_CONNPROP did not go both ways ($when: ${32} sent, ${33} received): $line"
+    [ "${34}" = "$rbsiz" ] || fail "the server's RBSIZ is ${34}, not $rbsiz: $line"
+  else
+    [ "${32}" = 0 ] && [ "${33}" = 0 ] && [ "${34}" = 0 ] ||
+      fail "RDMA2_CONNPROP on a Version 1 transport: $line"
+  fi
+  echo "${13} ${14} ${15} ${16}" >/tmp/chunks
 }
 
 now() { cut -d' ' -f1 /proc/uptime; }
@@ -78,6 +95,9 @@ pass() {
   check_xprt "after writing over NFSv$vers"
   set -- $(cat /tmp/chunks)
   [ "${1:-0}" -gt 0 ] || fail "no Read chunk used by the writes over NFSv$vers (version $want)"
+  # The files and the symlink's target: the call of 3,000 bytes and more does not fit 1024.
+  [ "${4:-0}" -ge $(((4 << 20) + 300 * 1024 + 3000)) ] ||
+    fail "the 3000-byte symlink's target went inline over NFSv$vers (version $want): ${4:-0} bytes pulled by RDMA Read"
   timeout 60 umount /mnt/nfs || fail "umount"
 
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
@@ -100,21 +120,57 @@ pass() {
   echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3 ($(since $t0) s)"
 }
 
+# no_v2_errors: neither side refused a message of the other in Version 2.
+no_v2_errors() {
+  ! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe was refused"
+  ! dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "a connection settled on Version 1"
+  ! dmesg | grep -q 'rpcrdma2: .*ERR_[A-Z_]* for call' || fail "the server answered a call with an error"
+  ! dmesg | grep -q 'rpcrdma2: .*in the transport property exchange' ||
+    fail "a message of the property exchange was refused"
+  ! dmesg | grep -q 'rpcrdma2: .*no usable answer to our transport properties' ||
+    fail "the server did not answer the client's properties"
+}
+
 want=2
-start_with inline_threshold=1024 version=2
+rbsiz=1024
+start_with version=2 server_inline_threshold=1024
+dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes)' ||
+  fail "rpcrdma2 did not take server_inline_threshold=1024"
 pass 4.1
 pass 3
-dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 4
+dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 6
 dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 (draft-01)" ||
   fail "the client did not log Version 2 with the server"
 dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v2 (draft-01)' ||
   fail "the server did not log a Version 2 client"
-! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe was refused"
-! dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "a connection settled on Version 1"
-! dmesg | grep -q 'rpcrdma2: .*ERR_[A-Z_]* for call' || fail "the server answered a call with an error"
+# Both sides' properties, and the client's send threshold down to the server's RBSIZ.
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024; RDMA2_CONNPROP 1 sent, 1 received" ||
+  fail "the client did not log the server's properties (RBSIZ 1024) and its thresholds following them"
+dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Simple; we send up to 1024 inline; RDMA2_CONNPROP 1 sent, 1 received' ||
+  fail "the server did not log the client's properties (RBSIZ 4096)"
+no_v2_errors
+rdma2_server_unload
+
+# The other way: the server's send threshold follows the client's RBSIZ.
+dmesg -c >/dev/null
+rbsiz=4096
+start_with version=2 inline_threshold=1024 server_inline_threshold=4096
+timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs ||
+  fail "mount vers=4.1 over rpcrdma2 (client inline_threshold=1024)"
+n=$(timeout 120 sh -c 'set -- /mnt/nfs/many/*; echo $#')
+[ "$n" = 3000 ] || fail "listing 3000 entries (client inline_threshold=1024) gave $n"
+check_xprt "with a client of inline_threshold=1024"
+timeout 60 umount /mnt/nfs || fail "umount"
+dmesg | grep 'rpcrdma2: .*transport properties' | tail -n 2
+dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline' ||
+  fail "the server's send threshold did not follow the client's RBSIZ of 1024"
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024" ||
+  fail "the client did not log the server's properties (RBSIZ 4096)"
+no_v2_errors
 rdma2_server_unload
 
 want=1
+rbsiz=0
 dmesg -c >/dev/null
 start_with inline_threshold=1024 version=1
 dmesg | grep -q 'rpcrdma2: client transport "rdma" registered (RPC-over-RDMA Version 1 only' ||
@@ -127,4 +183,4 @@ dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "the server did n
 ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a connection spoke Version 2 with version=1"
 rdma2_server_stop
 left_behind "after rpcrdma2 client and server"
-echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated, Version 1 with version=1, every chunk type, data compared"
+echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, Version 1 with version=1, every chunk type, data compared"

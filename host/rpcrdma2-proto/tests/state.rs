@@ -12,7 +12,7 @@ use proto::error::*;
 use proto::inline_threshold::InlineThresholds;
 use proto::negotiation::*;
 use proto::payload_format::*;
-use proto::properties::{PeerProperties, PropSet, ReverseSupport};
+use proto::properties::{PeerProperties, PropSet, Property, ReverseSupport};
 use proto::property_exchange::*;
 use proto::reply_choice::*;
 use proto::reverse::*;
@@ -496,6 +496,115 @@ fn property_exchange_model() {
     assert!(y.peer_done());
     assert_eq!(*y.peer(), PeerProperties::DEFAULT);
     assert!(y.on_connprop(&set, false).is_err());
+}
+
+#[test]
+fn other_message_in_an_open_sequence_is_inval_htype() {
+    let set_bytes = words(&[1, 2, 4, 2048]);
+    let set = PropSet::decode(&mut XdrReader::new(&set_bytes)).unwrap();
+    // A call in the middle of a TPMORE sequence: INVAL_HTYPE; what came stays.
+    let mut x = PropertyExchange::new();
+    assert_eq!(x.on_connprop(&set, true), Ok(ExchangeEvent::MoreExpected));
+    assert_eq!(x.peer_messages(), 1);
+    assert_eq!(
+        x.on_other_message_checked(RDMA2_MSG),
+        Err((
+            V2Error::InvalHtype,
+            Violation::PropertiesIncomplete(RDMA2_MSG)
+        ))
+    );
+    assert!(x.peer_done());
+    assert_eq!(x.peer().recv_buffer_size, 2048);
+    assert_eq!(
+        x.on_connprop(&set, false).unwrap_err().0,
+        V2Error::InvalHtype
+    );
+    assert_eq!(x.peer_messages(), 1);
+    // After the last CONNPROP, or without any, other messages are fine.
+    let mut y = PropertyExchange::new();
+    assert_eq!(y.on_connprop(&set, false), Ok(ExchangeEvent::PeerDone));
+    assert_eq!(y.on_other_message_checked(RDMA2_MSG), Ok(()));
+    let mut z = PropertyExchange::new();
+    assert_eq!(z.on_other_message_checked(RDMA2_NOMSG), Ok(()));
+    assert_eq!(*z.peer(), PeerProperties::DEFAULT);
+}
+
+#[test]
+fn local_properties_go_in_one_first_message_and_read_back() {
+    let local = LocalProperties {
+        send_size: 4096,
+        recv_buffer_size: 1024,
+        reverse: ReverseSupport::Simple,
+    };
+    let props = local.properties();
+    let batches: Vec<_> = split_properties(&props, FIRST_MESSAGE_MAX)
+        .unwrap()
+        .collect();
+    assert_eq!(batches.len(), 1);
+    assert!(!batches[0].tpmore);
+    let mut buf = [0u8; FIRST_MESSAGE_MAX];
+    let credit = v2::Credit {
+        granted: 64,
+        max_outstanding: 64,
+    };
+    let len = batches[0]
+        .encode(&mut buf, 7, credit, v2::Flags::NONE)
+        .unwrap();
+    assert!(len <= FIRST_MESSAGE_MAX);
+    let m = v2::decode(&buf[..len], &V2DecodeConfig::default()).unwrap();
+    let v2::V2Body::ConnProp(set) = m.body else {
+        panic!("not a CONNPROP: {:?}", m.body);
+    };
+    let mut x = PropertyExchange::new();
+    assert_eq!(
+        x.on_connprop(&set, m.prefix.flags.tpmore()),
+        Ok(ExchangeEvent::PeerDone)
+    );
+    assert_eq!(x.peer().recv_buffer_size, 1024);
+    assert_eq!(x.peer().send_size, 4096);
+    assert_eq!(x.peer().reverse, ReverseSupport::Simple);
+    // Sizes below the draft's minimum go out as the minimum.
+    let small = LocalProperties {
+        send_size: 0,
+        recv_buffer_size: 512,
+        reverse: ReverseSupport::None,
+    };
+    assert_eq!(
+        small.properties()[..2],
+        [Property::RecvBufferSize(1024), Property::SendSize(1024)]
+    );
+}
+
+#[test]
+fn send_threshold_follows_the_peers_receive_buffers() {
+    let mut peer = PeerProperties::DEFAULT;
+    // Defaults: 4096 each way.
+    assert_eq!(send_threshold(4096, &peer), 4096);
+    peer.recv_buffer_size = 1024;
+    assert_eq!(send_threshold(4096, &peer), 1024);
+    peer.recv_buffer_size = 2000;
+    assert_eq!(send_threshold(4096, &peer), 2000);
+    // Never above what we send, never below the minimum.
+    peer.recv_buffer_size = 1 << 20;
+    assert_eq!(send_threshold(4096, &peer), 4096);
+    peer.recv_buffer_size = 100;
+    assert_eq!(send_threshold(4096, &peer), 1024);
+    assert_eq!(send_threshold(512, &PeerProperties::DEFAULT), 1024);
+}
+
+#[test]
+fn receive_threshold_follows_the_peers_send_size() {
+    let mut peer = PeerProperties::DEFAULT;
+    assert_eq!(receive_threshold(4096, &peer), 4096);
+    // A peer that sends at most 1024 bytes: replies larger than that need chunks.
+    peer.send_size = 1024;
+    assert_eq!(receive_threshold(4096, &peer), 1024);
+    // Its receive buffer size plays no part.
+    peer.recv_buffer_size = 1 << 20;
+    assert_eq!(receive_threshold(4096, &peer), 1024);
+    peer.send_size = 8192;
+    assert_eq!(receive_threshold(2048, &peer), 2048);
+    assert_eq!(receive_threshold(0, &peer), 1024);
 }
 
 // ---- direction ----

@@ -171,7 +171,7 @@ fn credits_per_revision() {
 }
 
 #[test]
-fn v2_grant_connprop_and_v1_done_are_control() {
+fn v2_grant_and_v1_done_are_control_connprop_carries_its_set() {
     let grant = words(&[0, 2, 0x0040_0010, 1, 0, 0, 0, 0, 0]);
     let d = decode(&grant, &ChunkLimits::DEFAULT).unwrap();
     assert_eq!(d.body, Body::Control);
@@ -182,10 +182,13 @@ fn v2_grant_connprop_and_v1_done_are_control() {
         Body::Control
     );
     let connprop = fixture("v2-connprop");
-    assert_eq!(
-        decode(&connprop, &ChunkLimits::DEFAULT).unwrap().body,
-        Body::Control
-    );
+    match decode(&connprop, &ChunkLimits::DEFAULT).unwrap().body {
+        Body::Properties { set, more } => {
+            assert!(!set.is_empty());
+            assert!(!more);
+        }
+        other => panic!("CONNPROP decoded as {other:?}"),
+    }
 }
 
 #[test]

@@ -21,14 +21,17 @@
 //! - **device removal** ([`Devices`](crate::devices::Devices)) closes every endpoint on the device and waits
 //!   until they are dropped; connects to it fail meanwhile.
 //!
-//! **Versions** (draft section 4.2.3): the first message on a new connection is a Version 2
-//! call of at most 1024 bytes (larger calls go in chunks). A server that answers in Version 2
-//! is spoken to in Version 2; one that answers `ERR_VERS` (the C svcrdma does, in the Version 1
-//! layout) is spoken to in Version 1 for the life of the transport: the refused call is sent
-//! again at once on the same connection, and no later connection probes again. Nor does one
-//! after a connection lost before the probe was answered. With the module parameter
-//! `version=1` the transport speaks Version 1 from the start. The header layouts are the
-//! protocol core's [`wire`](crate::proto::wire) revisions.
+//! **Versions** (draft section 4.2.3) with `version=2`: the first message on a new connection
+//! is our first `RDMA2_CONNPROP` (draft section 6.3.4: each peer's first message), which is
+//! the Version 2 probe, well under 1024 bytes. The connect waits for the server's answer
+//! before any call goes out. A server that answers in Version 2 (with its own
+//! `RDMA2_CONNPROP`) is spoken to in Version 2, and what we send inline follows its receive
+//! buffer size (`RBSIZ`). One that answers `ERR_VERS` (the C svcrdma does, in the Version 1
+//! layout) is spoken to in Version 1 for the life of the transport, from the same connection
+//! on, and no later connection probes again. Nor does one after a connection lost, or a
+//! server silent, before the probe was answered. With `version=1`, the default, the
+//! transport speaks Version 1 from the start. The header layouts are the protocol core's
+//! [`wire`](crate::proto::wire) revisions.
 //!
 //! What this transport carries: calls and replies of up to 1 MiB of payload, inline,
 //! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
@@ -40,20 +43,27 @@
 //! the call goes out on the next one.
 
 use crate::proto::{
+    error::{ErrorBody, ErrorReply, V2Error},
     negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
+    properties::{PeerProperties, ReverseSupport},
+    property_exchange::{
+        receive_threshold, send_threshold, split_properties, ExchangeEvent, LocalProperties,
+        PropertyExchange,
+    },
+    v2::{self, Credit, Flags},
     version::{Version, VersionRange},
-    wire::Revision,
+    wire::{self, Body, Credits, Header, Revision},
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    c_str, new_mutex,
+    c_str, new_condvar, new_mutex,
     prelude::*,
     str::CStr,
     sunrpc::{
         xprt::{Config, Connect, Rqst, Stats, Timeout, Transport, Xprt, IPPROTO_TCP},
         xprt_class::{ClassSlot, CreateArgs, TransportClass, TransportPtr, XPRT_TRANSPORT_RDMA},
     },
-    sync::{Arc, Mutex},
+    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
     time::msecs_to_jiffies,
 };
 
@@ -156,6 +166,33 @@ fn config() -> Config {
     }
 }
 
+/// How long a connect waits for the server's answer to our first `RDMA2_CONNPROP`, in
+/// milliseconds; a server silent that long is taken not to speak Version 2.
+const PROPERTIES_MS: u32 = 10_000;
+
+/// The XID of our `RDMA2_CONNPROP` messages, which carry no RPC message.
+const CONNPROP_XID: u32 = 0;
+
+/// The transport property exchange of the current connection (draft sections 5 and 6.3.4).
+struct Exchange {
+    state: PropertyExchange,
+    /// Our `RDMA2_CONNPROP` messages sent on this connection.
+    sent: u32,
+    /// The connect waits no longer: the server finished its properties (or sent something
+    /// else first) or refused the probe, or the connection went.
+    over: bool,
+}
+
+impl Exchange {
+    const fn new() -> Self {
+        Self {
+            state: PropertyExchange::new(),
+            sent: 0,
+            over: false,
+        }
+    }
+}
+
 /// The revision of the next message, and the most bytes it may have while the connection's
 /// version is unsettled (the Version 2 probe's).
 #[derive(Clone, Copy)]
@@ -191,6 +228,12 @@ pub(crate) struct ClientTransport {
     /// The version of the current connection, and what is known of the server's.
     #[pin]
     negotiation: Mutex<ClientNegotiation>,
+    /// The transport property exchange of the current connection.
+    #[pin]
+    exchange: Mutex<Exchange>,
+    /// Signalled when the exchange is over (`Exchange::over`).
+    #[pin]
+    exchanged: CondVar,
     /// What `/proc/self/mountstats` shows.
     counters: Counters,
     /// The backchannel's sizes and counts.
@@ -242,6 +285,13 @@ pub(crate) struct Counters {
     pub(crate) version: AtomicU32,
     /// Probes the server refused with `ERR_VERS`.
     pub(crate) version_fallbacks: AtomicU64,
+    /// `RDMA2_CONNPROP` messages sent.
+    pub(crate) connprop_sent: AtomicU64,
+    /// `RDMA2_CONNPROP` messages received and applied.
+    pub(crate) connprop_received: AtomicU64,
+    /// The receive buffer size (`RBSIZ`) of the current connection's server, once its
+    /// properties arrived, else 0.
+    pub(crate) peer_rbsiz: AtomicU32,
 }
 
 impl Counters {
@@ -259,6 +309,8 @@ impl ClientTransport {
                 versions(),
                 ServerVersionMemory::default()
             )),
+            exchange <- new_mutex!(Exchange::new()),
+            exchanged <- new_condvar!(),
             counters: Counters::default(),
             backchannel: Backchannel::new(),
         }? Error)
@@ -309,6 +361,8 @@ impl ClientTransport {
             Revision::of(negotiation.version())
         };
         xprt.counters.version.store(0, Ordering::Relaxed);
+        xprt.counters.peer_rbsiz.store(0, Ordering::Relaxed);
+        *xprt.exchange.lock() = Exchange::new();
         xprt.backchannel.connected(endpoint.send_limit(), revision);
         // Until the server's first grant: one call at a time.
         xprt.set_credits(1);
@@ -318,12 +372,205 @@ impl ClientTransport {
         // current yet: it is closed now (the removal waits for it). One that begins from now
         // on finds it current.
         let removed = endpoint.is_device_removed();
-        *slot = Some(endpoint);
+        *slot = Some(endpoint.clone());
         drop(slot);
         if removed {
             xprt.force_disconnect();
         }
+        if revision == Revision::V2Draft01 {
+            if let Err(e) = Self::exchange_properties(xprt, &endpoint) {
+                drop(endpoint);
+                if let Some(endpoint) = xprt.take_endpoint() {
+                    endpoint.disconnect();
+                }
+                return Err(e);
+            }
+        }
         Ok(())
+    }
+
+    /// Version 2's property exchange at the start of a connection (draft section 6.3.4): our
+    /// first `RDMA2_CONNPROP` is the probe; the connect waits until the server finished its
+    /// own, or refused the probe (the connection then speaks Version 1), and then sends the
+    /// rest of ours. Calls go out after that. A server silent for [`PROPERTIES_MS`] fails the
+    /// connect, and the probe counts as lost: the next connection speaks Version 1.
+    fn exchange_properties(xprt: &Xprt<Self>, endpoint: &Endpoint) -> Result {
+        let mut exchange = xprt.exchange.lock();
+        Self::send_properties(xprt, endpoint, &mut exchange)?;
+        let mut left = msecs_to_jiffies(PROPERTIES_MS);
+        while !exchange.over {
+            // The connect worker takes no signals: a wait ends by a wake-up or the timeout.
+            match xprt
+                .exchanged
+                .wait_interruptible_timeout(&mut exchange, left)
+            {
+                CondVarTimeoutResult::Woken { jiffies }
+                | CondVarTimeoutResult::Signal { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Timeout => break,
+            }
+        }
+        let settled = xprt.negotiation.lock().is_established();
+        if !exchange.over || !settled {
+            pr_info!(
+                "{} gave no usable answer to our transport properties: connecting again\n",
+                ServerName(xprt)
+            );
+            return Err(ETIMEDOUT);
+        }
+        Self::send_properties(xprt, endpoint, &mut exchange)
+    }
+
+    /// Sends those of our transport properties (`RDMA2_CONNPROP`, split as the protocol core
+    /// does) not sent yet on this connection: only the first message while the version is
+    /// unsettled (the probe), the rest once the server answered in Version 2.
+    fn send_properties(xprt: &Xprt<Self>, endpoint: &Endpoint, exchange: &mut Exchange) -> Result {
+        let threshold = inline_threshold();
+        let local = LocalProperties {
+            send_size: threshold,
+            recv_buffer_size: threshold,
+            // Callbacks are taken inline, without chunks (`backchannel`).
+            reverse: ReverseSupport::Simple,
+        };
+        let props = local.properties();
+        let batches = split_properties(&props, FIRST_MESSAGE_MAX).map_err(|_| EINVAL)?;
+        let credit = Credit {
+            granted: MAX_REQUESTS as u16,
+            max_outstanding: MAX_REQUESTS as u16,
+        };
+        for batch in batches.skip(exchange.sent as usize) {
+            let sending = xprt.sending();
+            let probing = sending.probe_limit.is_some();
+            if sending.revision != Revision::V2Draft01 || (probing && exchange.sent != 0) {
+                break;
+            }
+            let mut buf = KVec::from_elem(0u8, FIRST_MESSAGE_MAX, GFP_KERNEL)?;
+            let len = batch
+                .encode(&mut buf, CONNPROP_XID, credit, Flags::NONE)
+                .map_err(|_| EMSGSIZE)?;
+            let message = buf.get(..len).ok_or(EINVAL)?;
+            xprt.send_as(sending, len, || {
+                endpoint.send_control(message, &xprt.counters)
+            })?;
+            exchange.sent = exchange.sent.saturating_add(1);
+            exchange.state.on_local_sent(batch.tpmore);
+            Counters::add(&xprt.counters.connprop_sent, 1);
+        }
+        Ok(())
+    }
+
+    /// Runs the property exchange on `header`, a message of a Version 2 connection of
+    /// `generation`; returns whether the message was the exchange's (an `RDMA2_CONNPROP`) or
+    /// refused, and so is done with. The server's properties apply as each of its
+    /// `RDMA2_CONNPROP` arrives; an `RDMA2_CONNPROP` after its last one, or another message
+    /// in the middle of its `RDMA2_F_TPMORE` sequence, earns the error the protocol core
+    /// names (`RDMA2_ERR_INVAL_HTYPE`). A server whose first message is not an
+    /// `RDMA2_CONNPROP` keeps the draft's defaults.
+    fn take_properties(xprt: &Xprt<Self>, generation: u32, header: &Header<'_>) -> bool {
+        let mut exchange = xprt.exchange.lock();
+        let (set, more) = match header.body {
+            Body::Properties { set, more } => (set, more),
+            _ => {
+                let first = !exchange.state.peer_done();
+                let htype = match header.body {
+                    Body::NoMsg { .. } | Body::Control => v2::RDMA2_NOMSG,
+                    Body::Error(_) => v2::RDMA2_ERROR,
+                    _ => v2::RDMA2_MSG,
+                };
+                let checked = exchange.state.on_other_message_checked(htype);
+                if first {
+                    Self::apply_properties(xprt, generation, exchange.state.peer());
+                    Self::exchange_over(xprt, &mut exchange);
+                }
+                return match checked {
+                    Ok(()) => false,
+                    Err((error, _)) => {
+                        Self::refuse(xprt, generation, header.xid, error);
+                        true
+                    }
+                };
+            }
+        };
+        xprt.set_credits(u32::from(header.credits.granted).clamp(1, MAX_REQUESTS));
+        let event = match exchange.state.on_connprop(&set, more) {
+            Ok(event) => event,
+            Err((error, _)) => {
+                Self::refuse(xprt, generation, header.xid, error);
+                return true;
+            }
+        };
+        Counters::add(&xprt.counters.connprop_received, 1);
+        let peer = *exchange.state.peer();
+        let (send, recv) = Self::apply_properties(xprt, generation, &peer);
+        if event == ExchangeEvent::PeerDone {
+            pr_info!(
+                "{}: RPC-over-RDMA v2 transport properties: the server receives {} bytes \
+                 (RBSIZ), sends {} (SBSIZ), reverse direction {:?}; we send up to {} inline, \
+                 take up to {}; RDMA2_CONNPROP {} sent, {} received\n",
+                ServerName(xprt),
+                peer.recv_buffer_size,
+                peer.send_size,
+                peer.reverse,
+                send,
+                recv,
+                exchange.sent,
+                exchange.state.peer_messages()
+            );
+            Self::exchange_over(xprt, &mut exchange);
+        }
+        true
+    }
+
+    /// Makes what we send inline on the connection of `generation` follow the server's
+    /// receive buffer size in `peer`, and what we expect inline (the replies' chunks are
+    /// planned around it) its send size; returns the two limits.
+    fn apply_properties(
+        xprt: &Xprt<Self>,
+        generation: u32,
+        peer: &PeerProperties,
+    ) -> (usize, usize) {
+        let threshold = inline_threshold();
+        let send = send_threshold(threshold, peer) as usize;
+        let recv = receive_threshold(threshold, peer) as usize;
+        xprt.with_endpoint(generation, |endpoint| endpoint.set_limits(send, recv));
+        xprt.backchannel.connected(send, Revision::V2Draft01);
+        xprt.counters
+            .peer_rbsiz
+            .store(peer.recv_buffer_size, Ordering::Relaxed);
+        (send, recv)
+    }
+
+    /// The exchange is over: the connect stops waiting.
+    fn exchange_over(xprt: &Xprt<Self>, exchange: &mut Exchange) {
+        exchange.over = true;
+        xprt.exchanged.notify_all();
+    }
+
+    /// Answers the server's message `xid` with `RDMA2_ERROR` `error` (best effort) on the
+    /// connection of `generation`, and counts it as a bad reply.
+    fn refuse(xprt: &Xprt<Self>, generation: u32, xid: u32, error: V2Error) {
+        let reply = ErrorReply {
+            xid,
+            vers: Version::V2.as_u32(),
+            body: ErrorBody::V2(error),
+        };
+        pr_info!(
+            "{}: {} for a message in the transport property exchange\n",
+            ServerName(xprt),
+            reply.body.name()
+        );
+        Counters::add(&xprt.counters.bad_reply, 1);
+        let credits = Credits {
+            granted: MAX_REQUESTS as u16,
+            max: MAX_REQUESTS as u16,
+        };
+        let mut buf = [0u8; 64];
+        if let Ok(len) = wire::encode_error(&mut buf, &reply, credits) {
+            if let Some(message) = buf.get(..len) {
+                let _ = xprt.with_endpoint(generation, |endpoint| {
+                    endpoint.send_control(message, &xprt.counters)
+                });
+            }
+        }
     }
 
     /// What the next message is sent as: the current connection's revision, and the probe's
@@ -368,11 +615,7 @@ impl ClientTransport {
     /// Returns whether the buffer is held: the reply waits there until its call's regions are
     /// invalidated.
     fn received(xprt: &Xprt<Self>, generation: u32, message: &[u8], recv_index: usize) -> bool {
-        use crate::proto::{
-            call_plan::ReplyPlacement,
-            chunk::ChunkLimits,
-            wire::{self, Body, Received},
-        };
+        use crate::proto::{call_plan::ReplyPlacement, chunk::ChunkLimits, wire::Received};
         let sending = xprt.sending();
         let probing = sending.probe_limit.is_some();
         let limits = ChunkLimits::DEFAULT;
@@ -393,19 +636,36 @@ impl ClientTransport {
             }
             Err(fault) => {
                 pr_debug!("dropped a malformed message from the server: {:?}\n", fault);
-                Counters::add(&xprt.counters.bad_reply, 1);
+                if let Some(ErrorReply {
+                    xid,
+                    body: ErrorBody::V2(error @ V2Error::BadPropval),
+                    ..
+                }) = fault.reply()
+                {
+                    // The server's properties are refused whole, and the exchange is over:
+                    // a connection still probing fails, and the next speaks Version 1.
+                    Self::refuse(xprt, generation, xid, error);
+                    Self::exchange_over(xprt, &mut xprt.exchange.lock());
+                } else {
+                    Counters::add(&xprt.counters.bad_reply, 1);
+                }
                 return false;
             }
         };
         xprt.connection_proven();
         Self::settled(xprt, header.revision);
+        if header.revision == Revision::V2Draft01
+            && Self::take_properties(xprt, generation, &header)
+        {
+            return false;
+        }
         if backchannel::received(xprt, &header) {
             // The callback was copied out of the receive buffer.
             return false;
         }
         xprt.set_credits(u32::from(header.credits.granted).clamp(1, MAX_REQUESTS));
         let xid = header.xid;
-        if matches!(header.body, Body::Control) {
+        if matches!(header.body, Body::Control | Body::Properties { .. }) {
             return false;
         }
         let kind_of =
@@ -437,7 +697,7 @@ impl ClientTransport {
                 Counters::add(&xprt.counters.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
             }
-            Body::Control => return false,
+            Body::Control | Body::Properties { .. } => return false,
         };
         Self::settle(xprt, xid, delivered);
         false
@@ -543,6 +803,14 @@ impl ClientTransport {
             range.high,
             revision.name()
         );
+        {
+            let mut exchange = xprt.exchange.lock();
+            Self::exchange_over(xprt, &mut exchange);
+            // The probe was our `RDMA2_CONNPROP`: no call to send again.
+            if exchange.sent != 0 {
+                return false;
+            }
+        }
         // The call goes out again on this connection: the server consumed nothing of it.
         let allowed = xprt.with_endpoint(generation, |endpoint| endpoint.allow_resend(xid));
         if allowed.is_none() {
@@ -612,6 +880,7 @@ impl ClientTransport {
     /// The endpoint of `generation` lost its connection (a flushed or failed completion).
     fn connection_lost(xprt: &Xprt<Self>, generation: u32) {
         if xprt.is_current(generation) {
+            Self::exchange_over(xprt, &mut xprt.exchange.lock());
             xprt.force_disconnect();
         }
     }
@@ -675,10 +944,12 @@ impl Transport for ClientTransport {
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG
         // calls, MRs (recycled, orphaned, allocated), local invalidations, empty send queue,
-        // and a column kept at 0; then two of ours: the RPC-over-RDMA version of the current
-        // connection (0 until it is settled) and the Version 2 probes the server refused.
+        // and a column kept at 0; then five of ours: the RPC-over-RDMA version of the current
+        // connection (0 until it is settled), the Version 2 probes the server refused, the
+        // `RDMA2_CONNPROP` messages sent and received, and the current server's receive buffer
+        // size (`RBSIZ`, 0 until its properties arrived).
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {}",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -693,7 +964,10 @@ impl Transport for ClientTransport {
             get(&c.local_invs),
             get(&c.no_send_buffer),
             c.version.load(Ordering::Relaxed),
-            get(&c.version_fallbacks)
+            get(&c.version_fallbacks),
+            get(&c.connprop_sent),
+            get(&c.connprop_received),
+            c.peer_rbsiz.load(Ordering::Relaxed)
         ));
     }
 }

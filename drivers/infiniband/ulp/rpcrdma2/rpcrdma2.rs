@@ -42,6 +42,7 @@ mod devices;
 mod server;
 
 kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
+kernel::module_param_str!(SERVER_INLINE_THRESHOLD, "server_inline_threshold");
 kernel::module_param_str!(COEXIST, "coexist");
 kernel::module_param_str!(VERSION, "version");
 
@@ -76,17 +77,18 @@ fn coexist(param: &StrParam) -> Result<bool> {
     }
 }
 
-/// The inline threshold given at load time (`modprobe rpcrdma2 inline_threshold=1024`): from
-/// RFC 8166's minimum, 1024 bytes, to the size of the transport's buffers, which is the default.
-fn inline_threshold(param: &StrParam) -> Result<u32> {
+/// An inline threshold given at load time as `name` (`modprobe rpcrdma2 inline_threshold=1024`,
+/// `server_inline_threshold=1024` for the server alone): from RFC 8166's minimum, 1024 bytes,
+/// to the size of the transport's buffers; `default` when not given.
+fn inline_threshold(param: &StrParam, name: &str, default: u32) -> Result<u32> {
     let (min, max) = (1024, client::INLINE_SIZE);
     let Some(text) = param.get() else {
-        return Ok(max);
+        return Ok(default);
     };
     match text.to_str().ok().and_then(|t| t.trim().parse().ok()) {
         Some(n) if (min..=max).contains(&n) => Ok(n),
         _ => {
-            pr_err!("inline_threshold is from {min} to {max} bytes, not {text}\n");
+            pr_err!("{name} is from {min} to {max} bytes, not {text}\n");
             Err(EINVAL)
         }
     }
@@ -157,7 +159,15 @@ struct Rpcrdma2 {
 
 impl kernel::Module for Rpcrdma2 {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        client::set_inline_threshold(inline_threshold(&INLINE_THRESHOLD)?);
+        let threshold =
+            inline_threshold(&INLINE_THRESHOLD, "inline_threshold", client::INLINE_SIZE)?;
+        client::set_inline_threshold(threshold);
+        // The server's own threshold (`server_inline_threshold`), by default the client's.
+        server::set_inline_threshold(inline_threshold(
+            &SERVER_INLINE_THRESHOLD,
+            "server_inline_threshold",
+            threshold,
+        )?);
         let client_version = version(&VERSION)?;
         client::set_version(client_version);
         let devices = device_removal::Registration::new()?;
@@ -200,7 +210,8 @@ impl kernel::Module for Rpcrdma2 {
         let server = register_server::<server::RdmaClass>(module)?;
         pr_info!(
             "server transport \"rdma\" registered (ident 256, RPC-over-RDMA Versions 1 and 2, with \
-             its backchannel)\n"
+             its backchannel, inline threshold {} bytes)\n",
+            server::inline_threshold()
         );
         Ok(Rpcrdma2 {
             _server: ServerRegistration::Rdma { _server: server },

@@ -40,6 +40,7 @@
 //! region, from a client that takes remote invalidation (RFC 8797), invalidates it with its
 //! Send (Send With Invalidate), sparing the client a `LOCAL_INV`.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     c_str,
     prelude::*,
@@ -69,6 +70,25 @@ pub(crate) const RDMA2_IDENT: i32 = 0x7232;
 
 /// The largest RPC payload, as the C transport's (`RPCSVC_MAXPAYLOAD_RDMA`): 1 MiB.
 const MAX_PAYLOAD: u32 = 1 << 20;
+
+/// The server's inline threshold of new connections, both ways: what it tells clients it
+/// receives (RFC 8797 private data, Version 2's `RBSIZ`), and the most it sends inline
+/// (`server_inline_threshold`, by default the module's `inline_threshold`).
+static INLINE_THRESHOLD: AtomicU32 = AtomicU32::new(crate::client::INLINE_SIZE);
+
+/// Sets the server's inline threshold (the module's init, before the class is registered):
+/// from 1024 to [`INLINE_SIZE`](crate::client::INLINE_SIZE) bytes.
+pub(crate) fn set_inline_threshold(bytes: u32) {
+    INLINE_THRESHOLD.store(
+        bytes.clamp(1024, crate::client::INLINE_SIZE),
+        Ordering::Relaxed,
+    );
+}
+
+/// The server's inline threshold of new connections.
+pub(crate) fn inline_threshold() -> u32 {
+    INLINE_THRESHOLD.load(Ordering::Relaxed)
+}
 
 /// A server class and the client class of its connections' backchannel
 /// ([`BackchannelClass`]).

@@ -29,7 +29,7 @@ use crate::proto::{
 };
 use core::{
     net::SocketAddr,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 use kernel::{
     new_mutex,
@@ -176,11 +176,13 @@ pub(crate) struct Endpoint {
     buffers: Arc<Buffers>,
     /// Pages one region maps: the device's fast-registration limit, at most [`REGION_PAGES`].
     region_pages: u32,
-    /// The largest message the server receives inline (RFC 8797; 1024 bytes without its
-    /// private data), and at most our inline threshold.
-    send_limit: usize,
-    /// The largest message we told the server we receive inline.
-    recv_limit: usize,
+    /// The largest message the server receives inline, at most our inline threshold: in
+    /// Version 1 what its RFC 8797 private data says (1024 bytes without it), in Version 2 its
+    /// receive buffer size (`RBSIZ`, 4096 bytes by default), once its properties arrived.
+    send_limit: AtomicUsize,
+    /// The largest message we expect from the server inline, and plan replies around: what we
+    /// told the server we receive, in Version 2 at most its send size (`SBSIZ`).
+    recv_limit: AtomicUsize,
     /// The call the server refused with `ERR_VERS`, which may be sent again on this
     /// connection: [`RESEND`] and its XID, or 0.
     resend: AtomicU64,
@@ -282,8 +284,8 @@ impl Endpoint {
                 pd,
                 buffers,
                 region_pages,
-                send_limit,
-                recv_limit: threshold as usize,
+                send_limit: AtomicUsize::new(send_limit),
+                recv_limit: AtomicUsize::new(threshold as usize),
                 resend: AtomicU64::new(0),
                 receiver,
                 _device_use: device_use,
@@ -299,7 +301,14 @@ impl Endpoint {
 
     /// The largest message the server receives inline (and we send).
     pub(crate) fn send_limit(&self) -> usize {
-        self.send_limit
+        self.send_limit.load(Ordering::Relaxed)
+    }
+
+    /// Sets the largest message we send inline and the largest we expect inline: the Version 2
+    /// server's properties say what it receives and what it sends.
+    pub(crate) fn set_limits(&self, send: usize, recv: usize) {
+        self.send_limit.store(send, Ordering::Relaxed);
+        self.recv_limit.store(recv, Ordering::Relaxed);
     }
 
     /// Lets call `xid`, which the server refused with `ERR_VERS`, be sent again on this
@@ -391,7 +400,7 @@ impl Endpoint {
     fn send_limit_of(&self, sending: Sending) -> usize {
         sending
             .probe_limit
-            .map_or(self.send_limit, |probe| probe.min(self.send_limit))
+            .map_or(self.send_limit(), |probe| probe.min(self.send_limit()))
     }
 
     /// The thresholds the plan applies: what the server receives inline and what we do, less
@@ -399,7 +408,10 @@ impl Endpoint {
     fn thresholds(&self, sending: Sending) -> PlanThresholds {
         PlanThresholds {
             send: self.send_limit_of(sending).saturating_sub(HEADER_RESERVE),
-            recv: self.recv_limit.saturating_sub(HEADER_RESERVE),
+            recv: self
+                .recv_limit
+                .load(Ordering::Relaxed)
+                .saturating_sub(HEADER_RESERVE),
         }
     }
 
@@ -720,7 +732,7 @@ impl Endpoint {
         body: &XdrBuf<'_>,
         counters: &Counters,
     ) -> Result {
-        if header.len() + body.layout().len() as usize > self.send_limit {
+        if header.len() + body.layout().len() as usize > self.send_limit() {
             Counters::add(&counters.failed_marshal, 1);
             return Err(EMSGSIZE);
         }
@@ -734,6 +746,21 @@ impl Endpoint {
             })?;
             Counters::add(&counters.pullup_copy, offset - header.len());
             self.post_buffer(buffer, index, offset)
+        })
+    }
+
+    /// Sends `message`, a transport header that carries no RPC message (`RDMA2_CONNPROP`,
+    /// `RDMA2_ERROR`), in one Send.
+    ///
+    /// `EMSGSIZE` if it does not fit the server's inline threshold, `ENOBUFS` if every send
+    /// buffer is in use, `ENOTCONN` if the queue pair refuses work.
+    pub(crate) fn send_control(&self, message: &[u8], counters: &Counters) -> Result {
+        if message.len() > self.send_limit() {
+            return Err(EMSGSIZE);
+        }
+        self.with_send_buffer(counters, |buffer, index| {
+            buffer.write(0, message)?;
+            self.post_buffer(buffer, index, message.len())
         })
     }
 

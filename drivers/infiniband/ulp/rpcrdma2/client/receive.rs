@@ -232,7 +232,9 @@ pub(crate) fn reply_kind(
             }
         }
         // A continuation, which we do not reassemble, an error or no message.
-        Body::Msg { more: true, .. } | Body::Error(_) | Body::Control => ReplyKind::Failed,
+        Body::Msg { more: true, .. } | Body::Error(_) | Body::Control | Body::Properties { .. } => {
+            ReplyKind::Failed
+        }
     }
 }
 

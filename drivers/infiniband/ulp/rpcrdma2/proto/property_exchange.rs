@@ -35,7 +35,9 @@
 //!   sequence is open, `RDMA2_ERR_INVAL_HTYPE`, dropping the partial set.
 
 use super::error::{V2Error, Violation};
-use super::properties::{PeerProperties, PropSet, Property, MAX_PROPS_PER_SET};
+use super::properties::{
+    PeerProperties, PropSet, Property, ReverseSupport, MAX_PROPS_PER_SET, MIN_BUFFER_SIZE,
+};
 use super::v2::{self, Flags, Prefix, V2BodyRef, PREFIX_LEN, RDMA2_F_TPMORE};
 use super::version::RPCRDMA_VERSION_2;
 use super::xdr::{EncodeError, XdrReader};
@@ -55,6 +57,8 @@ pub struct PropertyExchange {
     peer: PeerProperties,
     peer_done: bool,
     local_done: bool,
+    /// `RDMA2_CONNPROP` messages of the peer applied or stored.
+    peer_messages: u32,
 }
 
 impl Default for PropertyExchange {
@@ -70,7 +74,13 @@ impl PropertyExchange {
             peer: PeerProperties::DEFAULT,
             peer_done: false,
             local_done: false,
+            peer_messages: 0,
         }
+    }
+
+    /// How many `RDMA2_CONNPROP` messages of the peer were taken.
+    pub const fn peer_messages(&self) -> u32 {
+        self.peer_messages
     }
 
     /// The peer's properties in effect.
@@ -105,6 +115,7 @@ impl PropertyExchange {
             return Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete));
         }
         self.peer.apply(set);
+        self.peer_messages = self.peer_messages.saturating_add(1);
         if tpmore {
             Ok(ExchangeEvent::MoreExpected)
         } else {
@@ -117,6 +128,21 @@ impl PropertyExchange {
     /// properties, it never will and the defaults stand.
     pub fn on_other_message(&mut self) {
         self.peer_done = true;
+    }
+
+    /// Records another header type `htype` from the peer when each
+    /// `RDMA2_CONNPROP` is applied as it comes ([`PropertyExchange::on_connprop`]).
+    /// As [`PropertyExchange::on_other_message`], but in the middle of a
+    /// `RDMA2_F_TPMORE` sequence the message earns `RDMA2_ERR_INVAL_HTYPE`
+    /// (the properties applied so far stay; the peer is taken to be done).
+    pub fn on_other_message_checked(&mut self, htype: u32) -> Result<(), (V2Error, Violation)> {
+        let open = self.peer_messages != 0 && !self.peer_done;
+        self.peer_done = true;
+        if open {
+            Err((V2Error::InvalHtype, Violation::PropertiesIncomplete(htype)))
+        } else {
+            Ok(())
+        }
     }
 
     /// Feeds a received `RDMA2_CONNPROP` through `asm`: the set is stored,
@@ -133,7 +159,9 @@ impl PropertyExchange {
             asm.reset();
             return Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete));
         }
-        match asm.accept(set, tpmore)? {
+        let event = asm.accept(set, tpmore)?;
+        self.peer_messages = self.peer_messages.saturating_add(1);
+        match event {
             AssemblyEvent::MoreExpected => Ok(ExchangeEvent::MoreExpected),
             AssemblyEvent::Complete => {
                 let whole = asm
@@ -166,6 +194,46 @@ impl PropertyExchange {
             Ok(())
         }
     }
+}
+
+/// What an endpoint tells its peer about itself: the sizes of its Sends and
+/// of its receive buffers, and the reverse-direction messages it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalProperties {
+    /// `SBSIZ`: the largest message this endpoint sends inline.
+    pub send_size: u32,
+    /// `RBSIZ`: the largest message this endpoint receives inline.
+    pub recv_buffer_size: u32,
+    /// `BRS`: the reverse-direction messages this endpoint takes.
+    pub reverse: ReverseSupport,
+}
+
+impl LocalProperties {
+    /// The set to send, for [`split_properties`]. Sizes below the draft's
+    /// minimum are sent as the minimum, which every peer receives anyway.
+    pub fn properties(&self) -> [Property<'static>; 3] {
+        [
+            Property::RecvBufferSize(self.recv_buffer_size.max(MIN_BUFFER_SIZE)),
+            Property::SendSize(self.send_size.max(MIN_BUFFER_SIZE)),
+            Property::Reverse(self.reverse),
+        ]
+    }
+}
+
+/// The most an endpoint that sends at most `local_send` bytes inline sends
+/// to `peer` (draft section 5.2.2: what fits the peer's receive buffers):
+/// never above `local_send`, never below the draft's minimum buffer size
+/// (the decoder already refuses a smaller `RBSIZ`).
+pub fn send_threshold(local_send: u32, peer: &PeerProperties) -> u32 {
+    local_send.min(peer.recv_buffer_size).max(MIN_BUFFER_SIZE)
+}
+
+/// The most an endpoint that receives at most `local_recv` bytes inline
+/// expects from `peer` inline, and so plans its replies' chunks around
+/// (draft section 5.2.1: what the peer's Sends may carry): never above
+/// `local_recv`, never below the draft's minimum.
+pub fn receive_threshold(local_recv: u32, peer: &PeerProperties) -> u32 {
+    local_recv.min(peer.send_size).max(MIN_BUFFER_SIZE)
 }
 
 /// Limits on one peer's property set gathered over a `RDMA2_F_TPMORE`

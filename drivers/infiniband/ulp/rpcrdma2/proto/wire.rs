@@ -23,6 +23,7 @@ use super::chunk::{ChunkLimits, ChunkLists, ChunkListsRef};
 use super::dispatch::CommonHeader;
 use super::error::{ErrorBody, ErrorReply, Fault, V1Error, V2Error, Violation};
 use super::negotiation::parse_version_error;
+use super::properties::PropSet;
 use super::reverse::{classify_v1, classify_v2, Direction as Flow};
 use super::role::Endpoint;
 use super::v1::{self, V1Body, V1BodyRef, V1DecodeConfig};
@@ -247,8 +248,16 @@ pub enum Body<'a> {
     },
     /// A transport error about the message `rdma_xid` names.
     Error(ErrorBody),
-    /// Nothing an RPC message comes of: Version 1's deprecated `RDMA_DONE`, Version 2's
-    /// credit grant (`RDMA2_NOMSG` without chunks) and `RDMA2_CONNPROP`. Its credits count.
+    /// Version 2's `RDMA2_CONNPROP`: the peer's transport properties, already validated
+    /// (draft section 6.3.4). Its credits count.
+    Properties {
+        /// The property set this message carries.
+        set: PropSet<'a>,
+        /// `RDMA2_F_TPMORE`: more `RDMA2_CONNPROP` messages follow.
+        more: bool,
+    },
+    /// Nothing an RPC message comes of: Version 1's deprecated `RDMA_DONE` and Version 2's
+    /// credit grant (`RDMA2_NOMSG` without chunks). Its credits count.
     Control,
 }
 
@@ -332,7 +341,10 @@ pub fn decode_as<'a>(
                     chunks: chunks.lists,
                 },
                 V2Body::Error(e) => Body::Error(ErrorBody::V2(e)),
-                V2Body::ConnProp(_) => Body::Control,
+                V2Body::ConnProp(set) => Body::Properties {
+                    set,
+                    more: m.prefix.flags.tpmore(),
+                },
             };
             Ok(Header {
                 revision,

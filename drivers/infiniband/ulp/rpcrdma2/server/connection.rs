@@ -13,6 +13,14 @@
 //! The connection speaks the version of the first message of a version it supports (1 or 2),
 //! for its whole life, in the layout the protocol core's [`wire`] revision gives that version
 //! (draft section 4.2.3.3); a message of another version earns `ERR_VERS` ([`wire::admit`]).
+//!
+//! A Version 2 connection exchanges transport properties (draft sections 5 and 6.3.4): the
+//! client's first message, its `RDMA2_CONNPROP` in our client's case, settles the version, and
+//! our own `RDMA2_CONNPROP` goes out before anything else we send on the connection, granting
+//! the client its credits. The client's properties apply as each of its `RDMA2_CONNPROP`
+//! arrives ([`PropertyExchange`]): what we send inline follows its receive buffer size. Before
+//! that, a Version 2 connection assumes the draft's defaults (4096 bytes each way, at most our
+//! own threshold), not the RFC 8797 private data, which is Version 1's.
 
 use super::{
     backchannel::Callbacks,
@@ -28,10 +36,16 @@ use crate::{
     proto::{
         chunk::{ChunkLimits, ChunkListsRef, Segment},
         cm_private::CmPrivateData,
-        error::{ErrorReply, Fault},
+        error::{ErrorBody, ErrorReply, Fault},
+        negotiation::FIRST_MESSAGE_MAX,
+        properties::{PeerProperties, ReverseSupport},
+        property_exchange::{
+            send_threshold, split_properties, ExchangeEvent, LocalProperties, PropertyExchange,
+        },
         v1::V1_DEFAULT_INLINE,
+        v2::{self, Credit, Flags},
         version::{Version, VersionRange},
-        wire::{self, Body, BodyRef, Credits, Direction, Outgoing, Refusal, Revision},
+        wire::{self, Body, BodyRef, Credits, Direction, Header, Outgoing, Refusal, Revision},
         xdr::roundup,
     },
 };
@@ -39,9 +53,10 @@ use core::{
     fmt,
     marker::PhantomData,
     net::SocketAddr,
-    sync::atomic::{AtomicBool, AtomicU32, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
 };
 use kernel::{
+    new_mutex,
     page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::{
@@ -55,7 +70,7 @@ use kernel::{
         svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
         svc_xprt_class::SvcXprtPtr,
     },
-    sync::Arc,
+    sync::{Arc, Mutex},
 };
 
 /// Whether a call with chunks we do not serve was reported (once per module load).
@@ -79,9 +94,14 @@ pub(crate) struct Connection<C: WithBackchannel> {
     /// The RDMA operations of chunks, their MRs and bounce buffers.
     rdma: Arc<Rdma>,
     _pd: Arc<ProtectionDomain>,
-    /// The largest message we send inline: what the client receives (RFC 8797; 1024 bytes
-    /// without its private data), at most the module's inline threshold.
-    send_limit: usize,
+    /// The largest message we send inline, at most our inline threshold: in Version 1 what
+    /// the client receives (RFC 8797; 1024 bytes without its private data), in Version 2 its
+    /// receive buffer size (`RBSIZ`, 4096 bytes by default).
+    send_limit: AtomicUsize,
+    /// Our inline threshold, both ways ([`super::inline_threshold`] when accepted).
+    threshold: u32,
+    /// The transport property exchange of a Version 2 connection.
+    exchange: Pin<KBox<Mutex<Exchange>>>,
     /// The client takes Send With Invalidate (RFC 8797).
     remote_invalidation: bool,
     /// The connection's protocol version (`rdma_vers`), 0 until its first message of a
@@ -105,9 +125,9 @@ pub(crate) fn accept<C: WithBackchannel>(
 ) -> Result<SvcXprtPtr> {
     let peer = CmPrivateData::decode(&param.private_data);
     let client_receives = peer.map_or(V1_DEFAULT_INLINE, |p| p.recv_size);
-    // The module's inline threshold (`inline_threshold=`, at most our buffers' size) is what
-    // we advertise both ways, and the most we send inline.
-    let threshold = crate::client::inline_threshold();
+    // The server's inline threshold (`server_inline_threshold=`, at most our buffers' size)
+    // is what we advertise both ways, and the most we send inline.
+    let threshold = super::inline_threshold();
     let send_limit = client_receives.min(threshold) as usize;
     let device = id.device()?;
     let caps = device.caps();
@@ -164,7 +184,9 @@ pub(crate) fn accept<C: WithBackchannel>(
                 buffers,
                 rdma,
                 _pd: pd,
-                send_limit,
+                send_limit: AtomicUsize::new(send_limit),
+                threshold,
+                exchange: KBox::pin_init(new_mutex!(Exchange::new()), GFP_KERNEL)?,
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
                 version: AtomicU32::new(0),
                 remote,
@@ -185,6 +207,30 @@ pub(crate) fn accept<C: WithBackchannel>(
         }
     );
     Ok(xprt)
+}
+
+/// The transport property exchange of a Version 2 connection (draft sections 5 and 6.3.4).
+struct Exchange {
+    state: PropertyExchange,
+    /// Our `RDMA2_CONNPROP` messages sent.
+    sent: u32,
+}
+
+impl Exchange {
+    fn new() -> Self {
+        Self {
+            state: PropertyExchange::new(),
+            sent: 0,
+        }
+    }
+}
+
+/// What the property exchange makes of a message of a Version 2 connection.
+enum Exchanged {
+    /// The message goes on to be served.
+    Serve,
+    /// The message was the exchange's (an `RDMA2_CONNPROP`) or was refused: nothing to serve.
+    Consumed,
 }
 
 /// A client's address for messages, if it is known.
@@ -233,7 +279,7 @@ impl<C: WithBackchannel> Connection<C> {
 
     /// The largest message we send inline.
     pub(super) fn send_limit(&self) -> usize {
-        self.send_limit
+        self.send_limit.load(Ordering::Relaxed)
     }
 
     /// The largest callback: what we send inline, less the largest header of a message
@@ -244,7 +290,7 @@ impl<C: WithBackchannel> Connection<C> {
             .filter_map(|r| wire::header_len(*r, &ChunkListsRef::EMPTY))
             .max()
             .unwrap_or(HEADER_ROOM);
-        self.send_limit.saturating_sub(header)
+        self.send_limit().saturating_sub(header)
     }
 
     /// The client's address, if it is known.
@@ -289,6 +335,10 @@ impl<C: WithBackchannel> Connection<C> {
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
         let decoded = xprt.admit(message).and_then(|revision| {
+            if revision == Revision::V2Draft01 {
+                // Our properties go first, whatever the client's first message is.
+                Self::send_properties(xprt, &mut xprt.exchange.lock());
+            }
             let header = wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)?;
             // A reply to one of our callbacks is no call: it goes to the backchannel.
             if wire::inline_reverse_reply(&header).is_some() {
@@ -297,6 +347,11 @@ impl<C: WithBackchannel> Connection<C> {
             wire::check_call(&header).map(|()| header)
         });
         if let Ok(header) = &decoded {
+            if header.revision == Revision::V2Draft01 {
+                if let Exchanged::Consumed = xprt.take_properties(header) {
+                    return Ok(0);
+                }
+            }
             if let Some(reply) = wire::inline_reverse_reply(header) {
                 let credits = u32::from(header.credits.granted);
                 xprt.callbacks.reply(header.xid, credits, reply);
@@ -325,7 +380,7 @@ impl<C: WithBackchannel> Connection<C> {
             } => (chunks, payload, false),
             Body::NoMsg { chunks } => (chunks, &[][..], true),
             // None is a call: dropped (a credit grant's credits are ours to ignore).
-            Body::Error(_) | Body::Control => return Ok(0),
+            Body::Error(_) | Body::Control | Body::Properties { .. } => return Ok(0),
         };
         let unserved = |why: Unserved| {
             let refusal = match why {
@@ -415,6 +470,119 @@ impl<C: WithBackchannel> Connection<C> {
                 Ok(len)
             }
         }
+    }
+
+    /// Sends our transport properties (`RDMA2_CONNPROP`, split as the protocol core does), once
+    /// per connection: the first messages we send on a Version 2 connection. The connection
+    /// goes if they cannot be sent.
+    fn send_properties(xprt: &SvcXprt<Self>, exchange: &mut Exchange) {
+        if exchange.sent != 0 {
+            return;
+        }
+        let local = LocalProperties {
+            send_size: xprt.threshold,
+            recv_buffer_size: xprt.threshold,
+            // Replies to our callbacks are taken inline, without chunks.
+            reverse: ReverseSupport::Simple,
+        };
+        let props = local.properties();
+        let Ok(batches) = split_properties(&props, FIRST_MESSAGE_MAX) else {
+            return;
+        };
+        // Version 2 starts from the draft's defaults, not from Version 1's private data.
+        xprt.settle_v2_limit(exchange.state.peer());
+        for batch in batches {
+            let credits = xprt.credits();
+            let credit = Credit {
+                granted: credits.granted.max(1),
+                max_outstanding: credits.max,
+            };
+            // `RDMA2_CONNPROP` carries no RPC message: its XID is 0.
+            let sent = KVec::from_elem(0u8, FIRST_MESSAGE_MAX, GFP_KERNEL)
+                .map_err(Error::from)
+                .and_then(|mut buf| {
+                    let len = batch
+                        .encode(&mut buf, 0, credit, Flags::NONE)
+                        .map_err(|_| EMSGSIZE)?;
+                    xprt.send(buf.get(..len).ok_or(EINVAL)?, None, |_, _| Ok(0))
+                });
+            if let Err(e) = sent {
+                pr_info!(
+                    "{}: our transport properties could not be sent ({:?}): closing the \
+                     connection\n",
+                    Peer(xprt.remote),
+                    e
+                );
+                Self::give_up(xprt);
+                return;
+            }
+            exchange.sent = exchange.sent.saturating_add(1);
+            exchange.state.on_local_sent(batch.tpmore);
+        }
+    }
+
+    /// What we send inline on a Version 2 connection whose client's properties are `peer`.
+    fn settle_v2_limit(&self, peer: &PeerProperties) -> usize {
+        let limit = send_threshold(self.threshold, peer) as usize;
+        self.send_limit.store(limit, Ordering::Relaxed);
+        limit
+    }
+
+    /// Runs the property exchange on `header`, a message of a Version 2 connection: an
+    /// `RDMA2_CONNPROP` is applied, or refused as the protocol core decides (after the
+    /// client's last one, `RDMA2_ERR_INVAL_HTYPE`); another message in the middle of the
+    /// client's `RDMA2_F_TPMORE` sequence is refused (`RDMA2_ERR_INVAL_HTYPE`), else served.
+    fn take_properties(&self, header: &Header<'_>) -> Exchanged {
+        let refuse = |error| {
+            let reply = ErrorReply {
+                xid: header.xid,
+                vers: header.revision.vers(),
+                body: ErrorBody::V2(error),
+            };
+            pr_debug!(
+                "{}: {} in the property exchange\n",
+                Peer(self.remote),
+                reply.body.name()
+            );
+            self.send_error(&reply);
+            Exchanged::Consumed
+        };
+        let mut exchange = self.exchange.lock();
+        let (set, more) = match header.body {
+            Body::Properties { set, more } => (set, more),
+            _ => {
+                let htype = match header.body {
+                    Body::NoMsg { .. } | Body::Control => v2::RDMA2_NOMSG,
+                    Body::Error(_) => v2::RDMA2_ERROR,
+                    _ => v2::RDMA2_MSG,
+                };
+                return match exchange.state.on_other_message_checked(htype) {
+                    Ok(()) => Exchanged::Serve,
+                    Err((error, _)) => refuse(error),
+                };
+            }
+        };
+        let event = match exchange.state.on_connprop(&set, more) {
+            Ok(event) => event,
+            Err((error, _)) => return refuse(error),
+        };
+        let peer = *exchange.state.peer();
+        let limit = self.settle_v2_limit(&peer);
+        if event == ExchangeEvent::PeerDone {
+            pr_info!(
+                "{}: RPC-over-RDMA v2 transport properties: the client receives {} bytes \
+                 (RBSIZ), sends {} (SBSIZ), reverse direction {:?}; we send up to {} inline; \
+                 RDMA2_CONNPROP {} sent, {} received\n",
+                Peer(self.remote),
+                peer.recv_buffer_size,
+                peer.send_size,
+                peer.reverse,
+                limit,
+                exchange.sent,
+                exchange.state.peer_messages()
+            );
+        }
+        Exchanged::Consumed
     }
 
     /// Answers with the error header `reply` (best effort: without a send buffer, the client's
@@ -599,7 +767,7 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
                      {} for call {:#x}\n",
                     len,
                     why,
-                    xprt.send_limit,
+                    xprt.send_limit(),
                     reply.body.name(),
                     xid
                 );
@@ -614,10 +782,11 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         let rest_len = plan.rest_len();
         // The header as it goes inline: the Write list, no Reply chunk.
         let header_len = encode_header(revision, xid, grant, &chunks.writes, None, false)?.len();
-        if header_len + rest_len > xprt.send_limit {
+        let send_limit = xprt.send_limit();
+        if header_len + rest_len > send_limit {
             let reply = chunks.reply.as_deref();
             let nomsg_len = encode_header(revision, xid, grant, &chunks.writes, reply, true)?.len();
-            if !chunks::reply_chunk_holds(chunks, rest_len) || nomsg_len > xprt.send_limit {
+            if !chunks::reply_chunk_holds(chunks, rest_len) || nomsg_len > send_limit {
                 let needed = u32::try_from(rest_len).unwrap_or(u32::MAX);
                 return fail(Refusal::ReplyResource { needed }, total);
             }
