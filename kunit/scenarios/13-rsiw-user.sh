@@ -6,7 +6,7 @@
 # (read-sges), a Send through a deregistered key (stale-lkey), malformed
 # queue entries written by the process itself (bad-sqe), and memory registrations that fail
 # (reg-mr-abuse); CQs, QPs and SRQs created and destroyed in loops past the device's maximum
-# (lowered to 1000 in the test run), and a
+# (lowered to 300 in the test run), and a
 # send ring rewritten by a second thread during the doorbell (verbs-churn). First rsiw with
 # itself (rsiw0 on dummy0, rsiw1 on dummy1), then against the C siw on the wire in both directions (rsiw0 on
 # dummy0, siw1 on dummy1), without and with MPA CRC. Nothing may be left behind.
@@ -183,10 +183,13 @@ for crc in optional required; do
   rping_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
   srq_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_write_bw -s 65536 -n $iters -F
+  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
+  # The other directions and the Send path once (CRCs are computed the same way for every
+  # opcode).
+  if [ $crc = required ]; then continue; fi
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_write_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_read_bw -s 65536 -n $iters -F
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_send_lat -s 8 -n $iters -F
-  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_send_lat -s 8 -n $iters -F
 done
 echo optional >/sys/class/infiniband/rsiw0/mpa_crc

@@ -98,9 +98,9 @@ pub(crate) fn inline_threshold() -> u32 {
     INLINE_THRESHOLD.load(Ordering::Relaxed)
 }
 
-/// Whether new transports probe for Version 2 (`version=2`, the default) or speak Version 1
-/// from the start (`version=1`).
-static PROBE_V2: AtomicBool = AtomicBool::new(true);
+/// Whether new transports probe for Version 2 (`version=2`) or speak Version 1 from the start
+/// (`version=1`, the module's default, which its init sets).
+static PROBE_V2: AtomicBool = AtomicBool::new(false);
 
 /// Sets the highest version new transports speak (the module's init, before the class is
 /// registered).
