@@ -183,13 +183,10 @@ for crc in optional required; do
   rping_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
   srq_pair "siw client, rsiw server, crc $crc" $ADDR0 $ADDR1
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_write_bw -s 65536 -n $iters -F
-  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
-  # The other directions and the Send path once (CRCs are computed the same way for every
-  # opcode).
-  if [ $crc = required ]; then continue; fi
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_write_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_read_bw -s 65536 -n $iters -F
   perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_send_lat -s 8 -n $iters -F
+  perf_pair "siw client, rsiw server, crc $crc" rsiw0 siw1 $ADDR0 ib_read_bw -s 65536 -n $iters -F
   perf_pair "rsiw client, siw server, crc $crc" siw1 rsiw0 $ADDR1 ib_send_lat -s 8 -n $iters -F
 done
 echo optional >/sys/class/infiniband/rsiw0/mpa_crc
