@@ -99,13 +99,11 @@ impl CreateArgs<'_> {
     }
 }
 
-/// A transport a class created, on its way to the RPC client (`struct rpc_xprt *`): it owns
-/// one reference, which passes to the client when `setup` returns it; dropped on the way (a
-/// later step of `setup` failed), it puts that reference, which destroys the transport.
+/// A transport a class created, handed to the RPC client (`struct rpc_xprt *`).
 ///
 /// # Invariants
 ///
-/// Points to a fully set up `rpc_xprt` on which it owns one reference.
+/// Points to an `rpc_xprt` that the client owns from the moment `setup` returns it.
 pub struct TransportPtr(*mut bindings::rpc_xprt);
 
 impl TransportPtr {
@@ -113,7 +111,7 @@ impl TransportPtr {
     ///
     /// # Safety
     ///
-    /// `ptr` is a fully set up `rpc_xprt` whose one reference passes to the returned value.
+    /// `ptr` is a fully set up `rpc_xprt` whose one reference passes to the RPC client.
     pub(crate) unsafe fn from_raw(ptr: *mut bindings::rpc_xprt) -> Self {
         // INVARIANT: The caller's guarantee.
         Self(ptr)
@@ -121,21 +119,6 @@ impl TransportPtr {
 
     pub(crate) fn as_raw(&self) -> *mut bindings::rpc_xprt {
         self.0
-    }
-
-    /// Hands the transport and its reference to the RPC client.
-    fn into_raw(self) -> *mut bindings::rpc_xprt {
-        let ptr = self.0;
-        core::mem::forget(self);
-        ptr
-    }
-}
-
-impl Drop for TransportPtr {
-    fn drop(&mut self) {
-        // SAFETY: The reference we own (type invariant); the last put destroys the transport
-        // through its class's `destroy`, as for any transport the client lets go of.
-        unsafe { bindings::xprt_put(self.0) };
     }
 }
 
@@ -322,7 +305,7 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(
     // INVARIANT: The `xprt_create` of this call.
     let args = CreateArgs { inner };
     match T::setup(&args) {
-        Ok(xprt) => xprt.into_raw(),
+        Ok(xprt) => xprt.as_raw(),
         Err(e) => e.to_ptr(),
     }
 }

@@ -106,9 +106,10 @@ impl<T: Transport> Xprt<T> {
             Ordering::Acquire,
         );
         if linked.is_err() {
-            // SAFETY: The two references taken above; `ptr`, dropped on return, puts the last
-            // one, which destroys the transport.
+            // SAFETY: The three references on `x` (the client's and the two taken above); the
+            // last put destroys the transport.
             unsafe {
+                bindings::xprt_put(x);
                 bindings::xprt_put(x);
                 bindings::xprt_put(x);
             }

@@ -4,8 +4,7 @@
 //! transport that answers its calls itself from a work item, through the transport's handle,
 //! which reaches nothing once the transport is destroyed; a client fails over a transport
 //! whose connects are refused; and a call a transport sends again (`Xprt::retry_call`) and
-//! then fails (`Xprt::fail_call`) ends with the failure's error, never decoding a reply; a
-//! transport that a failing `setup` drops is destroyed.
+//! then fails (`Xprt::fail_call`) ends with the failure's error, never decoding a reply.
 
 use super::{Config, Connect, Rqst, Timeout, Transport, Xprt};
 use crate::{
@@ -288,45 +287,6 @@ impl Drop for Retrying {
     }
 }
 
-/// A class whose `setup` fails after it created its transport, as one would whose later step
-/// (a registration, a lookup) fails: the transport it drops is destroyed, not leaked.
-struct Abandoned;
-
-static ABANDONED: ClassSlot = ClassSlot::new();
-
-impl TransportClass for Abandoned {
-    const NAME: &'static CStr = c_str!("rust kunit abandoned");
-    const IDENT: i32 = 0x7352_0005;
-    const NETIDS: &'static [&'static CStr] = &[c_str!("rust-kunit-abandon")];
-    const SLOT: &'static ClassSlot = &ABANDONED;
-
-    fn setup(args: &CreateArgs<'_>) -> Result<TransportPtr> {
-        let _created = Xprt::<Abandoned>::create(args, &config(), Abandoned)?;
-        Err(ENOSPC)
-    }
-}
-
-#[vtable]
-impl Transport for Abandoned {
-    type Class = Abandoned;
-
-    fn connect(_xprt: &Xprt<Self>, connect: Connect<Self>) {
-        connect.complete(Err(ECONNREFUSED));
-    }
-
-    fn close(_xprt: &Xprt<Self>) {}
-
-    fn send_request(_xprt: &Xprt<Self>, _rqst: &Rqst<'_>) -> Result {
-        Err(ENOTCONN)
-    }
-}
-
-impl Drop for Abandoned {
-    fn drop(&mut self) {
-        DESTROYED.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// Creates an RPC client of the test program over the transport `ident`, to 127.0.0.1
 /// port 2049 (bound, so no rpcbind), which pings the server.
 fn create_client(ident: i32) -> Result<*mut bindings::rpc_clnt> {
@@ -433,26 +393,11 @@ fn a_refused_connect_fails_the_client(test: &mut Test) -> Result {
     Ok(())
 }
 
-fn a_transport_dropped_by_a_failed_setup_is_destroyed(test: &mut Test) -> Result {
-    let reg = KBox::pin_init(Registration::<Abandoned>::new(&VMLINUX), GFP_KERNEL)?;
-    let gone = DESTROYED.load(Ordering::SeqCst);
-    let clnt = create_client(Abandoned::IDENT);
-    kunit_expect!(test, clnt.err() == Some(ENOSPC));
-    if let Ok(clnt) = clnt {
-        // SAFETY: A client `rpc_create` returned, shut down once.
-        unsafe { bindings::rpc_shutdown_client(clnt) };
-    }
-    kunit_expect!(test, destroyed(gone + 1));
-    drop(reg);
-    Ok(())
-}
-
 crate::kunit_suite!(
     rust_sunrpc_xprt,
     [
         a_client_pings_over_a_loopback_transport,
         a_refused_connect_fails_the_client,
-        a_failed_call_ends_with_its_error_after_a_retry,
-        a_transport_dropped_by_a_failed_setup_is_destroyed
+        a_failed_call_ends_with_its_error_after_a_retry
     ]
 );
