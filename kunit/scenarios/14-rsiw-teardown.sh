@@ -1,8 +1,8 @@
 # timeout: 600
 # rsiw torn down with work in flight, under the test kernel's KASAN, kmemleak and lockdep:
 # rsiw0 (198.18.0.1, dummy0) against the C siw's siw1 (198.18.0.2, dummy1).
-# (a) 200 rdma_cm connections from user space set up, used for one verified Send and torn down,
-#     with rsiw0 as the server, then 200 with rsiw0 as the client (cm-cycles). Against the C
+# (a) 120 rdma_cm connections from user space set up, used for one verified Send and torn down,
+#     with rsiw0 as the server, then 120 with rsiw0 as the client (cm-cycles). Against the C
 #     siw as the server the server speaks first and closes first (cm-cycles -g, which says why).
 # (b) 20 plain TCP peers trickle MPA Requests to a listener on rsiw0 a byte at a time, never
 #     completing them (mpa-trickle): the exchanges end at the device's deadline (mpa_timeout_ms,
@@ -23,7 +23,7 @@ rdma link add rsiw0 type rsiw netdev dummy0 || fail "rdma link add rsiw0"
 rdma link add siw1 type siw netdev dummy1 || fail "rdma link add siw1"
 
 # Connections per direction in (a).
-cycles=200
+cycles=120
 
 # running PID: the process exists and has not ended (a zombie has ended).
 running() {
