@@ -1,4 +1,4 @@
-# timeout: 600
+# timeout: 900
 # rpcrdma2's client through losses of its connection and of its device, against the stock C
 # server on another host, over rsiw on both sides.
 #   a: NFS client over rpcrdma2 (the C rpcrdma is never loaded)    b: NFS server (C nfsd, rdma 20049)
