@@ -216,7 +216,7 @@ proptest! {
         let frags: Vec<_> = plan.fragments().collect();
         prop_assert_eq!(frags.len(), plan.count());
         let mut storage = vec![0u8; 4096];
-        let mut r = Reassembler::new(SliceStorage::new(&mut storage), ReassemblyLimits { max_len: 4096, max_fragments: 1000 });
+        let mut r = Reassembler::new(SliceStorage::new(&mut storage[..]), ReassemblyLimits { max_len: 4096, max_fragments: 1000 });
         let mut done = false;
         let mut whole = None;
         for (i, f) in frags.iter().enumerate() {

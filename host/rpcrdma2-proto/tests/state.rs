@@ -232,7 +232,7 @@ fn plan_fragments_splits_and_fits() {
 #[test]
 fn reassembly_concatenates() {
     let mut buf = [0u8; 64];
-    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf[..]), limits());
     let cfg = V2DecodeConfig::default();
     let a = v2msg(9, RDMA2_MSG, RDMA2_F_MORE, b"hello ");
     let grant = v2msg(0, RDMA2_NOMSG, 0, b"");
@@ -264,9 +264,9 @@ fn reassembly_concatenates() {
 #[test]
 fn interleaved_xid_is_inval_cont_and_poisons() {
     let mut buf = [0u8; 64];
-    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf[..]), limits());
     let cfg = V2DecodeConfig::default();
-    let feed = |r: &mut Reassembler<SliceStorage<'_>>, m: Vec<u8>| {
+    let feed = |r: &mut Reassembler<SliceStorage<&mut [u8]>>, m: Vec<u8>| {
         let owned = m;
         let d = v2::decode(&owned, &cfg).unwrap();
         r.accept(&d).map(|x| format!("{x:?}"))
@@ -304,7 +304,7 @@ fn continuation_limits() {
     let cfg = V2DecodeConfig::default();
     // Too many fragments.
     let mut buf = [0u8; 64];
-    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf[..]), limits());
     for _ in 0..4 {
         let m = v2msg(5, RDMA2_MSG, RDMA2_F_MORE, b"x");
         assert_eq!(
@@ -322,7 +322,7 @@ fn continuation_limits() {
         Ok(Reassembled::Dropped)
     );
     // Too long.
-    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf[..]), limits());
     let big = [7u8; 40];
     let m = v2msg(6, RDMA2_MSG, RDMA2_F_MORE, &big);
     assert_eq!(
@@ -333,7 +333,7 @@ fn continuation_limits() {
     assert_eq!(e.violation, Violation::ContinuationTooLong);
     // Storage smaller than the limit: SYSTEM rather than INVAL_CONT.
     let mut small = [0u8; 8];
-    let mut r = Reassembler::new(SliceStorage::new(&mut small), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut small[..]), limits());
     let m = v2msg(7, RDMA2_MSG, RDMA2_F_MORE, &[1u8; 12]);
     let e = r.accept(&v2::decode(&m, &cfg).unwrap()).unwrap_err();
     assert_eq!(e.error(), V2Error::System);
@@ -343,7 +343,7 @@ fn continuation_limits() {
 fn special_format_mid_sequence_is_violation() {
     let cfg = V2DecodeConfig::default();
     let mut buf = [0u8; 64];
-    let mut r = Reassembler::new(SliceStorage::new(&mut buf), limits());
+    let mut r = Reassembler::new(SliceStorage::new(&mut buf[..]), limits());
     let a = v2msg(3, RDMA2_MSG, RDMA2_F_MORE, b"abcd");
     r.accept(&v2::decode(&a, &cfg).unwrap()).unwrap();
     let nomsg = words(&[3, 2, 1, RDMA2_NOMSG, 0, 0, 0, 0, 1, 1, 1, 100, 0, 0]);

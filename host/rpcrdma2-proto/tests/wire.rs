@@ -502,3 +502,70 @@ fn a_probe_tells_a_v2_segments_error_from_a_v1_err_vers() {
         })
     );
 }
+
+#[test]
+fn v2_fragment_layout_and_v1_refusal() {
+    // RDMA2_MSG with RDMA2_F_MORE (2), and RDMA2_F_RESPONSE (1) on a reply's fragment.
+    let b = encode_vec(Revision::V2Draft01, &call(BodyRef::Fragment));
+    assert_eq!(b, words(&[0xabcd, 2, 0x0040_0040, 0, 2, 0, 0, 0, 0]));
+    let mut reply = call(BodyRef::Fragment);
+    reply.direction = Direction::Reply;
+    let b = encode_vec(Revision::V2Draft01, &reply);
+    assert_eq!(b, words(&[0xabcd, 2, 0x0040_0040, 0, 3, 0, 0, 0, 0]));
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        encode(Revision::V1, &mut buf, &call(BodyRef::Fragment)),
+        Err(proto::xdr::EncodeError::NotInRevision)
+    );
+}
+
+#[test]
+fn fragments_on_the_wire_reassemble() {
+    use proto::continuation::{Part, Reassembled, Reassembler, SliceStorage, RECEIVE_LIMITS};
+    let message: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    let sends: Vec<Vec<u8>> = message
+        .chunks(128)
+        .enumerate()
+        .map(|(i, part)| {
+            let last = (i + 1) * 128 >= message.len();
+            let body = if last {
+                BodyRef::Msg(ChunkListsRef::EMPTY)
+            } else {
+                BodyRef::Fragment
+            };
+            let mut send = encode_vec(Revision::V2Draft01, &call(body));
+            send.extend_from_slice(part);
+            send
+        })
+        .collect();
+    let mut store = [0u8; 512];
+    let mut reassembler = Reassembler::new(SliceStorage::new(&mut store[..]), RECEIVE_LIMITS);
+    let mut outcome = Vec::new();
+    for send in &sends {
+        let header = decode(send, &ChunkLimits::DEFAULT).unwrap();
+        outcome.push(reassembler.accept_part(header.part()).unwrap());
+    }
+    assert_eq!(
+        outcome,
+        [
+            Reassembled::Pending,
+            Reassembled::Pending,
+            Reassembled::Complete {
+                xid: 0xabcd,
+                fragments: 3
+            }
+        ]
+    );
+    assert_eq!(reassembler.storage().data(), &message[..]);
+    // A Version 1 message is whole, never a fragment.
+    let v1 = encode_vec(Revision::V1, &call(BodyRef::Msg(ChunkListsRef::EMPTY)));
+    let header = decode(&v1, &ChunkLimits::DEFAULT).unwrap();
+    assert!(matches!(
+        header.part(),
+        Part::Rpc {
+            more: false,
+            payload: Some(&[]),
+            ..
+        }
+    ));
+}

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         max_fragments: 8,
     };
     let mut storage = [0u8; 200];
-    let mut r = Reassembler::new(SliceStorage::new(&mut storage), limits);
+    let mut r = Reassembler::new(SliceStorage::new(&mut storage[..]), limits);
     let mut rest = data;
     while let Some((&len, tail)) = rest.split_first() {
         let len = usize::from(len).min(tail.len());

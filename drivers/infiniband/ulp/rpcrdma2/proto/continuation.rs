@@ -15,8 +15,22 @@
 //! remaining fragments are dropped silently (section 7.1.3), and the caller
 //! gets `RDMA2_ERR_INVAL_CONT` to send.
 
+use core::ops::DerefMut;
+
 use super::error::{V2Error, Violation};
 use super::v2::{V2Body, V2Message, EMPTY_MSG_HEADER_LEN};
+
+/// Most Sends one continued message of ours takes. A peer's credit grant counts its posted
+/// receives, so a sender holds back this many less one for the one continued message it has in
+/// flight at a time (draft section 6.2.2.2: a sender must not run past the grant mid-sequence).
+pub const MAX_SENT_FRAGMENTS: usize = 4;
+
+/// What we reassemble: more than any sender of ours produces, little enough to hold per
+/// connection.
+pub const RECEIVE_LIMITS: ReassemblyLimits = ReassemblyLimits {
+    max_len: 32 * 1024,
+    max_fragments: 16,
+};
 
 /// One fragment of a planned split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,16 +175,17 @@ pub trait ReassemblyStorage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StorageFull;
 
-/// [`ReassemblyStorage`] over a caller-provided fixed buffer.
+/// [`ReassemblyStorage`] over a fixed buffer: a borrowed slice, or one the caller owns (the
+/// kernel's `KVec`, allocated once per connection, so nothing allocates while reassembling).
 #[derive(Debug)]
-pub struct SliceStorage<'b> {
-    buf: &'b mut [u8],
+pub struct SliceStorage<B> {
+    buf: B,
     len: usize,
 }
 
-impl<'b> SliceStorage<'b> {
+impl<B: DerefMut<Target = [u8]>> SliceStorage<B> {
     /// Wraps `buf`; its length is the capacity.
-    pub fn new(buf: &'b mut [u8]) -> Self {
+    pub fn new(buf: B) -> Self {
         Self { buf, len: 0 }
     }
 
@@ -180,7 +195,7 @@ impl<'b> SliceStorage<'b> {
     }
 }
 
-impl ReassemblyStorage for SliceStorage<'_> {
+impl<B: DerefMut<Target = [u8]>> ReassemblyStorage for SliceStorage<B> {
     fn len(&self) -> usize {
         self.len
     }
@@ -250,6 +265,41 @@ impl ContinuationError {
         match self.violation {
             Violation::StorageExhausted => V2Error::System,
             _ => V2Error::InvalCont,
+        }
+    }
+}
+
+/// What the [`Reassembler`] needs of a received message, whatever layout it came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// A message that carries (part of) an RPC message.
+    Rpc {
+        /// `rdma_xid`.
+        xid: u32,
+        /// `rdma_htype`.
+        htype: u32,
+        /// `RDMA2_F_MORE`.
+        more: bool,
+        /// The inline payload; `None` for a Special Format message (`RDMA2_NOMSG` with chunks).
+        payload: Option<&'a [u8]>,
+    },
+    /// Anything else: a credit grant, an error, properties.
+    Control,
+}
+
+impl<'a> Part<'a> {
+    /// The part a decoded v2 message is.
+    pub fn of(msg: &V2Message<'a>) -> Self {
+        let payload = match msg.body {
+            V2Body::Msg { payload, .. } => Some(payload),
+            V2Body::NoMsg { chunks } if !chunks.lists.is_empty() => None,
+            _ => return Part::Control,
+        };
+        Part::Rpc {
+            xid: msg.prefix.xid,
+            htype: msg.prefix.htype,
+            more: msg.prefix.flags.more(),
+            payload,
         }
     }
 }
@@ -337,13 +387,22 @@ impl<S: ReassemblyStorage> Reassembler<S> {
         &mut self,
         msg: &V2Message<'a>,
     ) -> Result<Reassembled<'a>, ContinuationError> {
-        let xid = msg.prefix.xid;
-        let htype = msg.prefix.htype;
-        let more = msg.prefix.flags.more();
-        let payload = match msg.body {
-            V2Body::Msg { payload, .. } => Some(payload),
-            V2Body::NoMsg { chunks } if !chunks.lists.is_empty() => None,
-            _ => return Ok(Reassembled::Control),
+        self.accept_part(Part::of(msg))
+    }
+
+    /// Feeds one received message, seen as a [`Part`].
+    pub fn accept_part<'a>(
+        &mut self,
+        part: Part<'a>,
+    ) -> Result<Reassembled<'a>, ContinuationError> {
+        let Part::Rpc {
+            xid,
+            htype,
+            more,
+            payload,
+        } = part
+        else {
+            return Ok(Reassembled::Control);
         };
         if self.poisoned.contains(&Some(xid)) {
             if !more {

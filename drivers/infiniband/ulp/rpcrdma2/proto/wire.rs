@@ -20,6 +20,7 @@
 //! not serve ([`refusal`]), in the layout of the connection's revision.
 
 use super::chunk::{ChunkLimits, ChunkLists, ChunkListsRef};
+use super::continuation::Part;
 use super::dispatch::CommonHeader;
 use super::error::{ErrorBody, ErrorReply, Fault, V1Error, V2Error, Violation};
 use super::negotiation::parse_version_error;
@@ -28,8 +29,8 @@ use super::reverse::{classify_v1, classify_v2, Direction as Flow};
 use super::role::Endpoint;
 use super::v1::{self, V1Body, V1BodyRef, V1DecodeConfig};
 use super::v2::{
-    self, Credit, Flags, Prefix, V2Body, V2BodyRef, V2ChunkListsRef, V2DecodeConfig,
-    RDMA2_F_RESPONSE,
+    self, Credit, Flags, Prefix, V2Body, V2BodyRef, V2ChunkListsRef, V2DecodeConfig, RDMA2_F_MORE,
+    RDMA2_F_RESPONSE, RDMA2_MSG, RDMA2_NOMSG,
 };
 use super::version::{Version, VersionRange, RPCRDMA_VERSION_1, RPCRDMA_VERSION_2};
 use super::xdr::{EncodeError, XdrReader};
@@ -150,6 +151,9 @@ pub enum BodyRef<'s> {
     /// The RPC message is in a Position Zero Read chunk or the Reply chunk (`RDMA_NOMSG`,
     /// `RDMA2_NOMSG`).
     NoMsg(ChunkListsRef<'s>),
+    /// A part of the RPC message that continues in the next Send: `RDMA2_MSG` with
+    /// `RDMA2_F_MORE` and no chunks (draft section 4.4.2). Version 2 only.
+    Fragment,
 }
 
 /// A header to send.
@@ -172,7 +176,8 @@ pub fn header_len(revision: Revision, lists: &ChunkListsRef<'_>) -> Option<usize
 }
 
 /// Encodes `header` into `buf` in `revision`'s layout, returning its length. Version 2
-/// headers solicit no remote invalidation (`rdma_inv_handle` 0) and carry no continuation.
+/// headers solicit no remote invalidation (`rdma_inv_handle` 0). A [`BodyRef::Fragment`] in
+/// Version 1 is [`EncodeError::NotInRevision`].
 pub fn encode(
     revision: Revision,
     buf: &mut [u8],
@@ -184,14 +189,20 @@ pub fn encode(
             let body = match header.body {
                 BodyRef::Msg(lists) => V1BodyRef::Msg(lists),
                 BodyRef::NoMsg(lists) => V1BodyRef::NoMsg(lists),
+                BodyRef::Fragment => return Err(EncodeError::NotInRevision),
             };
             v1::encode(buf, header.xid, RPCRDMA_VERSION_1, credit, &body)
         }
         Revision::V2Draft01 => {
-            let flags = match header.direction {
-                Direction::Call => Flags::NONE,
-                Direction::Reply => Flags(RDMA2_F_RESPONSE),
+            let response = match header.direction {
+                Direction::Call => 0,
+                Direction::Reply => RDMA2_F_RESPONSE,
             };
+            let more = match header.body {
+                BodyRef::Fragment => RDMA2_F_MORE,
+                BodyRef::Msg(_) | BodyRef::NoMsg(_) => 0,
+            };
+            let flags = Flags(response | more);
             let prefix = Prefix {
                 xid: header.xid,
                 vers: RPCRDMA_VERSION_2,
@@ -207,6 +218,10 @@ pub fn encode(
                 BodyRef::NoMsg(lists) => V2BodyRef::NoMsg(V2ChunkListsRef {
                     inv_handle: 0,
                     lists,
+                }),
+                BodyRef::Fragment => V2BodyRef::Msg(V2ChunkListsRef {
+                    inv_handle: 0,
+                    lists: ChunkListsRef::EMPTY,
                 }),
             };
             v2::encode(buf, &prefix, &body)
@@ -279,6 +294,26 @@ pub struct Header<'a> {
 }
 
 impl<'a> Header<'a> {
+    /// What the continuation [`Reassembler`](super::continuation::Reassembler) makes of this
+    /// message. A Version 1 message is never a fragment.
+    pub const fn part(&self) -> Part<'a> {
+        match self.body {
+            Body::Msg { payload, more, .. } => Part::Rpc {
+                xid: self.xid,
+                htype: RDMA2_MSG,
+                more,
+                payload: Some(payload),
+            },
+            Body::NoMsg { .. } => Part::Rpc {
+                xid: self.xid,
+                htype: RDMA2_NOMSG,
+                more: false,
+                payload: None,
+            },
+            Body::Error(_) | Body::Properties { .. } | Body::Control => Part::Control,
+        }
+    }
+
     /// The chunk lists of a `Msg` or `NoMsg`.
     pub const fn chunks(&self) -> Option<&ChunkLists<'a>> {
         match &self.body {

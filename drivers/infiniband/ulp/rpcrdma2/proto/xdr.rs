@@ -35,6 +35,8 @@ pub enum EncodeError {
     BufferTooSmall,
     /// A length does not fit its 32-bit wire field.
     TooLong,
+    /// The header revision has no such message (a continuation fragment in Version 1).
+    NotInRevision,
 }
 
 /// Rounds `len` up to the next multiple of [`XDR_UNIT`]; `None` on overflow.
