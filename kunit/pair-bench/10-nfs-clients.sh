@@ -21,22 +21,6 @@ FILE=/mnt/nfs/bench
 modprobe rsiw || fail "modprobe rsiw"
 timeout 30 rdma link add rsiw0 type rsiw netdev eth0 || fail "rdma link add rsiw0"
 
-# unload MODULE: a client transport goes from a work item once its mount let go of it, so the
-# module may be busy for a moment after the umount.
-unload() {
-  grep -q "^$1 " /proc/modules || return 0
-  for _ in $(seq 50); do modprobe -r $1 2>/dev/null && break; sleep 0.2; done
-  ! grep -q "^$1 " /proc/modules || fail "$1 still in use after the umount"
-}
-
-# use_client CLIENT: the transport module of CLIENT (rpcrdma2 or c_rpcrdma) loaded, the other not.
-use_client() {
-  case $1 in
-    rpcrdma2) unload rpcrdma; modprobe rpcrdma2 || fail "modprobe rpcrdma2" ;;
-    c_rpcrdma) unload rpcrdma2; modprobe rpcrdma || fail "modprobe rpcrdma" ;;
-  esac
-}
-
 # fio_run NAME ARGS... -> the job's terse (v3) line in /tmp/fio.out. Fields: 7 read bandwidth
 # (KiB/s), 8 read IOPS, 48 write bandwidth (KiB/s).
 fio_run() {
@@ -85,8 +69,8 @@ case $ROLE in
       echo "round $round ($order) done"
     done
     bench_report
-    unload rpcrdma2
-    unload rpcrdma
+    pair_unload rpcrdma2
+    pair_unload rpcrdma
     pair_sync done 60 || fail "b did not stay to the end"
     ;;
   b)

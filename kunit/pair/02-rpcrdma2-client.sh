@@ -26,21 +26,7 @@ modprobe rsiw || fail "modprobe rsiw"
 modprobe siw || fail "modprobe siw"
 # A failed round leaves its mount and its device behind: on the way out they go (each try
 # bounded: a task stuck in the kernel cannot be waited for), so that later scenarios start clean.
-cleanup() {
-  local pid n
-  if grep -q ' /mnt/nfs ' /proc/mounts; then
-    timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
-  fi
-  [ "$ROLE" = b ] && { timeout 30 rpc.nfsd 0 2>/dev/null || true; }
-  for dev in $(rdma link show 2>/dev/null | awk '{ print $2 }' | cut -d/ -f1); do
-    rdma link del $dev &
-    pid=$!
-    n=0
-    while kill -0 $pid 2>/dev/null && [ $n -lt 150 ]; do sleep 0.2; n=$((n + 1)); done
-    kill -0 $pid 2>/dev/null && echo "cleanup: rdma link del $dev still blocked after 30 s"
-  done
-}
-trap 'rc=$?; [ $rc = 0 ] || cleanup' EXIT
+trap 'rc=$?; [ $rc = 0 ] || pair_cleanup' EXIT
 case $ROLE in
   a)
     # An earlier scenario's NFS client loaded the C rpcrdma: it goes first.

@@ -20,35 +20,7 @@
 . /pair/lib.sh
 modprobe rsiw || fail "modprobe rsiw"
 modprobe siw || fail "modprobe siw"
-cleanup() {
-  local pid n
-  if grep -q ' /mnt/nfs ' /proc/mounts; then
-    timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
-  fi
-  [ "$ROLE" = b ] && { timeout 30 rpc.nfsd 0 2>/dev/null || true; }
-  for dev in $(rdma link show 2>/dev/null | awk '{ print $2 }' | cut -d/ -f1); do
-    rdma link del $dev &
-    pid=$!
-    n=0
-    while kill -0 $pid 2>/dev/null && [ $n -lt 150 ]; do sleep 0.2; n=$((n + 1)); done
-    kill -0 $pid 2>/dev/null && echo "cleanup: rdma link del $dev still blocked after 30 s"
-  done
-}
-trap 'rc=$?; [ $rc = 0 ] || cleanup' EXIT
-
-# unload MODULE: transports go from work items once their users let go of them.
-unload() {
-  for _ in $(seq 50); do modprobe -r $1 2>/dev/null && break; sleep 0.2; done
-  ! grep -q "^$1 " /proc/modules || fail "$1 still in use"
-}
-
-# client KIND: the NFS client's RPC-over-RDMA transport on a is KIND's (c or rpcrdma2) only.
-client() {
-  case $1 in
-    c) unload rpcrdma2; modprobe rpcrdma || fail "modprobe rpcrdma" ;;
-    rpcrdma2) unload rpcrdma; modprobe rpcrdma2 || fail "modprobe rpcrdma2" ;;
-  esac
-}
+trap 'rc=$?; [ $rc = 0 ] || pair_cleanup' EXIT
 
 case $ROLE in
   a)
@@ -60,7 +32,7 @@ case $ROLE in
     ;;
   b)
     # An earlier scenario's NFS server loaded the C rpcrdma: it goes first.
-    unload rpcrdma
+    pair_unload rpcrdma
     ;;
 esac
 
@@ -93,7 +65,7 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
   timeout 30 rdma link add $dev type $prov netdev eth0 || fail "rdma link add $dev"
   case $ROLE in
     a)
-      client $kind
+      use_client $kind
       pair_sync serving-$round
       for vers in $versions; do
         t0=$(date +%s)
@@ -150,7 +122,7 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
       pair_sync unmounted-$round 1500
       ;;
     b)
-      unload rpcrdma2
+      pair_unload rpcrdma2
       modprobe rpcrdma2 inline_threshold=$threshold || fail "modprobe rpcrdma2 inline_threshold=$threshold"
       dmesg | grep -q 'rpcrdma2: server transport "rdma" registered' || fail "no server class \"rdma\""
       nfs_server_start
@@ -167,7 +139,7 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
   left_behind "after round $round ($kind client, $prov)"
 done
 case $ROLE in
-  a) killall rpcbind 2>/dev/null || true; unload rpcrdma; unload rpcrdma2 ;;
-  b) unload rpcrdma2 ;;
+  a) killall rpcbind 2>/dev/null || true; pair_unload rpcrdma; pair_unload rpcrdma2 ;;
+  b) pair_unload rpcrdma2 ;;
 esac
 echo "rpcrdma2 server: the C client and rpcrdma2's client, NFSv3, 4.1 and 4.2, over rsiw and the C siw"

@@ -46,3 +46,39 @@ pair_sync() {
   echo "pair_sync $1: the peer did not come within ${limit}s${last:+ (it was at $last)}"
   return 1
 }
+
+# pair_cleanup: what a failed scenario leaves behind goes, so that later scenarios start clean
+# (a scenario installs it in its EXIT trap): the mount on /mnt/nfs, b's nfsd threads and every
+# RDMA device. Each try is bounded: a task stuck in the kernel cannot be waited for.
+pair_cleanup() {
+  local pid n dev
+  if grep -q ' /mnt/nfs ' /proc/mounts; then
+    timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
+  fi
+  [ "$ROLE" = b ] && { timeout 30 rpc.nfsd 0 2>/dev/null || true; }
+  for dev in $(rdma link show 2>/dev/null | awk '{ print $2 }' | cut -d/ -f1); do
+    rdma link del $dev &
+    pid=$!
+    n=0
+    while kill -0 $pid 2>/dev/null && [ $n -lt 150 ]; do sleep 0.2; n=$((n + 1)); done
+    kill -0 $pid 2>/dev/null && echo "cleanup: rdma link del $dev still blocked after 30 s"
+  done
+}
+
+# pair_unload MODULE: MODULE unloaded if it is loaded. A transport goes from a work item once
+# its users let go of it, so the module may be busy for a moment after an umount.
+pair_unload() {
+  grep -q "^$1 " /proc/modules || return 0
+  for _ in $(seq 50); do modprobe -r $1 2>/dev/null && break; sleep 0.2; done
+  ! grep -q "^$1 " /proc/modules || fail "$1 still in use"
+}
+
+# use_client KIND: the NFS client's RPC-over-RDMA transport is KIND's only: rpcrdma2's, or the C
+# rpcrdma's (c or c_rpcrdma); the other is unloaded first (both register transport "rdma").
+use_client() {
+  case $1 in
+    rpcrdma2) pair_unload rpcrdma; modprobe rpcrdma2 || fail "modprobe rpcrdma2" ;;
+    c | c_rpcrdma) pair_unload rpcrdma2; modprobe rpcrdma || fail "modprobe rpcrdma" ;;
+    *) fail "use_client: no client $1" ;;
+  esac
+}
