@@ -151,10 +151,11 @@ connects() {
 }
 # stays_v1 WHAT: after WHAT's reconnect the transport still speaks Version 1 and probed once.
 stays_v1() {
+  local what=$1
   set -- $(xprt_line) ''
   [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] ||
-    step_fail "$1: not Version 1 after a single refused probe: $*"
-  echo "$1: Version 1 across the reconnect, one refused Version 2 probe (connects ${5})"
+    step_fail "$what: not Version 1 after a single refused probe: $*"
+  echo "$what: Version 1 across the reconnect, one refused Version 2 probe (connects ${5})"
 }
 # sizes_of NAME...: the sizes of files of the mount, into /tmp/sizes.
 sizes_of() { (cd $mnt && stat -c '%n %s' "$@") >/tmp/sizes; }
