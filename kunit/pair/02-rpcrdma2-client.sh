@@ -10,8 +10,10 @@
 # 3,000 entries the server made (one create per entry over NFS would take minutes under
 # emulation); checks the transport's mountstats line and that the chunks were used (Read
 # chunks for the writes and the symlink, Write chunks for the reads, Reply chunks for the
-# directory), and that the transport speaks RPC-over-RDMA Version 1 (rpcrdma2's default
-# version=1: mountstats shows version 1 and no refused Version 2 probe). Then, for NFSv4.1 and NFSv4.2, a callback over the session's backchannel (on the
+# directory), and the version negotiation: rpcrdma2 runs with version=2, so each transport's
+# first message is its RDMA2_CONNPROP (the Version 2 probe); the C server answers ERR_VERS and the
+# transport speaks Version 1 from then on (mountstats: version 1, one refused probe, one
+# RDMA2_CONNPROP sent and none received). Then, for NFSv4.1 and NFSv4.2, a callback over the session's backchannel (on the
 # same RDMA connection): a holds open a file b created, for which nfsd hands a read delegation;
 # b checks that it did and that the callback path is UP (nfsd set up its callback client on the
 # session's connection: it sends no CB_NULL probe from NFSv4.1 on), then writes the file
@@ -32,7 +34,7 @@ case $ROLE in
     # An earlier scenario's NFS client loaded the C rpcrdma: it goes first.
     modprobe -r rpcrdma 2>/dev/null || true
     ! grep -q '^rpcrdma ' /proc/modules || fail "the C rpcrdma cannot be unloaded"
-    modprobe rpcrdma2 || fail "modprobe rpcrdma2"
+    modprobe rpcrdma2 version=2 || fail "modprobe rpcrdma2 version=2"
     # lockd (NFSv3) registers with the local rpcbind.
     rpcbind_start
     dd if=/dev/urandom of=/tmp/small bs=1k count=300 2>/dev/null
@@ -167,8 +169,8 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         echo "mountstats after writing: $line"
         set -- $line
         [ "$2" = rdma ] && [ $# = 34 ] || fail "mountstats transport line: $line"
-        [ "${30}" = 1 ] && [ "${31}" = 0 ] && [ "${32}" = 0 ] && [ "${33}" = 0 ] ||
-          fail "not Version 1 without a Version 2 probe: $line"
+        [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] && [ "${33}" = 0 ] ||
+          fail "not Version 1 after one refused Version 2 probe: $line"
         # Columns 13 and 16: Read chunks and the bytes they carried.
         [ "${13}" -gt 0 ] && [ "${16}" -ge $((4 << 20)) ] ||
           fail "the writes did not go as Read chunks: $line"
@@ -220,8 +222,9 @@ case $ROLE in
     unload_rpcrdma2
     # One line per transport that carried callbacks, logged as it went.
     dmesg | grep 'rpcrdma2: backchannel:' || true
-    # version=1: no transport probed for Version 2 or spoke it.
-    ! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe with version=1"
+    # version=2: every transport's probe was refused, none spoke Version 2.
+    dmesg | grep 'rpcrdma2: .*refused the Version 2 probe' | tail -n 1
+    dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "no Version 2 probe was refused"
     ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a transport spoke Version 2 to the C server"
     n=$(dmesg | grep -c 'rpcrdma2: backchannel: [1-9][0-9]* callbacks served' || true)
     [ "$n" -ge "$recalls" ] ||

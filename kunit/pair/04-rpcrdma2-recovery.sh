@@ -27,6 +27,9 @@
 #   5. nothing is left behind on either side (no QP, CQ, PD, MR or cm_id) and rpcrdma2 unloads.
 # The scenario runs last of the pair run: the device that b may have to keep (step 2) would keep a
 # later scenario from adding its own.
+# rpcrdma2 runs with version=2: each mount's transport probes for Version 2 on its first
+# connection only; the C server refuses the probe and the reconnects of steps 3 and 2 stay in
+# Version 1 without probing again (mountstats: version 1, one refused probe, one RDMA2_CONNPROP).
 # Every wait is bounded: a command still running at its limit is reported with its kernel stack.
 # Each step prints a line of what it saw (how long the reconnect took, how many connect attempts
 # failed meanwhile, which umount was needed). The writes in flight go as Read chunks, so a
@@ -146,6 +149,14 @@ connects() {
   set -- $(xprt_line) ''
   echo "${5:-?}"
 }
+# stays_v1 WHAT: after WHAT's reconnect the transport still speaks Version 1 and probed once.
+stays_v1() {
+  local what=$1
+  set -- $(xprt_line) ''
+  [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] ||
+    step_fail "$what: not Version 1 after a single refused probe: $*"
+  echo "$what: Version 1 across the reconnect, one refused Version 2 probe (connects ${5})"
+}
 # sizes_of NAME...: the sizes of files of the mount, into /tmp/sizes.
 sizes_of() { (cd $mnt && stat -c '%n %s' "$@") >/tmp/sizes; }
 # failed_connects: how many connect attempts rpcrdma2 reported failed since boot.
@@ -211,7 +222,7 @@ await_writer() {
 
 case $ROLE in
   a)
-    modprobe rpcrdma2 || fail "modprobe rpcrdma2"
+    modprobe rpcrdma2 version=2 || fail "modprobe rpcrdma2 version=2"
     # A failed step may leave the mount to a server that is gone, whose dirty pages would hold
     # the guest's final sync for ever: it is forced off on the way out (not waited for long).
     trap 'rc=$?; [ $rc = 0 ] || { echo "the script ended with status $rc"
@@ -260,6 +271,7 @@ case $ROLE in
     [ -s /tmp/bg.w3 ] && step_fail "the copy ended before the server's device went (not in flight)"
     pair_sync server-back 240 || fail "the server's device did not come back"
     await_writer w3 "step 3 (b's rsiw0 deleted and added back)" "$(now)" "$c0"
+    stays_v1 "step 3"
     nfs_umount
     nfs_mount 3
     same /tmp/pre3 pre3 && same /tmp/inflight inflight3 &&
@@ -279,6 +291,7 @@ case $ROLE in
       [ -s /tmp/bg.w2 ] && step_fail "the copy ended before the server stopped (not in flight)"
       pair_sync nfsd-back-$vers 120 || fail "the server did not restart its threads"
       await_writer w2 "step 2 (NFSv$vers, nfsd restarted)" "$(now)" "$c0"
+      stays_v1 "step 2 (NFSv$vers)"
       nfs_umount
       nfs_mount $vers
       same /tmp/pre2 pre.$vers && same /tmp/inflight inflight.$vers &&
