@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: host cargo tests of the pure protocol code, then one QEMU boot that runs every
-# KUnit suite and scenario, then one pair run (two guests on a link, kunit/pair/*.sh). Ends
+# KUnit suite and scenario (and the host decodes the packet captures the scenarios left), then
+# one pair run (two guests on a link, kunit/pair/*.sh). Ends
 # with one line "N passed, M failed" over host tests, KUnit cases and scenarios, and exits
 # non-zero when anything failed.
 #   RSIW_ONLY=GLOB        only the scenarios (single-guest and pair) whose names match; a glob
@@ -82,6 +83,11 @@ if "$here/build-kernel.sh" && "$here/build-image.sh"; then
     echo "== VM: KUnit suites and scenarios"
     "$here/run-vm.sh" "$out/console.log" test "$only"
     judge "$out/counts.json" "$out/console.log"
+    echo "== host: the run's packet captures decoded by the protocol core (scripts/check-captures.sh)"
+    "$here/check-captures.sh" "$out/console.share" "$out/console.log" | tee "$out/captures.log"
+    p= f=
+    read -r p f < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out/captures.log" | tail -n 1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
   fi
   if matches pair "$pair_only"; then
     echo "== pair: two guests on a link, kunit/pair/ scenarios"

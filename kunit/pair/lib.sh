@@ -73,12 +73,15 @@ pair_unload() {
   ! grep -q "^$1 " /proc/modules || fail "$1 still in use"
 }
 
-# use_client KIND: the NFS client's RPC-over-RDMA transport is KIND's only: rpcrdma2's, or the C
-# rpcrdma's (c or c_rpcrdma); the other is unloaded first (both register transport "rdma").
+# use_client KIND [ARGS...]: the NFS client's RPC-over-RDMA transport is KIND's only: rpcrdma2's
+# (loaded with ARGS), or the C rpcrdma's (c or c_rpcrdma); the other is unloaded first (both
+# register transport "rdma").
 use_client() {
-  case $1 in
-    rpcrdma2) pair_unload rpcrdma; modprobe rpcrdma2 || fail "modprobe rpcrdma2" ;;
+  local kind=$1
+  shift
+  case $kind in
+    rpcrdma2) pair_unload rpcrdma; modprobe rpcrdma2 "$@" || fail "modprobe rpcrdma2 $*" ;;
     c | c_rpcrdma) pair_unload rpcrdma2; modprobe rpcrdma || fail "modprobe rpcrdma" ;;
-    *) fail "use_client: no client $1" ;;
+    *) fail "use_client: no client $kind" ;;
   esac
 }

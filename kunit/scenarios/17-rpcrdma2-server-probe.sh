@@ -7,8 +7,13 @@
 # survives every error). Its last case is the replay check: the same NFSv3 MKDIR, same XID,
 # from the same source port over two connections in turn gets the same reply, the second from
 # nfsd's duplicate reply cache (its "rc" hit counter moves). Any FAIL for rpcrdma2 fails the
-# scenario; where the C server differs it is reported only. nfsd must still serve a mount over
-# rdma2 afterwards.
+# scenario; where the C server differs it is reported only. Then the probe speaks Version 2
+# (version=2) to the rpcrdma2 server: transport properties (unknown, malformed, sent twice),
+# malformed chunk lists, Message Continuation broken three ways, a first message over 1024
+# bytes (the connection goes), and a credit overrun (every call answered or the connection
+# goes; the server serves a new one): each must get the draft's error
+# (draft-ietf-nfsv4-rpcrdma-version-two-01, sections 4.2, 5, 6.2.2 and 7). nfsd must still serve
+# a mount over rdma2 afterwards.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -20,15 +25,17 @@ echo 'rdma2 20050' >/proc/fs/nfsd/portlist || fail "nfsd refuses the rdma2 liste
 wait_port 20050 || fail "nothing listens on 20050"
 wait_port 20049 || fail "nothing listens on 20049"
 
-# probe PORT: runs every case against $ADDR1:PORT and leaves the verdict lines in
-# /tmp/probe.PORT.
+# probe PORT [VERSION]: runs every case (of Version 1, or VERSION) against $ADDR1:PORT and
+# leaves the verdict lines in /tmp/probe.PORT (/tmp/probe.PORT.v2 for Version 2).
 probe() {
-  modprobe rust_rpcrdma_probe addr=$ADDR1:$1 || fail "the probe does not run against port $1"
+  local out=/tmp/probe.$1${2:+.v$2}
+  modprobe rust_rpcrdma_probe addr=$ADDR1:$1 ${2:+version=$2} ||
+    fail "the probe does not run against port $1"
   modprobe -r rust_rpcrdma_probe || fail "the probe does not unload"
-  dmesg | sed -n "/rust_rpcrdma_probe: [0-9]* cases against $ADDR1:$1\$/,/rust_rpcrdma_probe: done: /p" |
-    sed 's/^\[[ 0-9.]*\] //' >/tmp/probe.$1
-  cat /tmp/probe.$1
-  grep -q 'rust_rpcrdma_probe: done: ' /tmp/probe.$1 || fail "the probe against port $1 did not finish"
+  dmesg -c | sed -n "/rust_rpcrdma_probe: [0-9]* cases against $ADDR1:$1\$/,/rust_rpcrdma_probe: done: /p" |
+    sed 's/^\[[ 0-9.]*\] //' >$out
+  cat $out
+  grep -q 'rust_rpcrdma_probe: done: ' $out || fail "the probe against port $1 did not finish"
 }
 
 # rc_hits: nfsd's duplicate reply cache hits so far.
@@ -53,6 +60,13 @@ grep 'rust_rpcrdma_probe: done: ' /tmp/probe.20050 | sed 's/^rust_rpcrdma_probe:
 ! grep -q ': FAIL (' /tmp/probe.20050 || fail "rpcrdma2 answered a case against RFC 8166"
 grep -q 'rust_rpcrdma_probe: done: [1-9][0-9]* ok, 0 failed' /tmp/probe.20050 ||
   fail "no case ran against rpcrdma2"
+
+echo "== rpcrdma2 server in Version 2 (rdma2, port 20050)"
+probe 20050 2
+grep 'rpcrdma2: .*first Version 2 message' /tmp/probe.20050.v2 || true
+! grep -q ': FAIL (' /tmp/probe.20050.v2 || fail "rpcrdma2 answered a Version 2 case against the draft"
+grep -q 'rust_rpcrdma_probe: done: [1-9][0-9]* ok, 0 failed' /tmp/probe.20050.v2 ||
+  fail "no Version 2 case ran against rpcrdma2"
 
 # nfsd still serves over rdma2.
 mkdir -p /mnt/nfs

@@ -18,6 +18,9 @@
 # threshold follows the client's RBSIZ down to 1024 (its log says so). Then rpcrdma2 loads again
 # with inline_threshold=1024 version=1 (the default version): the same pass over NFSv4.1 stays
 # in Version 1 (column 30: 1) without RDMA2_CONNPROP, and the server says it speaks Version 1.
+# In each Version 2 phase a short conversation (a mount making the symlink, another reading it
+# back) is captured for the host, which decodes it with the protocol core after the run
+# (scripts/check-captures.sh): every message in Version 2, each side's RDMA2_CONNPROP first.
 . /tests/lib.sh
 # The log checks below look at this scenario's messages only (scenario 17's probe speaks
 # Version 1 to the rpcrdma2 server).
@@ -120,6 +123,29 @@ pass() {
   echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3 ($(since $t0) s)"
 }
 
+# capture NAME: a short conversation captured to /share/NAME.pcap (tcpdump on lo, which the
+# client's connection to its own address takes) for the host to decode with the protocol core
+# after the run (scripts/check-captures.sh): an NFSv4.1 mount makes the 3,000-byte symlink, a
+# second one reads it back.
+capture() {
+  local pid
+  [ -d /share ] || fail "no /share for the capture $1"
+  tcpdump -Z root -i lo -s 0 -U -B 8192 -w /share/$1.pcap tcp port 20049 2>/tmp/tcpdump.log &
+  pid=$!
+  sleep 1
+  timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs || fail "mount ($1)"
+  timeout 60 ln -s "$target" /mnt/nfs/captured || fail "the symlink ($1)"
+  timeout 60 umount /mnt/nfs || fail "umount ($1)"
+  timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs || fail "remount ($1)"
+  [ "$(timeout 60 readlink /mnt/nfs/captured)" = "$target" ] || fail "the symlink read back ($1)"
+  rm -f /mnt/nfs/captured
+  timeout 60 umount /mnt/nfs || fail "umount ($1)"
+  sleep 1
+  kill -INT $pid
+  wait $pid || true
+  echo "capture $1: $(stat -c %s /share/$1.pcap) bytes; $(grep -i 'captured\|dropped' /tmp/tcpdump.log | tr '\n' ' ')"
+}
+
 # no_v2_errors: neither side refused a message of the other in Version 2.
 no_v2_errors() {
   ! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe was refused"
@@ -138,6 +164,7 @@ dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshol
   fail "rpcrdma2 did not take server_inline_threshold=1024"
 pass 4.1
 pass 3
+capture rpcrdma2-v2-server-rbsiz-1024
 dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 6
 dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 (draft-01)" ||
   fail "the client did not log Version 2 with the server"
@@ -161,6 +188,7 @@ n=$(timeout 120 sh -c 'set -- /mnt/nfs/many/*; echo $#')
 [ "$n" = 3000 ] || fail "listing 3000 entries (client inline_threshold=1024) gave $n"
 check_xprt "with a client of inline_threshold=1024"
 timeout 60 umount /mnt/nfs || fail "umount"
+capture rpcrdma2-v2-client-rbsiz-1024
 dmesg | grep 'rpcrdma2: .*transport properties' | tail -n 2
 dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline' ||
   fail "the server's send threshold did not follow the client's RBSIZ of 1024"

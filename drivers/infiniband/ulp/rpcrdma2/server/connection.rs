@@ -20,7 +20,8 @@
 //! the client its credits. The client's properties apply as each of its `RDMA2_CONNPROP`
 //! arrives ([`PropertyExchange`]): what we send inline follows its receive buffer size. Before
 //! that, a Version 2 connection assumes the draft's defaults (4096 bytes each way, at most our
-//! own threshold), not the RFC 8797 private data, which is Version 1's.
+//! own threshold), not the RFC 8797 private data, which is Version 1's. A first Version 2
+//! message longer than the 1024 bytes the draft allows it ends the connection.
 
 use super::{
     backchannel::Callbacks,
@@ -334,7 +335,24 @@ impl<C: WithBackchannel> Connection<C> {
         rqst: &mut SvcRqst<'_>,
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
-        let decoded = xprt.admit(message).and_then(|revision| {
+        let first = xprt.version.load(Ordering::Acquire) == 0;
+        let admitted = xprt.admit(message);
+        // A Version 2 client's first message must fit a Version 1 server's receive (draft
+        // section 4.2.3); one that does not would have cost it the connection there, and
+        // costs it the connection here.
+        if first && matches!(admitted, Ok(Revision::V2Draft01)) && message.len() > FIRST_MESSAGE_MAX
+        {
+            pr_info!(
+                "{} sent a first Version 2 message of {} bytes, more than {}: closing the \
+                 connection\n",
+                Peer(xprt.remote),
+                message.len(),
+                FIRST_MESSAGE_MAX
+            );
+            Self::give_up(xprt);
+            return Ok(0);
+        }
+        let decoded = admitted.and_then(|revision| {
             if revision == Revision::V2Draft01 {
                 // Our properties go first, whatever the client's first message is.
                 Self::send_properties(xprt, &mut xprt.exchange.lock());
