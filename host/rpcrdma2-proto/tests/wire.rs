@@ -569,3 +569,24 @@ fn fragments_on_the_wire_reassemble() {
         }
     ));
 }
+
+#[test]
+fn a_continued_call_is_checked_whole() {
+    let l = ChunkLimits::DEFAULT;
+    // The last message of a continued call 5: a Read chunk at position 16, and 8 bytes of
+    // payload that are not the start of the RPC message.
+    let last = words(&[5, 2, 1, 0, 0, 0, 1, 16, 0x11, 8, 0, 0x1000, 0, 0, 0, 7, 7]);
+    let header = decode(&last, &l).unwrap();
+    assert_eq!(
+        check_call(&header).unwrap_err().violation(),
+        Violation::XidMismatch
+    );
+    // The whole message: the XID, CALL, and room for the position.
+    let whole = words(&[5, 0, 1, 2, 7, 7]);
+    assert_eq!(check_call_payload(&header, &whole), Ok(()));
+    let f = check_call_payload(&header, &whole[..12]).unwrap_err();
+    assert_eq!(f.reply().unwrap().body, ErrorBody::V2(V2Error::BadXdr));
+    assert_eq!(f.violation(), Violation::ReadPositionOutside(16));
+    let f = check_call_payload(&header, &words(&[6, 0, 1, 2])).unwrap_err();
+    assert_eq!(f.violation(), Violation::XidMismatch);
+}

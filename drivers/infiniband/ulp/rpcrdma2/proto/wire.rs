@@ -552,10 +552,17 @@ pub fn admit_message(
 ///
 /// The fault is `ERR_CHUNK` in Version 1, `RDMA2_ERR_BAD_XDR` in Version 2.
 pub fn check_call(header: &Header<'_>) -> Result<(), Fault> {
-    let Body::Msg {
-        chunks, payload, ..
-    } = header.body
-    else {
+    match header.body {
+        Body::Msg { payload, .. } => check_call_payload(header, payload),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_call`] for a `Msg` whose RPC message is `payload` rather than the bytes after the
+/// header: the final message of a continued call (draft section 4.4.2), checked with the whole
+/// reassembled message and its own chunk lists (the only ones of the sequence).
+pub fn check_call_payload(header: &Header<'_>, payload: &[u8]) -> Result<(), Fault> {
+    let Body::Msg { chunks, .. } = header.body else {
         return Ok(());
     };
     let fault = |v| Fault::Reply {
