@@ -393,6 +393,25 @@ pub fn decode_as<'a>(
     }
 }
 
+/// The `rdma_xid` of a message of a `revision` connection that could not be decoded, and
+/// whether it says `RDMA2_F_MORE` (never in Version 1), read from its first words; `None` if it
+/// is too short to say. A receiver drops the rest of a continued message it refused.
+pub fn peek_continued(revision: Revision, buf: &[u8]) -> Option<(u32, bool)> {
+    let mut r = XdrReader::new(buf);
+    let xid = r.u32().ok()?;
+    let more = match revision {
+        Revision::V1 => false,
+        Revision::V2Draft01 => {
+            // `rdma_vers`, `rdma_credit`, `rdma_htype`, then `rdma_flags`.
+            for _ in 0..3 {
+                r.u32().ok()?;
+            }
+            Flags(r.u32().ok()?).more()
+        }
+    };
+    Some((xid, more))
+}
+
 /// Decodes `buf` in the layout its `rdma_vers` names. A message of neither version, or too
 /// short for the four common words, is discarded: a Requester answers nothing.
 pub fn decode<'a>(buf: &'a [u8], limits: &ChunkLimits) -> Result<Header<'a>, Fault> {
