@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Version 2 Calls over several Sends (Message Continuation): `plan_sends`
-//! keeps what fits one Send as `plan_v1` plans it and turns a Position Zero
-//! Call into a continued one when it fits the Sends allowed, reduced by its
-//! Read chunk first; `fragment_ranges` cuts the inline bytes so that a
-//! Responder concatenating the fragments (the protocol core's `Reassembler`
-//! fed the encoded messages) gets the inline part back.
+//! keeps what fits one Send whole as `plan_v1` plans it, sends a Call whole
+//! over the Sends allowed when it fits them (its bulk data included), else
+//! keeps a Read chunk that fits one Send, else sends the Call reduced by its
+//! Read chunk over several Sends, else at Position Zero; `fragment_ranges`
+//! cuts the inline bytes so that a Responder concatenating the fragments
+//! (the protocol core's `Reassembler` fed the encoded messages) gets the
+//! inline part back.
 
 use proptest::prelude::*;
 use rpcrdma2_proto::proto::call_plan::*;
 use rpcrdma2_proto::proto::chunk::{ChunkLimits, ChunkListsRef};
 use rpcrdma2_proto::proto::continuation::{
-    Reassembled, Reassembler, SliceStorage, MAX_SENT_FRAGMENTS, RECEIVE_LIMITS,
+    plan_fragments, Reassembled, Reassembler, SliceStorage, MAX_SENT_FRAGMENTS, RECEIVE_LIMITS,
 };
 use rpcrdma2_proto::proto::v2::EMPTY_MSG_HEADER_LEN;
 use rpcrdma2_proto::proto::wire::{self, BodyRef, Credits, Direction, Outgoing, Revision};
@@ -67,6 +69,33 @@ fn a_long_call_goes_over_several_sends() {
 }
 
 #[test]
+fn small_bulk_data_goes_in_the_sends() {
+    // A symlink's 3,000-byte target in pages flagged for a Read chunk, which Version 1 uses.
+    let l = layout(
+        3300,
+        Some(DdpItem {
+            position: 200,
+            len: 3000,
+        }),
+    );
+    let (t, room) = peer(1024, MAX_SENT_FRAGMENTS);
+    assert!(matches!(
+        plan_v1(&l, &t).unwrap().call,
+        CallChunks::ReadChunk { .. }
+    ));
+    let s = plan_sends(&l, &t, Some(&room)).unwrap();
+    assert_eq!(s.plan.call, CallChunks::Inline);
+    assert_eq!(s.fragments.map(|f| f.count()), Some(4));
+    // Two Sends hold less: the Read chunk stays.
+    let two = ContinuationRoom {
+        max_sends: 2,
+        ..room
+    };
+    let s = plan_sends(&l, &t, Some(&two)).unwrap();
+    assert_eq!((s.plan, s.fragments), (plan_v1(&l, &t).unwrap(), None));
+}
+
+#[test]
 fn what_fits_one_send_is_planned_as_version_1() {
     let (t, room) = peer(1024, MAX_SENT_FRAGMENTS);
     for l in [
@@ -114,7 +143,7 @@ fn without_room_or_beyond_it_the_call_goes_at_position_zero() {
 }
 
 #[test]
-fn a_reduced_call_is_continued_before_a_whole_one() {
+fn a_call_too_long_whole_is_continued_reduced() {
     // 2,000 bytes besides 64 KiB of data: the rest does not fit one Send of 1024.
     let data = DdpItem {
         position: 1000,
@@ -162,24 +191,33 @@ fn valid_layout() -> impl Strategy<Value = CallLayout> {
 }
 
 proptest! {
-    /// Without room, exactly `plan_v1`; with it, `plan_v1` unless that is
-    /// Position Zero.
+    /// Without room, exactly `plan_v1`; with it, `plan_v1` unless the whole
+    /// Call does not fit one Send: then it goes whole over several if it fits
+    /// them, else Version 1's Read chunk stays, else reduced over several
+    /// Sends, else at Position Zero.
     #[test]
-    fn only_position_zero_changes(l in valid_layout(), limit in 300usize..5000, sends in 0usize..6) {
+    fn only_what_does_not_fit_whole_changes(l in valid_layout(), limit in 300usize..5000, sends in 0usize..6) {
         let (t, room) = peer(limit, sends);
         let v1 = plan_v1(&l, &t).unwrap();
         let none = plan_sends(&l, &t, None).unwrap();
         prop_assert_eq!((none.plan, none.fragments), (v1, None));
         let s = plan_sends(&l, &t, Some(&room)).unwrap();
         prop_assert_eq!(s.plan.reply, v1.reply);
-        match (v1.call, s.fragments) {
-            (CallChunks::PositionZero { .. }, Some(f)) => {
-                prop_assert!(f.count() > 1 && f.count() <= sends);
-                let zero = matches!(s.plan.call, CallChunks::PositionZero { .. });
-                prop_assert!(!zero);
+        let whole_fits = plan_fragments(l.call_len, limit, RESERVE, sends).is_ok();
+        match (v1.call, s.plan.call, s.fragments) {
+            (CallChunks::Inline, _, _) => prop_assert_eq!((s.plan, s.fragments), (v1, None)),
+            (_, CallChunks::Inline, Some(f)) => {
+                prop_assert!(whole_fits && f.count() > 1 && f.count() <= sends);
             }
-            (_, None) => prop_assert_eq!(s.plan, v1),
-            (_, Some(_)) => prop_assert!(false, "a call that fits one Send was split"),
+            (CallChunks::ReadChunk { .. }, _, f) => {
+                prop_assert!(!whole_fits && f.is_none() && s.plan == v1);
+            }
+            (CallChunks::PositionZero { .. }, CallChunks::ReadChunk { .. }, Some(f)) => {
+                prop_assert!(!whole_fits && f.count() > 1 && f.count() <= sends);
+            }
+            (CallChunks::PositionZero { .. }, _, f) => {
+                prop_assert!(!whole_fits && f.is_none() && s.plan == v1);
+            }
         }
     }
 

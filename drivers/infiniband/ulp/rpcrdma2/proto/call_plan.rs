@@ -58,12 +58,15 @@
 //!
 //! **Version 2** adds Message Continuation (draft sections 4.4.2 and 6.3.2:
 //! a sender should prefer it to a Special Format message). [`plan_sends`]
-//! keeps the Version 1 plan when the Call fits one Send, inline or reduced
-//! by its Read chunk; a Call that Version 1 would send at Position Zero goes
-//! instead over several Sends when its inline part fits them
-//! ([`ContinuationRoom`]): the Call reduced by its bulk data's Read chunk if
-//! it has some, else the whole Call. [`fragment_ranges`] says which bytes of
-//! the Call each Send carries.
+//! keeps the Version 1 plan when the whole Call fits one Send. Otherwise the
+//! whole Call goes over several Sends when it fits them ([`ContinuationRoom`]),
+//! its bulk data included: for the few KiB that fit, Sends cost less than
+//! registering the data's pages, an RDMA Read and the invalidation, and
+//! reducing is the sender's choice (section 4.4.2.1). A Call too long for
+//! that keeps the Version 1 plan if it is a Read chunk (the rest fits one
+//! Send); one that Version 1 would send at Position Zero goes reduced by its
+//! Read chunk over several Sends if that fits, else at Position Zero.
+//! [`fragment_ranges`] says which bytes of the Call each Send carries.
 //!
 //! Everything here is total: lengths that do not fit the 32-bit wire
 //! fields, a bulk data item that is misaligned or lies outside its message,
@@ -297,9 +300,10 @@ pub struct SendPlan {
 }
 
 /// Plans a Call as [`plan_v1`] does, then, when `room` allows Message Continuation (a
-/// Version 2 connection), sends over several Sends what [`plan_v1`] would send at Position
-/// Zero: the Call reduced by its Read chunk if it has bulk data and that fits, else the whole
-/// Call if that fits, else still at Position Zero. What fits one Send never changes.
+/// Version 2 connection) and the whole Call does not fit one Send: the whole Call over
+/// several Sends if it fits them; else [`plan_v1`]'s Read chunk if it made one; else the Call
+/// reduced by its Read chunk over several Sends if it has bulk data and that fits; else
+/// [`plan_v1`]'s Position Zero. A Call that fits one Send whole never changes.
 pub fn plan_sends(
     layout: &CallLayout,
     t: &PlanThresholds,
@@ -310,17 +314,20 @@ pub fn plan_sends(
         plan: single,
         fragments: None,
     };
-    let (CallChunks::PositionZero { .. }, Some(room)) = (single.call, room) else {
+    let (CallChunks::ReadChunk { .. } | CallChunks::PositionZero { .. }, Some(room)) =
+        (single.call, room)
+    else {
         return Ok(one_send);
     };
-    let reduced = match &layout.call_ddp {
-        Some(item) => {
+    let reduced = match (&layout.call_ddp, single.call) {
+        (Some(item), CallChunks::PositionZero { .. }) => {
             let (position, len, _) = check_item(item, layout.call_len)?;
             Some(CallChunks::ReadChunk { position, len })
         }
-        None => None,
+        // A Read chunk that fits one Send is kept; without data, nothing to reduce.
+        _ => None,
     };
-    for call in [reduced, Some(CallChunks::Inline)].into_iter().flatten() {
+    for call in [Some(CallChunks::Inline), reduced].into_iter().flatten() {
         let plan = CallPlan {
             call,
             reply: single.reply,
