@@ -209,4 +209,4 @@ dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "the server did n
 ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a connection spoke Version 2 with version=1"
 rdma2_server_stop
 left_behind "after rpcrdma2 client and server"
-echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, Version 1 with version=1, every chunk type, data compared"
+echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, calls continued over several Sends and reassembled, Version 1 with version=1, every chunk type, data compared"
