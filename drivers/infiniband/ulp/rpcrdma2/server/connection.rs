@@ -246,7 +246,7 @@ impl Exchange {
 
 /// Message Continuation of a connection's calls (draft section 4.4.2), and what came of it.
 struct Reassembly {
-    reassembler: Reassembler<SliceStorage<KVec<u8>>>,
+    reassembler: Reassembler<SliceStorage<KVVec<u8>>>,
     /// Continued calls received whole.
     calls: u64,
     /// Messages that were part of a continued call (the last one included).
@@ -256,9 +256,10 @@ struct Reassembly {
 }
 
 impl Reassembly {
-    /// Allocates the storage of the largest call we reassemble, once per connection.
+    /// Allocates the storage of the largest call we reassemble, once per connection (32 KiB:
+    /// virtually contiguous will do).
     fn new() -> Result<Self> {
-        let storage = KVec::from_elem(0u8, RECEIVE_LIMITS.max_len, GFP_KERNEL)?;
+        let storage = KVVec::from_elem(0u8, RECEIVE_LIMITS.max_len, GFP_KERNEL)?;
         Ok(Self {
             reassembler: Reassembler::new(SliceStorage::new(storage), RECEIVE_LIMITS),
             calls: 0,
