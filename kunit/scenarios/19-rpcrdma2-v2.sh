@@ -9,18 +9,25 @@
 # mountstats line (column 30: the connection's version, 31: refused probes, 32 and 33:
 # RDMA2_CONNPROP sent and received, 34: the server's RBSIZ) shows it. The server runs with
 # server_inline_threshold=1024 and the client with the default 4096: the server's RBSIZ of 1024
-# makes the client send the target of a 3,000-byte symlink in a Read chunk (its bytes count in
-# column 16, the bytes the server pulled by RDMA Read, beside the files'), which its own
-# threshold would have sent inline, and its SBSIZ of 1024 makes the client plan chunks for
-# replies larger than that. Files of 300 KiB and 4 MiB, the symlink
-# and the listing are written, read back after a remount and compared over NFSv4.1 and NFSv3.
+# makes the client send the call that creates a 3,000-byte symlink, which its own threshold
+# would have sent inline and Version 1 sends with the target in a Read chunk, as a continued
+# call, target included (Message Continuation: up to four Sends, the last with the call's
+# chunks; mountstats column 35: continued calls, 36: their Sends), which the server reassembles
+# and serves (it logs its count of continued calls and their messages when the connection
+# closes); and its SBSIZ of
+# 1024 makes the client plan chunks for replies larger than that. Files of 300 KiB and 4 MiB,
+# the symlink and the listing are written, read back after a remount and compared over NFSv4.1
+# and NFSv3.
 # Then the other way: a client of inline_threshold=1024 and a server of 4096, whose send
 # threshold follows the client's RBSIZ down to 1024 (its log says so). Then rpcrdma2 loads again
 # with inline_threshold=1024 version=1 (the default version): the same pass over NFSv4.1 stays
-# in Version 1 (column 30: 1) without RDMA2_CONNPROP, and the server says it speaks Version 1.
+# in Version 1 (column 30: 1) without RDMA2_CONNPROP nor continued calls, the symlink's target
+# going in a Read chunk (its bytes count in column 16, the bytes the server pulled by RDMA Read,
+# beside the files'), and the server says it speaks Version 1.
 # In each Version 2 phase a short conversation (a mount making the symlink, another reading it
 # back) is captured for the host, which decodes it with the protocol core after the run
-# (scripts/check-captures.sh): every message in Version 2, each side's RDMA2_CONNPROP first.
+# (scripts/check-captures.sh): every message in Version 2, each side's RDMA2_CONNPROP first,
+# the continued calls reassembled.
 . /tests/lib.sh
 # The log checks below look at this scenario's messages only (scenario 17's probe speaks
 # Version 1 to the rpcrdma2 server).
@@ -57,16 +64,16 @@ xprt_line() {
   grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
 }
 
-# check_xprt WHEN: the transport's line has our 34 columns, speaks version $want, no probe was
-# refused, RDMA2_CONNPROP went both ways in Version 2 (none in Version 1) and the server's RBSIZ
-# is $rbsiz; writes its Read, Write and Reply chunk counts and the bytes pulled by RDMA Read to
-# /tmp/chunks.
+# check_xprt WHEN: the transport's line has our 36 columns, speaks version $want, no probe was
+# refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls, in Version 1)
+# and the server's RBSIZ is $rbsiz; writes its Read, Write and Reply chunk counts, the bytes
+# pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
 check_xprt() {
   when=$1
   line=$(xprt_line)
   echo "mountstats $when: $line"
   set -- $line
-  [ "$2" = rdma ] && [ $# = 34 ] || fail "mountstats transport line ($when): $line"
+  [ "$2" = rdma ] && [ $# = 36 ] || fail "mountstats transport line ($when): $line"
   [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
   [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
   if [ "$want" = 2 ]; then
@@ -76,8 +83,9 @@ check_xprt() {
   else
     [ "${32}" = 0 ] && [ "${33}" = 0 ] && [ "${34}" = 0 ] ||
       fail "RDMA2_CONNPROP on a Version 1 transport: $line"
+    [ "${35}" = 0 ] && [ "${36}" = 0 ] || fail "continued calls on a Version 1 transport: $line"
   fi
-  echo "${13} ${14} ${15} ${16}" >/tmp/chunks
+  echo "${13} ${14} ${15} ${16} ${35} ${36}" >/tmp/chunks
 }
 
 now() { cut -d' ' -f1 /proc/uptime; }
@@ -98,9 +106,19 @@ pass() {
   check_xprt "after writing over NFSv$vers"
   set -- $(cat /tmp/chunks)
   [ "${1:-0}" -gt 0 ] || fail "no Read chunk used by the writes over NFSv$vers (version $want)"
-  # The files and the symlink's target: the call of 3,000 bytes and more does not fit 1024.
-  [ "${4:-0}" -ge $(((4 << 20) + 300 * 1024 + 3000)) ] ||
-    fail "the 3000-byte symlink's target went inline over NFSv$vers (version $want): ${4:-0} bytes pulled by RDMA Read"
+  if [ "$want" = 2 ]; then
+    # The symlink's call of 3,000 bytes and more does not fit 1024: several Sends.
+    [ "${5:-0}" -ge 1 ] && [ "${6:-0}" -ge $((2 * ${5:-0})) ] ||
+      fail "the 3000-byte symlink's call went in no continued call over NFSv$vers: ${5:-0} continued calls in ${6:-0} Sends"
+    [ "${4:-0}" -ge $(((4 << 20) + 300 * 1024)) ] ||
+      fail "the files went inline over NFSv$vers (version $want): ${4:-0} bytes pulled by RDMA Read"
+    continued=$((continued + ${5:-0}))
+  else
+    # The files and the symlink's target in Read chunks.
+    [ "${4:-0}" -ge $(((4 << 20) + 300 * 1024 + 3000)) ] ||
+      fail "the 3000-byte symlink's target went inline over NFSv$vers (version $want): ${4:-0} bytes pulled by RDMA Read"
+  fi
+  sent="continued calls/Sends ${5:-0}/${6:-0}"
   timeout 60 umount /mnt/nfs || fail "umount"
 
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
@@ -120,7 +138,7 @@ pass() {
   [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
   timeout 60 umount /mnt/nfs || fail "umount"
   rm -f /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
-  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3 ($(since $t0) s)"
+  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
 }
 
 # capture NAME: a short conversation captured to /share/NAME.pcap (tcpdump on lo, which the
@@ -159,6 +177,7 @@ no_v2_errors() {
 
 want=2
 rbsiz=1024
+continued=0
 start_with version=2 server_inline_threshold=1024
 dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes)' ||
   fail "rpcrdma2 did not take server_inline_threshold=1024"
@@ -177,6 +196,14 @@ dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties
   fail "the server did not log the client's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload
+# Each connection that took continued calls says how many when it closes (nfsd stopped).
+dmesg | grep 'rpcrdma2: .*: closed; continued calls received' || true
+got=$(dmesg | sed -n 's/.*rpcrdma2: .*: closed; continued calls received: \([0-9]*\) (\([0-9]*\) messages), \([0-9]*\) broken.*/\1 \2 \3/p' |
+  awk '{ c += $1; m += $2; b += $3 } END { print c + 0, m + 0, b + 0 }')
+set -- $got
+[ "$1" -ge 2 ] && [ "$1" -ge "$continued" ] && [ "$2" -ge $((2 * $1)) ] && [ "$3" = 0 ] ||
+  fail "the server took $1 continued calls in $2 messages ($3 broken sequences); the client sent $continued"
+echo "the server reassembled $1 continued calls from $2 messages (the client counted $continued)"
 
 # The other way: the server's send threshold follows the client's RBSIZ.
 dmesg -c >/dev/null
@@ -211,4 +238,4 @@ dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "the server did n
 ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a connection spoke Version 2 with version=1"
 rdma2_server_stop
 left_behind "after rpcrdma2 client and server"
-echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, Version 1 with version=1, every chunk type, data compared"
+echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, calls continued over several Sends and reassembled, Version 1 with version=1, every chunk type, data compared"

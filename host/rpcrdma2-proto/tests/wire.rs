@@ -569,3 +569,81 @@ fn fragments_on_the_wire_reassemble() {
         }
     ));
 }
+
+#[test]
+fn a_continued_call_is_checked_whole() {
+    let l = ChunkLimits::DEFAULT;
+    // The last message of a continued call 5: a Read chunk at position 16, and 8 bytes of
+    // payload that are not the start of the RPC message.
+    let last = words(&[5, 2, 1, 0, 0, 0, 1, 16, 0x11, 8, 0, 0x1000, 0, 0, 0, 7, 7]);
+    let header = decode(&last, &l).unwrap();
+    assert_eq!(
+        check_call(&header).unwrap_err().violation(),
+        Violation::XidMismatch
+    );
+    // The whole message: the XID, CALL, and room for the position.
+    let whole = words(&[5, 0, 1, 2, 7, 7]);
+    assert_eq!(check_call_payload(&header, &whole), Ok(()));
+    let f = check_call_payload(&header, &whole[..12]).unwrap_err();
+    assert_eq!(f.reply().unwrap().body, ErrorBody::V2(V2Error::BadXdr));
+    assert_eq!(f.violation(), Violation::ReadPositionOutside(16));
+    let f = check_call_payload(&header, &words(&[6, 0, 1, 2])).unwrap_err();
+    assert_eq!(f.violation(), Violation::XidMismatch);
+}
+
+#[test]
+fn the_rest_of_a_refused_fragment_is_dropped() {
+    use proto::continuation::{Reassembled, Reassembler, SliceStorage, RECEIVE_LIMITS};
+    let l = ChunkLimits::DEFAULT;
+    let first = encode_vec(Revision::V2Draft01, &call(BodyRef::Fragment));
+    // A fragment with chunks, which no decoder takes: RDMA2_ERR_INVAL_CONT.
+    let mut bad = first.clone();
+    let reads = [ReadSegment {
+        position: 0,
+        target: SEG,
+    }];
+    let with_chunks = ChunkListsRef {
+        reads: &reads,
+        writes: &[],
+        reply: None,
+    };
+    let chunked = encode_vec(Revision::V2Draft01, &call(BodyRef::Msg(with_chunks)));
+    bad.truncate(16);
+    bad.extend_from_slice(&chunked[16..]);
+    bad[19] |= 2; // RDMA2_F_MORE
+    let f = decode(&bad, &l).unwrap_err();
+    assert_eq!(f.reply().unwrap().body, ErrorBody::V2(V2Error::InvalCont));
+    assert_eq!(
+        peek_continued(Revision::V2Draft01, &bad),
+        Some((0xabcd, true))
+    );
+    assert_eq!(peek_continued(Revision::V1, &bad), Some((0xabcd, false)));
+    assert_eq!(peek_continued(Revision::V2Draft01, &bad[..16]), None);
+    let last = encode_vec(
+        Revision::V2Draft01,
+        &call(BodyRef::Msg(ChunkListsRef::EMPTY)),
+    );
+    let mut store = [0u8; 512];
+    let mut r = Reassembler::new(SliceStorage::new(&mut store[..]), RECEIVE_LIMITS);
+    let feed = |r: &mut Reassembler<SliceStorage<&mut [u8]>>, m: &[u8]| match r
+        .accept_part(decode(m, &l).unwrap().part())
+    {
+        Ok(Reassembled::Pending) => "pending",
+        Ok(Reassembled::Dropped) => "dropped",
+        Ok(Reassembled::Whole(_)) => "whole",
+        _ => "other",
+    };
+    assert_eq!(feed(&mut r, &first), "pending");
+    r.refused(0xabcd, true);
+    assert!(!r.in_progress());
+    // The rest of 0xabcd, up to its final message, goes nowhere.
+    assert_eq!(feed(&mut r, &first), "dropped");
+    assert_eq!(feed(&mut r, &last), "dropped");
+    // The next call of that XID is taken again.
+    assert_eq!(feed(&mut r, &last), "whole");
+    // A refused final message ends its sequence, and drops nothing after it.
+    assert_eq!(feed(&mut r, &first), "pending");
+    r.refused(0xabcd, false);
+    assert!(!r.in_progress());
+    assert_eq!(feed(&mut r, &last), "whole");
+}

@@ -36,13 +36,18 @@
 //! What this transport carries: calls and replies of up to 1 MiB of payload, inline,
 //! with a Read chunk (the bulk data of a call, or the whole call at position zero), a Write
 //! chunk (the bulk data of a reply) or a Reply chunk (a whole long reply), and the NFSv4.1
-//! backchannel's calls and replies, inline.
+//! backchannel's calls and replies, inline. In Version 2 a call that does not fit one Send
+//! goes over up to [`MAX_SENT_FRAGMENTS`] Sends when it fits them (Message Continuation, draft
+//! section 4.4.2), which the draft prefers to a Position Zero Read chunk (section 6.3.2), its
+//! bulk data included (fewer registrations and RDMA Reads for a few KiB), one such call at a
+//! time; see [`ClientTransport::take_grant`] for how that stays within the server's credits.
 //!
 //! A call is never sent twice on one connection (RFC 8166, section 3.3.2): the server would
 //! count it against its credits again. A retransmission closes the connection instead, and
 //! the call goes out on the next one.
 
 use crate::proto::{
+    continuation::MAX_SENT_FRAGMENTS,
     error::{ErrorBody, ErrorReply, V2Error},
     negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
     properties::{PeerProperties, ReverseSupport},
@@ -225,6 +230,8 @@ pub(crate) struct ClientTransport {
     endpoint: Mutex<Option<Arc<Endpoint>>>,
     /// Counts endpoints in and out, so that a completion of an old one is told apart.
     generation: AtomicU32,
+    /// The server's last credit grant on the current connection (1 until its first).
+    granted: AtomicU32,
     /// The version of the current connection, and what is known of the server's.
     #[pin]
     negotiation: Mutex<ClientNegotiation>,
@@ -292,6 +299,10 @@ pub(crate) struct Counters {
     /// The receive buffer size (`RBSIZ`) of the current connection's server, once its
     /// properties arrived, else 0.
     pub(crate) peer_rbsiz: AtomicU32,
+    /// Calls sent over several Sends (Message Continuation).
+    pub(crate) continued_calls: AtomicU64,
+    /// The Sends of those calls.
+    pub(crate) continued_sends: AtomicU64,
 }
 
 impl Counters {
@@ -305,6 +316,7 @@ impl ClientTransport {
         try_pin_init!(Self {
             endpoint <- new_mutex!(None),
             generation: AtomicU32::new(0),
+            granted: AtomicU32::new(1),
             negotiation <- new_mutex!(ClientNegotiation::new(
                 versions(),
                 ServerVersionMemory::default()
@@ -365,6 +377,7 @@ impl ClientTransport {
         *xprt.exchange.lock() = Exchange::new();
         xprt.backchannel.connected(endpoint.send_limit(), revision);
         // Until the server's first grant: one call at a time.
+        xprt.granted.store(1, Ordering::Relaxed);
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
         xprt.generation.store(generation, Ordering::SeqCst);
@@ -490,7 +503,7 @@ impl ClientTransport {
                 };
             }
         };
-        xprt.set_credits(u32::from(header.credits.granted).clamp(1, MAX_REQUESTS));
+        Self::take_grant(xprt, Revision::V2Draft01, header.credits.granted);
         let event = match exchange.state.on_connprop(&set, more) {
             Ok(event) => event,
             Err((error, _)) => {
@@ -571,6 +584,39 @@ impl ClientTransport {
                 });
             }
         }
+    }
+
+    /// Takes the server's credit grant `granted`, in a message of a `revision` connection, as
+    /// the congestion window: the calls sunrpc lets us have in flight.
+    ///
+    /// Each Send consumes one of the server's receives, which is what a credit is; a call
+    /// takes one Send, but a continued call up to [`MAX_SENT_FRAGMENTS`] (draft section
+    /// 6.2.2.2: the sender must not run past the grant in the middle of a sequence). So on a
+    /// Version 2 connection the window is the grant less `MAX_SENT_FRAGMENTS - 1`, at least one,
+    /// and at most one continued call is in flight, of at most
+    /// [`continuation_sends`](Self::continuation_sends) Sends: the others in flight take at
+    /// most window - 1 Sends, the continued call the rest of the grant.
+    fn take_grant(xprt: &Xprt<Self>, revision: Revision, granted: u16) {
+        let granted = u32::from(granted).clamp(1, MAX_REQUESTS);
+        xprt.granted.store(granted, Ordering::Relaxed);
+        xprt.set_credits(Self::window(revision, granted));
+    }
+
+    /// The congestion window for a grant of `granted` credits on a `revision` connection.
+    fn window(revision: Revision, granted: u32) -> u32 {
+        match revision {
+            Revision::V1 => granted,
+            Revision::V2Draft01 => granted.saturating_sub(MAX_SENT_FRAGMENTS as u32 - 1).max(1),
+        }
+    }
+
+    /// The most Sends the one continued call in flight may take within the server's last
+    /// grant ([`take_grant`](Self::take_grant)): those the window leaves out and its own.
+    pub(crate) fn continuation_sends(&self) -> usize {
+        let granted = self.granted.load(Ordering::Relaxed);
+        let window = Self::window(Revision::V2Draft01, granted);
+        let sends = granted.saturating_sub(window).saturating_add(1);
+        (sends as usize).min(MAX_SENT_FRAGMENTS)
     }
 
     /// What the next message is sent as: the current connection's revision, and the probe's
@@ -663,11 +709,13 @@ impl ClientTransport {
             // The callback was copied out of the receive buffer.
             return false;
         }
-        xprt.set_credits(u32::from(header.credits.granted).clamp(1, MAX_REQUESTS));
+        Self::take_grant(xprt, sending.revision, header.credits.granted);
         let xid = header.xid;
         if matches!(header.body, Body::Control | Body::Properties { .. }) {
             return false;
         }
+        // The server is done with the call's Sends: another call may go over several.
+        xprt.with_endpoint(generation, |endpoint| endpoint.continued_done(xid));
         let kind_of =
             |layout: &_, plan: &_| receive::reply_kind(&header.body, layout, plan, message.len());
         match Self::route(xprt, generation, xid, message.len(), recv_index, kind_of) {
@@ -934,6 +982,7 @@ impl Transport for ClientTransport {
 
     fn release_buffers(xprt: &Xprt<Self>, rqst: &Rqst<'_>) {
         if let Some(endpoint) = xprt.endpoint() {
+            endpoint.continued_done(rqst.xid());
             endpoint.release_call(rqst.xid());
         }
     }
@@ -947,9 +996,10 @@ impl Transport for ClientTransport {
         // and a column kept at 0; then five of ours: the RPC-over-RDMA version of the current
         // connection (0 until it is settled), the Version 2 probes the server refused, the
         // `RDMA2_CONNPROP` messages sent and received, and the current server's receive buffer
-        // size (`RBSIZ`, 0 until its properties arrived).
+        // size (`RBSIZ`, 0 until its properties arrived); then the calls sent over several
+        // Sends (Message Continuation) and their Sends.
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {}",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -967,7 +1017,9 @@ impl Transport for ClientTransport {
             get(&c.version_fallbacks),
             get(&c.connprop_sent),
             get(&c.connprop_received),
-            c.peer_rbsiz.load(Ordering::Relaxed)
+            c.peer_rbsiz.load(Ordering::Relaxed),
+            get(&c.continued_calls),
+            get(&c.continued_sends)
         ));
     }
 }

@@ -38,7 +38,10 @@
 //! answered with `RDMA_ERROR`/`ERR_CHUNK`; a header of another version earns `ERR_VERS`, a
 //! malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). A reply to a call that offered one
 //! region, from a client that takes remote invalidation (RFC 8797), invalidates it with its
-//! Send (Send With Invalidate), sparing the client a `LOCAL_INV`.
+//! Send (Send With Invalidate), sparing the client a `LOCAL_INV`. In Version 2 a call may also
+//! come over several Sends (Message Continuation, draft section 4.4.2): the connection
+//! reassembles it and serves it as an inline call with the last Send's chunks; a broken
+//! sequence earns `RDMA2_ERR_INVAL_CONT` ([`connection`]). Replies are never continued.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{

@@ -11,6 +11,13 @@
 //!
 //! A new connection is a new endpoint: nothing of an old one, its buffers included, is used
 //! again, and its completions are told apart by its generation.
+//!
+//! On a Version 2 connection a call that does not fit one Send goes over up to
+//! [`MAX_SENT_FRAGMENTS`] when it fits them (Message Continuation, draft sections 4.4.2 and
+//! 6.3.2; the protocol core's `plan_sends` decides), each from its own send buffer: all but the
+//! last carry a header with `RDMA2_F_MORE` and no chunks, the last the call's chunk lists. One
+//! such call at a time (see [`ClientTransport::continuation_sends`](super::ClientTransport) for
+//! the credits).
 
 use super::{
     registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
@@ -19,16 +26,18 @@ use super::{
 use crate::devices::Devices;
 use crate::proto::{
     call_plan::{
-        inline_ranges, plan_v1, CallChunks, CallLayout, CallPlan, DdpItem, PlanThresholds,
-        ReplyChunks,
+        fragment_ranges, inline_ranges, plan_sends, CallChunks, CallLayout, CallPlan,
+        ContinuationRoom, DdpItem, PlanThresholds, ReplyChunks, SendPlan,
     },
     chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
+    continuation::{FragmentPlan, MAX_SENT_FRAGMENTS},
     v1::V1_DEFAULT_INLINE,
-    wire::{self, BodyRef, Credits, Direction, Outgoing},
+    wire::{self, BodyRef, Credits, Direction, Outgoing, Revision},
 };
 use core::{
     net::SocketAddr,
+    ops::Range,
     sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 use kernel::{
@@ -70,6 +79,8 @@ const SEND_QUEUE: usize = SENDS + 2 * super::registration::RECORDS * MAX_REGIONS
 pub(crate) const HEADER_RESERVE: usize = 256;
 /// A resend allowed on the connection ([`Endpoint::allow_resend`]) is this bit and the XID.
 const RESEND: u64 = 1 << 32;
+/// The continued call in flight ([`Endpoint::continued`]) is this bit and its XID.
+const CONTINUED: u64 = 1 << 32;
 
 /// What a send queue completion's tag says it was: the Send of send buffer `index`, or a
 /// registration or invalidation of record `index`.
@@ -186,6 +197,9 @@ pub(crate) struct Endpoint {
     /// The call the server refused with `ERR_VERS`, which may be sent again on this
     /// connection: [`RESEND`] and its XID, or 0.
     resend: AtomicU64,
+    /// The call sent over several Sends that has not had its reply nor been released:
+    /// [`CONTINUED`] and its XID, or 0. Never more than one.
+    continued: AtomicU64,
     receiver: Arc<Receiver>,
     /// The endpoint's use of its device, which the device's removal waits for: dropped last,
     /// once everything above let go of the device.
@@ -287,6 +301,7 @@ impl Endpoint {
                 send_limit: AtomicUsize::new(send_limit),
                 recv_limit: AtomicUsize::new(threshold as usize),
                 resend: AtomicU64::new(0),
+                continued: AtomicU64::new(0),
                 receiver,
                 _device_use: device_use,
             },
@@ -324,6 +339,29 @@ impl Endpoint {
         self.resend
             .compare_exchange(allowed, 0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    /// Takes the one continued call's place for call `xid`; `false` if another has it.
+    fn take_continued(&self, xid: u32) -> bool {
+        self.continued
+            .compare_exchange(
+                0,
+                CONTINUED | u64::from(xid),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Call `xid` got its reply or ends: if it was the continued call in flight, another may
+    /// go.
+    pub(crate) fn continued_done(&self, xid: u32) {
+        let _ = self.continued.compare_exchange(
+            CONTINUED | u64::from(xid),
+            0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     /// Asks the server to end the connection; the queue pair flushes what is posted.
@@ -424,23 +462,54 @@ impl Endpoint {
         counters: &Counters,
     ) -> Result {
         let sending = xprt.sending();
-        let (layout, plan) = plan_call(rqst, &self.thresholds(sending)).inspect_err(|_| {
-            Counters::add(&counters.failed_marshal, 1);
-        })?;
-        let mut chunks = Chunks::new()?;
-        let record = if plan.call == CallChunks::Inline && plan.reply == ReplyChunks::Inline {
-            None
-        } else {
-            Some(self.register(xprt, rqst, &layout, &plan, &mut chunks, counters)?)
-        };
+        let thresholds = self.thresholds(sending);
+        // Version 2, the version settled, and no other continued call in flight.
+        let room = (sending.revision == Revision::V2Draft01
+            && sending.probe_limit.is_none()
+            && self.continued.load(Ordering::Acquire) == 0)
+            .then(|| ContinuationRoom {
+                limit: self.send_limit_of(sending),
+                final_header: HEADER_RESERVE,
+                max_sends: xprt.continuation_sends(),
+            });
+        let failed = |_: &Error| Counters::add(&counters.failed_marshal, 1);
+        let (layout, mut sends) =
+            plan_call(rqst, &thresholds, room.as_ref()).inspect_err(failed)?;
+        if sends.fragments.is_some() && !self.take_continued(rqst.xid()) {
+            (_, sends) = plan_call(rqst, &thresholds, None).inspect_err(failed)?;
+        }
         let call = Call {
             xprt,
             rqst,
             sending,
             layout: &layout,
-            plan: &plan,
+            plan: &sends.plan,
+            fragments: sends.fragments,
         };
-        let result = self.post_call(&call, buffer, index, &chunks, counters);
+        let result = self.register_and_post(&call, buffer, index, counters);
+        if result.is_err() && sends.fragments.is_some() {
+            self.continued_done(rqst.xid());
+        }
+        result
+    }
+
+    /// Registers the memory behind the chunks of `call` and posts it, its last (or only) Send
+    /// from send buffer `index` (`buffer`).
+    fn register_and_post(
+        &self,
+        call: &Call<'_, '_>,
+        buffer: &Arc<DmaBuffer>,
+        index: usize,
+        counters: &Counters,
+    ) -> Result {
+        let (xprt, rqst, layout, plan) = (call.xprt, call.rqst, call.layout, *call.plan);
+        let mut chunks = Chunks::new()?;
+        let record = if plan.call == CallChunks::Inline && plan.reply == ReplyChunks::Inline {
+            None
+        } else {
+            Some(self.register(xprt, rqst, layout, &plan, &mut chunks, counters)?)
+        };
+        let result = self.post_call(call, buffer, index, &chunks, counters);
         if result.is_err() {
             if let Some(record) = record {
                 self.abandon(record);
@@ -448,6 +517,10 @@ impl Endpoint {
         }
         result.inspect(|()| {
             let c = counters;
+            if let Some(fragments) = &call.fragments {
+                Counters::add(&c.continued_calls, 1);
+                Counters::add(&c.continued_sends, fragments.count());
+            }
             match plan.call {
                 CallChunks::Inline => {}
                 CallChunks::ReadChunk { .. } => Counters::add(&c.read_chunks, 1),
@@ -480,10 +553,7 @@ impl Endpoint {
             .with_lists(|lists| {
                 let outgoing = Outgoing {
                     xid: rqst.xid(),
-                    credits: Credits {
-                        granted: MAX_REQUESTS as u16,
-                        max: MAX_REQUESTS as u16,
-                    },
+                    credits: CALL_CREDITS,
                     direction: Direction::Call,
                     body: match plan.call {
                         CallChunks::PositionZero { .. } => BodyRef::NoMsg(lists),
@@ -493,7 +563,12 @@ impl Endpoint {
                 wire::encode(sending.revision, &mut header, &outgoing)
             })
             .map_err(|_| EMSGSIZE)?;
+        let header = header.get(..header_len).ok_or(EINVAL)?;
         let ranges = inline_ranges(call.layout, plan);
+        if let Some(fragments) = &call.fragments {
+            let last = (buffer, index);
+            return self.post_fragments(call, fragments, last, header, &ranges, counters);
+        }
         let inline: usize = ranges.iter().map(|r| r.len()).sum();
         let total = header_len + inline;
         let limit = self.send_limit_of(sending);
@@ -508,22 +583,113 @@ impl Endpoint {
             }
             return Err(EMSGSIZE);
         }
-        buffer.write(0, header.get(..header_len).ok_or(EINVAL)?)?;
-        let mut offset = header_len;
-        let snd = rqst.snd_buf();
-        for range in ranges {
-            if range.is_empty() {
-                continue;
+        let len = fill(buffer, header, &rqst.snd_buf(), &ranges)?;
+        Counters::add(&counters.pullup_copy, len - header_len);
+        call.xprt
+            .send_as(sending, total, || self.post_buffer(buffer, index, len))
+    }
+
+    /// Sends `call` over the Sends of `fragments`, in order: the others from send buffers
+    /// taken now, after a header with `RDMA2_F_MORE` and no chunks, then the last from `last`
+    /// (a send buffer and its index, which the caller frees if this fails) after the call's
+    /// `header`. `ranges` are the call's inline bytes. Nothing is posted if a send buffer is
+    /// lacking (`ENOBUFS`); `ENOTCONN` if the queue pair refused a Send after others went out
+    /// (the server holds part of the call: the connection goes).
+    fn post_fragments(
+        &self,
+        call: &Call<'_, '_>,
+        fragments: &FragmentPlan,
+        last: (&Arc<DmaBuffer>, usize),
+        header: &[u8],
+        ranges: &[Range<usize>; 2],
+        counters: &Counters,
+    ) -> Result {
+        let count = fragments.count();
+        let mut taken = [0usize; MAX_SENT_FRAGMENTS];
+        let others = taken.get_mut(..count.saturating_sub(1)).ok_or(EMSGSIZE)?;
+        if !self.take_sends(others) {
+            Counters::add(&counters.no_send_buffer, 1);
+            return Err(ENOBUFS);
+        }
+        let others = &*others;
+        let buffer_of = |i: usize| match others.get(i) {
+            Some(&index) => self.buffers.sends.get(index).map(|b| (b, index)),
+            None => Some(last),
+        };
+        let written = (|| -> Result<([usize; MAX_SENT_FRAGMENTS], usize)> {
+            let outgoing = Outgoing {
+                xid: call.rqst.xid(),
+                credits: CALL_CREDITS,
+                direction: Direction::Call,
+                body: BodyRef::Fragment,
+            };
+            let mut more = [0u8; HEADER_RESERVE];
+            let more_len =
+                wire::encode(call.sending.revision, &mut more, &outgoing).map_err(|_| EMSGSIZE)?;
+            let more = more.get(..more_len).ok_or(EINVAL)?;
+            let limit = self.send_limit_of(call.sending);
+            let snd = call.rqst.snd_buf();
+            let mut lens = [0usize; MAX_SENT_FRAGMENTS];
+            let mut copied = 0;
+            for (i, fragment) in fragments.fragments().enumerate() {
+                let (buffer, _) = buffer_of(i).ok_or(EINVAL)?;
+                let head = if fragment.more { more } else { header };
+                if head.len() + fragment.len > limit {
+                    return Err(EMSGSIZE);
+                }
+                let len = fill(buffer, head, &snd, &fragment_ranges(ranges, &fragment))?;
+                *lens.get_mut(i).ok_or(EINVAL)? = len;
+                copied += len - head.len();
             }
-            snd.for_each_segment_in(range, |segment| {
-                buffer.write(offset, segment)?;
-                offset += segment.len();
+            Ok((lens, copied))
+        })();
+        let mut posted = 0;
+        let sent = written.and_then(|(lens, copied)| {
+            let total: usize = lens.iter().sum();
+            call.xprt.send_as(call.sending, total, || {
+                for (i, &len) in lens.iter().take(count).enumerate() {
+                    let (buffer, index) = buffer_of(i).ok_or(EINVAL)?;
+                    self.post_buffer(buffer, index, len)?;
+                    posted = i + 1;
+                }
                 Ok(())
             })?;
+            Ok(copied)
+        });
+        // The send buffers of Sends not posted are free again (but `last`, the caller's).
+        for &index in others.iter().skip(posted) {
+            self.buffers.send_done(index);
         }
-        Counters::add(&counters.pullup_copy, offset - header_len);
-        call.xprt
-            .send_as(sending, total, || self.post_buffer(buffer, index, offset))
+        match sent {
+            Ok(copied) => {
+                Counters::add(&counters.pullup_copy, copied);
+                Ok(())
+            }
+            Err(_) if posted > 0 => Err(ENOTCONN),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes a free send buffer into each entry of `out`, all or none: `false` if there are
+    /// not as many free.
+    fn take_sends(&self, out: &mut [usize]) -> bool {
+        let mut free = self.buffers.free_sends.lock();
+        if free.len() < out.len() {
+            return false;
+        }
+        for taken in 0..out.len() {
+            let Some(index) = free.pop() else {
+                // Cannot be (there were enough): those taken go back.
+                for &index in out.iter().take(taken) {
+                    let _ = free.push(index);
+                }
+                return false;
+            };
+            if let Some(slot) = out.get_mut(taken) {
+                *slot = index;
+            }
+        }
+        true
     }
 
     /// Posts the first `len` bytes of send buffer `index` (`buffer`) as one Send.
@@ -782,6 +948,34 @@ struct Call<'a, 'r> {
     sending: Sending,
     layout: &'a CallLayout,
     plan: &'a CallPlan,
+    /// The Sends of a continued call; `None` for one Send.
+    fragments: Option<FragmentPlan>,
+}
+
+/// The credit word of our calls: the requests we may have in flight.
+const CALL_CREDITS: Credits = Credits {
+    granted: MAX_REQUESTS as u16,
+    max: MAX_REQUESTS as u16,
+};
+
+/// Writes `header` and then the bytes `ranges` of the call `snd` (empty ones skipped) into
+/// `buffer`; returns the bytes written.
+fn fill(
+    buffer: &DmaBuffer,
+    header: &[u8],
+    snd: &XdrBuf<'_>,
+    ranges: &[Range<usize>; 2],
+) -> Result<usize> {
+    buffer.write(0, header)?;
+    let mut offset = header.len();
+    for range in ranges.iter().filter(|r| !r.is_empty()) {
+        snd.for_each_segment_in(range.clone(), |segment| {
+            buffer.write(offset, segment)?;
+            offset += segment.len();
+            Ok(())
+        })?;
+    }
+    Ok(offset)
 }
 
 /// What a region is for.
@@ -837,10 +1031,15 @@ impl Chunks {
     }
 }
 
-/// The layout of the call of `rqst` and its chunk plan. Data items go apart from the message
-/// (Read and Write chunks) unless the credential protects the whole message; a layout the
-/// plan refuses with them is planned without them.
-fn plan_call(rqst: &Rqst<'_>, thresholds: &PlanThresholds) -> Result<(CallLayout, CallPlan)> {
+/// The layout of the call of `rqst` and its chunk plan, over several Sends if `room` allows
+/// it and the call needs them. Data items go apart from the message (Read and Write chunks)
+/// unless the credential protects the whole message; a layout the plan refuses with them is
+/// planned without them.
+fn plan_call(
+    rqst: &Rqst<'_>,
+    thresholds: &PlanThresholds,
+    room: Option<&ContinuationRoom>,
+) -> Result<(CallLayout, SendPlan)> {
     let snd = rqst.snd_buf().layout();
     let rcv = rqst.rcv_buf();
     let ddp = !rqst.auth_touches_data();
@@ -856,12 +1055,12 @@ fn plan_call(rqst: &Rqst<'_>, thresholds: &PlanThresholds) -> Result<(CallLayout
         reply_max: rcv.buflen() as usize,
         reply_ddp: item(rcv.flags(), XDRBUF_READ, rcv.head_len(), rcv.page_len()),
     };
-    if let Ok(plan) = plan_v1(&layout, thresholds) {
-        return Ok((layout, plan));
+    if let Ok(sends) = plan_sends(&layout, thresholds, room) {
+        return Ok((layout, sends));
     }
     layout.call_ddp = None;
     layout.reply_ddp = None;
-    plan_v1(&layout, thresholds)
-        .map(|plan| (layout, plan))
+    plan_sends(&layout, thresholds, room)
+        .map(|sends| (layout, sends))
         .map_err(|_| EMSGSIZE)
 }

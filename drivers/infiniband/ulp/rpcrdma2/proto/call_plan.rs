@@ -56,6 +56,18 @@
 //! 11.2.2.3; the C's `RPCAUTH_AUTH_DATATOUCH`): the caller then leaves
 //! [`CallLayout::call_ddp`] and [`CallLayout::reply_ddp`] empty.
 //!
+//! **Version 2** adds Message Continuation (draft sections 4.4.2 and 6.3.2:
+//! a sender should prefer it to a Special Format message). [`plan_sends`]
+//! keeps the Version 1 plan when the whole Call fits one Send. Otherwise the
+//! whole Call goes over several Sends when it fits them ([`ContinuationRoom`]),
+//! its bulk data included: for the few KiB that fit, Sends cost less than
+//! registering the data's pages, an RDMA Read and the invalidation, and
+//! reducing is the sender's choice (section 4.4.2.1). A Call too long for
+//! that keeps the Version 1 plan if it is a Read chunk (the rest fits one
+//! Send); one that Version 1 would send at Position Zero goes reduced by its
+//! Read chunk over several Sends if that fits, else at Position Zero.
+//! [`fragment_ranges`] says which bytes of the Call each Send carries.
+//!
 //! Everything here is total: lengths that do not fit the 32-bit wire
 //! fields, a bulk data item that is misaligned or lies outside its message,
 //! or a Reply that disagrees with what was provisioned, are errors, never
@@ -63,6 +75,8 @@
 
 use core::ops::Range;
 
+use super::continuation::{plan_fragments, Fragment, FragmentPlan};
+use super::payload_format::{choose_call_format, CallShape, PayloadFormat};
 use super::v1::{RDMA_MSG, RDMA_NOMSG};
 use super::xdr::{roundup, XDR_UNIT};
 
@@ -260,6 +274,104 @@ pub fn plan_v1(layout: &CallLayout, t: &PlanThresholds) -> Result<CallPlan, Plan
     };
 
     Ok(CallPlan { call, reply })
+}
+
+/// Room for a Version 2 Call over several Sends (Message Continuation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContinuationRoom {
+    /// The largest message the peer receives inline (its `RBSIZ`), header included.
+    pub limit: usize,
+    /// Bytes kept for the header of the last Send, which carries the chunk lists; the others
+    /// carry the header without chunks.
+    pub final_header: usize,
+    /// Most Sends one Call may take.
+    pub max_sends: usize,
+}
+
+/// A Call's chunks and how its inline part goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendPlan {
+    /// The chunks. With [`Self::fragments`], [`CallChunks::Inline`] (the whole Call is sent)
+    /// or [`CallChunks::ReadChunk`] (the Call without its bulk data is sent).
+    pub plan: CallPlan,
+    /// The split of the inline part ([`inline_ranges`]) over several Sends, each but the last
+    /// with `RDMA2_F_MORE` (Continued Format); `None` when one Send carries it.
+    pub fragments: Option<FragmentPlan>,
+}
+
+/// Plans a Call as [`plan_v1`] does, then, when `room` allows Message Continuation (a
+/// Version 2 connection) and the whole Call does not fit one Send: the whole Call over
+/// several Sends if it fits them; else [`plan_v1`]'s Read chunk if it made one; else the Call
+/// reduced by its Read chunk over several Sends if it has bulk data and that fits; else
+/// [`plan_v1`]'s Position Zero. A Call that fits one Send whole never changes.
+pub fn plan_sends(
+    layout: &CallLayout,
+    t: &PlanThresholds,
+    room: Option<&ContinuationRoom>,
+) -> Result<SendPlan, PlanError> {
+    let single = plan_v1(layout, t)?;
+    let one_send = SendPlan {
+        plan: single,
+        fragments: None,
+    };
+    let (CallChunks::ReadChunk { .. } | CallChunks::PositionZero { .. }, Some(room)) =
+        (single.call, room)
+    else {
+        return Ok(one_send);
+    };
+    let reduced = match (&layout.call_ddp, single.call) {
+        (Some(item), CallChunks::PositionZero { .. }) => {
+            let (position, len, _) = check_item(item, layout.call_len)?;
+            Some(CallChunks::ReadChunk { position, len })
+        }
+        // A Read chunk that fits one Send is kept; without data, nothing to reduce.
+        _ => None,
+    };
+    for call in [Some(CallChunks::Inline), reduced].into_iter().flatten() {
+        let plan = CallPlan {
+            call,
+            reply: single.reply,
+        };
+        let payload_len = inline_ranges(layout, &plan).iter().map(|r| r.len()).sum();
+        let shape = CallShape {
+            payload_len,
+            header_len: room.final_header,
+            threshold: room.limit,
+            continuation: true,
+            max_sends: room.max_sends,
+        };
+        if let PayloadFormat::Continued { .. } = choose_call_format(&shape) {
+            if let Ok(fragments) =
+                plan_fragments(payload_len, room.limit, room.final_header, room.max_sends)
+            {
+                return Ok(SendPlan {
+                    plan,
+                    fragments: Some(fragments),
+                });
+            }
+        }
+    }
+    Ok(one_send)
+}
+
+/// The bytes of the Call that `fragment` of its inline part carries: `fragment` counts
+/// offsets in the concatenation of `inline` (what [`inline_ranges`] gave), the result the
+/// same ranges cut to it. Empty ranges are to be skipped; the result lies within `inline`
+/// whatever the arguments.
+pub fn fragment_ranges(inline: &[Range<usize>; 2], fragment: &Fragment) -> [Range<usize>; 2] {
+    let start = fragment.offset;
+    let end = start.saturating_add(fragment.len);
+    let mut base = 0usize;
+    let mut out = [0..0, 0..0];
+    for (range, slot) in inline.iter().zip(out.iter_mut()) {
+        let len = range.len();
+        let top = base.saturating_add(len);
+        let from = start.max(base).min(top).saturating_sub(base);
+        let to = end.max(base).min(top).saturating_sub(base);
+        *slot = range.start.saturating_add(from)..range.start.saturating_add(to);
+        base = top;
+    }
+    out
 }
 
 fn data_len(len: u32) -> usize {

@@ -382,6 +382,20 @@ impl<S: ReassemblyStorage> Reassembler<S> {
         }
     }
 
+    /// A message of `xid` was refused before it reached the reassembler (its header could
+    /// not be decoded): a sequence of `xid` in progress is abandoned, and if the message said
+    /// `RDMA2_F_MORE`, the rest of `xid`'s messages up to its final one are dropped (draft
+    /// section 6.3.3: the Responder discards all messages with the failing XID).
+    pub fn refused(&mut self, xid: u32, more: bool) {
+        if self.current.is_some_and(|s| s.xid == xid) {
+            self.current = None;
+            self.storage.clear();
+        }
+        if more {
+            self.poison(xid);
+        }
+    }
+
     /// Feeds one decoded message.
     pub fn accept<'a>(
         &mut self,

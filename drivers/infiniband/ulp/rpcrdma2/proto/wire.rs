@@ -393,6 +393,25 @@ pub fn decode_as<'a>(
     }
 }
 
+/// The `rdma_xid` of a message of a `revision` connection that could not be decoded, and
+/// whether it says `RDMA2_F_MORE` (never in Version 1), read from its first words; `None` if it
+/// is too short to say. A receiver drops the rest of a continued message it refused.
+pub fn peek_continued(revision: Revision, buf: &[u8]) -> Option<(u32, bool)> {
+    let mut r = XdrReader::new(buf);
+    let xid = r.u32().ok()?;
+    let more = match revision {
+        Revision::V1 => false,
+        Revision::V2Draft01 => {
+            // `rdma_vers`, `rdma_credit`, `rdma_htype`, then `rdma_flags`.
+            for _ in 0..3 {
+                r.u32().ok()?;
+            }
+            Flags(r.u32().ok()?).more()
+        }
+    };
+    Some((xid, more))
+}
+
 /// Decodes `buf` in the layout its `rdma_vers` names. A message of neither version, or too
 /// short for the four common words, is discarded: a Requester answers nothing.
 pub fn decode<'a>(buf: &'a [u8], limits: &ChunkLimits) -> Result<Header<'a>, Fault> {
@@ -552,10 +571,17 @@ pub fn admit_message(
 ///
 /// The fault is `ERR_CHUNK` in Version 1, `RDMA2_ERR_BAD_XDR` in Version 2.
 pub fn check_call(header: &Header<'_>) -> Result<(), Fault> {
-    let Body::Msg {
-        chunks, payload, ..
-    } = header.body
-    else {
+    match header.body {
+        Body::Msg { payload, .. } => check_call_payload(header, payload),
+        _ => Ok(()),
+    }
+}
+
+/// [`check_call`] for a `Msg` whose RPC message is `payload` rather than the bytes after the
+/// header: the final message of a continued call (draft section 4.4.2), checked with the whole
+/// reassembled message and its own chunk lists (the only ones of the sequence).
+pub fn check_call_payload(header: &Header<'_>, payload: &[u8]) -> Result<(), Fault> {
+    let Body::Msg { chunks, .. } = header.body else {
         return Ok(());
     };
     let fault = |v| Fault::Reply {

@@ -22,6 +22,18 @@
 //! that, a Version 2 connection assumes the draft's defaults (4096 bytes each way, at most our
 //! own threshold), not the RFC 8797 private data, which is Version 1's. A first Version 2
 //! message longer than the 1024 bytes the draft allows it ends the connection.
+//!
+//! A Version 2 client may send a call over several Sends (Message Continuation, draft sections
+//! 4.4.2 and 6.2.2.2): each message but the last has `RDMA2_F_MORE` and no chunks. The
+//! connection reassembles them in storage of [`RECEIVE_LIMITS`] bytes allocated when it is
+//! accepted, so that nothing allocates per fragment; each fragment's receive buffer is posted
+//! again as soon as it is copied out, as for any message. The last fragment's chunk lists
+//! go with the whole payload, which is then served as an inline call. A broken sequence
+//! (another XID or header type in the middle, too long, too many fragments) earns
+//! `RDMA2_ERR_INVAL_CONT` (`RDMA2_ERR_SYSTEM` if only our storage ran out), and the rest of the
+//! abandoned sequence is dropped silently. Messages reach the reassembler in the order they
+//! arrived: a thread takes its lock before it takes a message off the queue. The connection's
+//! continued calls are counted and logged when it closes.
 
 use super::{
     backchannel::Callbacks,
@@ -37,7 +49,8 @@ use crate::{
     proto::{
         chunk::{ChunkLimits, ChunkListsRef, Segment},
         cm_private::CmPrivateData,
-        error::{ErrorBody, ErrorReply, Fault},
+        continuation::{Reassembled, Reassembler, SliceStorage, RECEIVE_LIMITS},
+        error::{ErrorBody, ErrorReply, Fault, V2Error},
         negotiation::FIRST_MESSAGE_MAX,
         properties::{PeerProperties, ReverseSupport},
         property_exchange::{
@@ -71,7 +84,10 @@ use kernel::{
         svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
         svc_xprt_class::SvcXprtPtr,
     },
-    sync::{Arc, Mutex},
+    sync::{
+        lock::{mutex::MutexBackend, Guard},
+        Arc, Mutex,
+    },
 };
 
 /// Whether a call with chunks we do not serve was reported (once per module load).
@@ -103,6 +119,8 @@ pub(crate) struct Connection<C: WithBackchannel> {
     threshold: u32,
     /// The transport property exchange of a Version 2 connection.
     exchange: Pin<KBox<Mutex<Exchange>>>,
+    /// The continued call being reassembled; its lock orders the messages fed to it.
+    reassembly: Pin<KBox<Mutex<Reassembly>>>,
     /// The client takes Send With Invalidate (RFC 8797).
     remote_invalidation: bool,
     /// The connection's protocol version (`rdma_vers`), 0 until its first message of a
@@ -188,6 +206,7 @@ pub(crate) fn accept<C: WithBackchannel>(
                 send_limit: AtomicUsize::new(send_limit),
                 threshold,
                 exchange: KBox::pin_init(new_mutex!(Exchange::new()), GFP_KERNEL)?,
+                reassembly: KBox::pin_init(new_mutex!(Reassembly::new()?), GFP_KERNEL)?,
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
                 version: AtomicU32::new(0),
                 remote,
@@ -225,6 +244,34 @@ impl Exchange {
         }
     }
 }
+
+/// Message Continuation of a connection's calls (draft section 4.4.2), and what came of it.
+struct Reassembly {
+    reassembler: Reassembler<SliceStorage<KVVec<u8>>>,
+    /// Continued calls received whole.
+    calls: u64,
+    /// Messages that were part of a continued call (the last one included).
+    fragments: u64,
+    /// Continuation violations answered with an error.
+    refused: u64,
+}
+
+impl Reassembly {
+    /// Allocates the storage of the largest call we reassemble, once per connection (32 KiB:
+    /// virtually contiguous will do).
+    fn new() -> Result<Self> {
+        let storage = KVVec::from_elem(0u8, RECEIVE_LIMITS.max_len, GFP_KERNEL)?;
+        Ok(Self {
+            reassembler: Reassembler::new(SliceStorage::new(storage), RECEIVE_LIMITS),
+            calls: 0,
+            fragments: 0,
+            refused: 0,
+        })
+    }
+}
+
+/// The held lock of a connection's [`Reassembly`].
+type ReassemblyGuard<'a> = Guard<'a, Reassembly, MutexBackend>;
 
 /// What the property exchange makes of a message of a Version 2 connection.
 enum Exchanged {
@@ -328,10 +375,13 @@ impl<C: WithBackchannel> Connection<C> {
 
     /// Decodes `message` and places its call in `rqst` (reading its Read chunk), with the
     /// context its reply needs in `ctxt`; returns the call's length, or 0 for a message that
-    /// carries none (it was answered with an error, or dropped).
+    /// carries none (it was answered with an error, dropped, or is a fragment of a continued
+    /// call that is not complete yet). `reassembly` is held since the message was taken off
+    /// the queue: the message is fed to it, and a completed continued call is served from it.
     fn take_call(
         xprt: &SvcXprt<Self>,
         message: &[u8],
+        mut reassembly: ReassemblyGuard<'_>,
         rqst: &mut SvcRqst<'_>,
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
@@ -357,12 +407,7 @@ impl<C: WithBackchannel> Connection<C> {
                 // Our properties go first, whatever the client's first message is.
                 Self::send_properties(xprt, &mut xprt.exchange.lock());
             }
-            let header = wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)?;
-            // A reply to one of our callbacks is no call: it goes to the backchannel.
-            if wire::inline_reverse_reply(&header).is_some() {
-                return Ok(header);
-            }
-            wire::check_call(&header).map(|()| header)
+            wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)
         });
         if let Ok(header) = &decoded {
             if header.revision == Revision::V2Draft01 {
@@ -370,36 +415,89 @@ impl<C: WithBackchannel> Connection<C> {
                     return Ok(0);
                 }
             }
+            // A reply to one of our callbacks is no call: it goes to the backchannel.
             if let Some(reply) = wire::inline_reverse_reply(header) {
                 let credits = u32::from(header.credits.granted);
                 xprt.callbacks.reply(header.xid, credits, reply);
                 return Ok(0);
             }
         }
+        let malformed = |fault: Fault| {
+            pr_debug!("a malformed message: {:?}\n", fault);
+            if let Some(reply) = fault.reply() {
+                xprt.send_error(&reply);
+            }
+            Ok(0)
+        };
         let header = match decoded {
             Ok(header) => header,
             Err(fault) => {
-                pr_debug!("a malformed message: {:?}\n", fault);
-                if let Some(reply) = fault.reply() {
-                    xprt.send_error(&reply);
+                // A refused fragment ends its sequence, and the rest of it goes unread.
+                if let Some((xid, more)) = wire::peek_continued(xprt.revision(), message) {
+                    reassembly.reassembler.refused(xid, more);
                 }
-                return Ok(0);
+                return malformed(fault);
             }
         };
         let revision = header.revision;
         let refuse = |why: Refusal| xprt.send_error(&wire::refusal(revision, header.xid, why));
+        // A Version 1 message is never a fragment: it goes through as it came.
+        let continued = match reassembly.reassembler.accept_part(header.part()) {
+            Ok(Reassembled::Whole(_) | Reassembled::External | Reassembled::Control) => false,
+            Ok(Reassembled::Pending) => {
+                reassembly.fragments = reassembly.fragments.saturating_add(1);
+                return Ok(0);
+            }
+            Ok(Reassembled::Dropped) => return Ok(0),
+            Ok(Reassembled::Complete { .. }) => {
+                reassembly.fragments = reassembly.fragments.saturating_add(1);
+                reassembly.calls = reassembly.calls.saturating_add(1);
+                true
+            }
+            Err(e) => {
+                reassembly.refused = reassembly.refused.saturating_add(1);
+                drop(reassembly);
+                let why = match e.error() {
+                    V2Error::System => Refusal::System,
+                    _ => Refusal::Continuation,
+                };
+                pr_debug!(
+                    "{}: continued call {:#x} broken ({:?})\n",
+                    Peer(xprt.remote),
+                    e.xid,
+                    e.violation
+                );
+                xprt.send_error(&wire::refusal(revision, e.xid, why));
+                return Ok(0);
+            }
+        };
+        // Other messages need the lock no longer; a completed continued call is served from
+        // the reassembly storage, under it.
+        let held = if continued {
+            Some(reassembly)
+        } else {
+            drop(reassembly);
+            None
+        };
         let (lists, payload, nomsg) = match header.body {
+            // Cannot be: every fragment went to the reassembler.
             Body::Msg { more: true, .. } => {
                 refuse(Refusal::Continuation);
                 return Ok(0);
             }
             Body::Msg {
                 chunks, payload, ..
-            } => (chunks, payload, false),
+            } => match &held {
+                Some(r) => (chunks, r.reassembler.storage().data(), false),
+                None => (chunks, payload, false),
+            },
             Body::NoMsg { chunks } => (chunks, &[][..], true),
             // None is a call: dropped (a credit grant's credits are ours to ignore).
             Body::Error(_) | Body::Control | Body::Properties { .. } => return Ok(0),
         };
+        if let Err(fault) = wire::check_call_payload(&header, payload) {
+            return malformed(fault);
+        }
         let unserved = |why: Unserved| {
             let refusal = match why {
                 Unserved::NoMsgWithoutCall | Unserved::Position(_) => Refusal::Malformed,
@@ -430,9 +528,27 @@ impl<C: WithBackchannel> Connection<C> {
         // Pages of the call, and one for the reply.
         let fits = |pages: usize| pages < rqst.page_count();
         match plan {
-            ReadPlan::Inline => {
+            // A call sent whole in one Send fits a page; a continued one may take several.
+            ReadPlan::Inline if payload.len() <= PAGE_SIZE => {
                 rqst.set_arg(payload)?;
                 Ok(payload.len())
+            }
+            ReadPlan::Inline => {
+                let len = payload.len();
+                let pages = len.div_ceil(PAGE_SIZE);
+                if !fits(pages) {
+                    return unserved(Unserved::Pages);
+                }
+                for (index, part) in payload.chunks(PAGE_SIZE).enumerate() {
+                    rqst.write_page(index, 0, part)?;
+                }
+                rqst.place_arg(&ArgPlacement {
+                    head_len: PAGE_SIZE,
+                    page_len: len.saturating_sub(PAGE_SIZE),
+                    tail: PAGE_SIZE..PAGE_SIZE,
+                    pages,
+                })?;
+                Ok(len)
             }
             ReadPlan::DataItem {
                 chunk,
@@ -441,10 +557,14 @@ impl<C: WithBackchannel> Connection<C> {
             } => {
                 let padded = roundup(len).ok_or(EINVAL)?;
                 let pages = 1 + padded.div_ceil(PAGE_SIZE);
-                if !fits(pages) {
+                // The inline part goes in the first page, around the data's pages.
+                if !fits(pages) || payload.len() > PAGE_SIZE {
                     return unserved(Unserved::Pages);
                 }
                 rqst.write_page(0, 0, payload)?;
+                // A continued call's storage is not needed beyond this point.
+                let payload_len = payload.len();
+                drop(held);
                 let qp = xprt.id.qp()?;
                 if let Err(e) = chunks::pull(qp, &xprt.rdma, rqst, &chunk, 1, len, &give_up) {
                     pr_info!("a Read chunk failed ({:?}): closing the connection\n", e);
@@ -459,10 +579,10 @@ impl<C: WithBackchannel> Connection<C> {
                 rqst.place_arg(&ArgPlacement {
                     head_len: position,
                     page_len: padded,
-                    tail: position..payload.len(),
+                    tail: position..payload_len,
                     pages,
                 })?;
-                Ok(payload.len() + padded)
+                Ok(payload_len + padded)
             }
             ReadPlan::Call { chunk, len } => {
                 let pages = len.div_ceil(PAGE_SIZE);
@@ -481,7 +601,7 @@ impl<C: WithBackchannel> Connection<C> {
                 let head = len.min(PAGE_SIZE);
                 rqst.place_arg(&ArgPlacement {
                     head_len: head,
-                    page_len: len - head,
+                    page_len: len.saturating_sub(head),
                     tail: head..head,
                     pages,
                 })?;
@@ -743,6 +863,9 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         rqst: &mut SvcRqst<'_>,
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
+        // Taken before the message, so that the fragments of a continued call reach the
+        // reassembler in the order they arrived, whichever threads take them.
+        let reassembly = xprt.reassembly.lock();
         let next = xprt.buffers.next(|| xprt.clear_data_pending());
         // Another thread may take the next message now.
         xprt.received();
@@ -752,7 +875,7 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         let message = xprt.read_message(received);
         // The message is copied out: its buffer takes the next one while a chunk is read.
         Self::repost(xprt, received.index);
-        Self::take_call(xprt, &message?, rqst, ctxt)
+        Self::take_call(xprt, &message?, reassembly, rqst, ctxt)
     }
 
     fn result_payload(ctxt: &mut CallChunks, offset: u32, len: u32) -> Result {
@@ -863,5 +986,16 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
     fn detach(xprt: &SvcXprt<Self>) {
         xprt.callbacks.close();
         let _ = xprt.id.disconnect();
+        let r = xprt.reassembly.lock();
+        if r.fragments != 0 || r.refused != 0 {
+            pr_info!(
+                "{}: closed; continued calls received: {} ({} messages), {} broken sequences \
+                 refused\n",
+                Peer(xprt.remote),
+                r.calls,
+                r.fragments,
+                r.refused
+            );
+        }
     }
 }
