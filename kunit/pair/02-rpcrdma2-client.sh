@@ -174,13 +174,14 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         (cd /mnt/nfs/dir.$vers && for i in $(seq 20); do : >entry-with-a-longer-name-$i; done) ||
           fail "creating 20 files over NFSv$vers/rpcrdma2"
         ln -s "$target" /mnt/nfs/link.$vers || fail "a symlink with a 3000-byte target"
-        # The transport's line: "xprt: rdma", the C transport's 27 columns and our 5: the
+        # The transport's line: "xprt: rdma", the C transport's 27 columns and our 7: the
         # connection's RPC-over-RDMA version, the Version 2 probes the server refused, the
-        # RDMA2_CONNPROP messages sent and received, and the server's RBSIZ.
+        # RDMA2_CONNPROP messages sent and received, the server's RBSIZ, and the continued
+        # replies received and their Sends.
         line=$(xprt_line)
         echo "mountstats after writing: $line"
         set -- $line
-        [ "$2" = rdma ] && [ $# = 34 ] || fail "mountstats transport line: $line"
+        [ "$2" = rdma ] && [ $# = 36 ] || fail "mountstats transport line: $line"
         [ "${30}" = 1 ] && [ "${31}" = 0 ] && [ "${32}" = 0 ] && [ "${33}" = 0 ] ||
           fail "not Version 1 without a Version 2 probe: $line"
         # Columns 13 and 16: Read chunks and the bytes they carried.
