@@ -15,8 +15,8 @@ passed=0 failed=0
 # SERVER_PORT, must pass decode_capture's CHECKS.
 captures() {
   cat <<'LIST'
-rpcrdma2-v2-server-rbsiz-1024 20049 19-rpcrdma2-v2 --version 2 --connprop
-rpcrdma2-v2-client-rbsiz-1024 20049 19-rpcrdma2-v2 --version 2 --connprop
+rpcrdma2-v2-server-rbsiz-1024 20049 19-rpcrdma2-v2 --version 2 --connprop --continued-calls 1
+rpcrdma2-v2-client-rbsiz-1024 20049 19-rpcrdma2-v2 --version 2 --connprop --continued-calls 1 --continued-replies 1
 LIST
 }
 

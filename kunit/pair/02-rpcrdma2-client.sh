@@ -165,14 +165,14 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         # The transport's line: "xprt: rdma", the C transport's 27 columns and our 7: the
         # connection's RPC-over-RDMA version, the Version 2 probes the server refused, the
         # RDMA2_CONNPROP messages sent and received, the server's RBSIZ, the continued calls
-        # and their Sends.
+        # and their Sends, and the continued replies received and their Sends.
         line=$(xprt_line)
         echo "mountstats after writing: $line"
         set -- $line
-        [ "$2" = rdma ] && [ $# = 36 ] || fail "mountstats transport line: $line"
+        [ "$2" = rdma ] && [ $# = 38 ] || fail "mountstats transport line: $line"
         [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] && [ "${33}" = 0 ] &&
-          [ "${35}" = 0 ] && [ "${36}" = 0 ] ||
-          fail "not Version 1 after one refused Version 2 probe, or continued calls: $line"
+          [ "${35}" = 0 ] && [ "${36}" = 0 ] && [ "${37}" = 0 ] && [ "${38}" = 0 ] ||
+          fail "not Version 1 after one refused Version 2 probe, or continued messages: $line"
         # Columns 13 and 16: Read chunks and the bytes they carried.
         [ "${13}" -gt 0 ] && [ "${16}" -ge $((4 << 20)) ] ||
           fail "the writes did not go as Read chunks: $line"

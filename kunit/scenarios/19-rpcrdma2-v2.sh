@@ -7,7 +7,8 @@
 # With version=2 the client's first message is its RDMA2_CONNPROP (the Version 2 probe), the
 # server answers with its own and both sides say so in the kernel log; the transport's
 # mountstats line (column 30: the connection's version, 31: refused probes, 32 and 33:
-# RDMA2_CONNPROP sent and received, 34: the server's RBSIZ) shows it. The server runs with
+# RDMA2_CONNPROP sent and received, 34: the server's RBSIZ, 35 and 36: continued replies
+# received and their Sends) shows it. The server runs with
 # server_inline_threshold=1024 and the client with the default 4096: the server's RBSIZ of 1024
 # makes the client send the call that creates a 3,000-byte symlink, which its own threshold
 # would have sent inline and Version 1 sends with the target in a Read chunk, as a continued
@@ -19,7 +20,16 @@
 # the symlink and the listing are written, read back after a remount and compared over NFSv4.1
 # and NFSv3.
 # Then the other way: a client of inline_threshold=1024 and a server of 4096, whose send
-# threshold follows the client's RBSIZ down to 1024 (its log says so). Then rpcrdma2 loads again
+# threshold follows the client's RBSIZ down to 1024 (its log says so). There replies of 1 to
+# 4 KiB come continued (draft section 4.4.2): the mount's rsize=2048 caps each READDIR at 2 KiB
+# of entries, for which the client provisions no Reply chunk (its largest reply fits four Sends
+# of 1024 bytes) and the server sends each in three Sends. A directory of 400 entries (about 25
+# READDIRs; the 3,000-entry one would take some 180, each a few hundred milliseconds under
+# emulation) is listed and its names compared with the server's; columns 35 and 36 count the
+# continued replies and their Sends, and the server logs its own counts when the connection
+# closes. A 3,000-byte symlink made on the server is read back and compared: its READLINK,
+# whose reply buffer is a page and more, still gets a Reply chunk (column 15). Then rpcrdma2
+# loads again
 # with inline_threshold=1024 version=1 (the default version): the same pass over NFSv4.1 stays
 # in Version 1 (column 30: 1) without RDMA2_CONNPROP nor continued calls, the symlink's target
 # going in a Read chunk (its bytes count in column 16, the bytes the server pulled by RDMA Read,
@@ -64,16 +74,16 @@ xprt_line() {
   grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
 }
 
-# check_xprt WHEN: the transport's line has our 36 columns, speaks version $want, no probe was
-# refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls, in Version 1)
-# and the server's RBSIZ is $rbsiz; writes its Read, Write and Reply chunk counts, the bytes
-# pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
+# check_xprt WHEN: the transport's line has our 38 columns, speaks version $want, no probe was
+# refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls or replies, in
+# Version 1) and the server's RBSIZ is $rbsiz; writes its Read, Write and Reply chunk counts, the
+# bytes pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
 check_xprt() {
   when=$1
   line=$(xprt_line)
   echo "mountstats $when: $line"
   set -- $line
-  [ "$2" = rdma ] && [ $# = 36 ] || fail "mountstats transport line ($when): $line"
+  [ "$2" = rdma ] && [ $# = 38 ] || fail "mountstats transport line ($when): $line"
   [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
   [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
   if [ "$want" = 2 ]; then
@@ -83,7 +93,8 @@ check_xprt() {
   else
     [ "${32}" = 0 ] && [ "${33}" = 0 ] && [ "${34}" = 0 ] ||
       fail "RDMA2_CONNPROP on a Version 1 transport: $line"
-    [ "${35}" = 0 ] && [ "${36}" = 0 ] || fail "continued calls on a Version 1 transport: $line"
+    [ "${35}" = 0 ] && [ "${36}" = 0 ] && [ "${37}" = 0 ] && [ "${38}" = 0 ] ||
+      fail "continued calls or replies on a Version 1 transport: $line"
   fi
   echo "${13} ${14} ${15} ${16} ${35} ${36}" >/tmp/chunks
 }
@@ -141,21 +152,24 @@ pass() {
   echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
 }
 
-# capture NAME: a short conversation captured to /share/NAME.pcap (tcpdump on lo, which the
-# client's connection to its own address takes) for the host to decode with the protocol core
-# after the run (scripts/check-captures.sh): an NFSv4.1 mount makes the 3,000-byte symlink, a
-# second one reads it back.
+# capture NAME [OPTIONS,]: a short conversation captured to /share/NAME.pcap (tcpdump on lo,
+# which the client's connection to its own address takes) for the host to decode with the
+# protocol core after the run (scripts/check-captures.sh): an NFSv4.1 mount (with OPTIONS)
+# makes the 3,000-byte symlink, a second one reads it back and lists the directory "some" if
+# there is one.
 capture() {
   local pid
   [ -d /share ] || fail "no /share for the capture $1"
   tcpdump -Z root -i lo -s 0 -U -B 8192 -w /share/$1.pcap tcp port 20049 2>/tmp/tcpdump.log &
   pid=$!
   sleep 1
-  timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs || fail "mount ($1)"
+  timeout 60 mount -t nfs -o vers=4.1,${2:-}$opts $ADDR1:/srv/export /mnt/nfs || fail "mount ($1)"
   timeout 60 ln -s "$target" /mnt/nfs/captured || fail "the symlink ($1)"
   timeout 60 umount /mnt/nfs || fail "umount ($1)"
-  timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs || fail "remount ($1)"
+  timeout 60 mount -t nfs -o vers=4.1,${2:-}$opts $ADDR1:/srv/export /mnt/nfs || fail "remount ($1)"
   [ "$(timeout 60 readlink /mnt/nfs/captured)" = "$target" ] || fail "the symlink read back ($1)"
+  [ ! -d /srv/export/some ] || [ "$(timeout 120 sh -c 'cd /mnt/nfs/some && echo *')" = "$(cd /srv/export/some && echo *)" ] ||
+    fail "the listing ($1)"
   rm -f /mnt/nfs/captured
   timeout 60 umount /mnt/nfs || fail "umount ($1)"
   sleep 1
@@ -205,17 +219,30 @@ set -- $got
   fail "the server took $1 continued calls in $2 messages ($3 broken sequences); the client sent $continued"
 echo "the server reassembled $1 continued calls from $2 messages (the client counted $continued)"
 
-# The other way: the server's send threshold follows the client's RBSIZ.
+# The other way: the server's send threshold follows the client's RBSIZ, and replies of 1 to
+# 4 KiB come continued.
 dmesg -c >/dev/null
 rbsiz=4096
 start_with version=2 inline_threshold=1024 server_inline_threshold=4096
-timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs ||
+ln -s "$target" /srv/export/link.c || fail "a 3000-byte symlink on the server"
+mkdir -p /srv/export/some && (cd /srv/export/some && seq 400 | xargs touch) ||
+  fail "cannot make the directory of 400 entries"
+timeout 60 mount -t nfs -o vers=4.1,rsize=2048,$opts $ADDR1:/srv/export /mnt/nfs ||
   fail "mount vers=4.1 over rpcrdma2 (client inline_threshold=1024)"
-n=$(timeout 120 sh -c 'set -- /mnt/nfs/many/*; echo $#')
-[ "$n" = 3000 ] || fail "listing 3000 entries (client inline_threshold=1024) gave $n"
+names=$(timeout 120 sh -c 'cd /mnt/nfs/some && echo *')
+[ "$names" = "$(cd /srv/export/some && echo *)" ] ||
+  fail "listing 400 entries (client inline_threshold=1024) gave $(echo $names | wc -w) names, or others"
+[ "$(timeout 60 readlink /mnt/nfs/link.c)" = "$target" ] ||
+  fail "the 3000-byte symlink read back (client inline_threshold=1024) differs"
 check_xprt "with a client of inline_threshold=1024"
+set -- $(xprt_line)
+[ "${37}" -gt 0 ] && [ "${38}" -ge $((2 * ${37})) ] ||
+  fail "no continued replies (or fewer than two Sends each) with a client of inline_threshold=1024: $*"
+[ "${15}" -gt 0 ] || fail "the READLINK of the 3000-byte target used no Reply chunk: $*"
+client_continued="${37} continued replies in ${38} Sends"
 timeout 60 umount /mnt/nfs || fail "umount"
-capture rpcrdma2-v2-client-rbsiz-1024
+capture rpcrdma2-v2-client-rbsiz-1024 rsize=2048,
+rm -rf /srv/export/link.c /srv/export/some
 dmesg | grep 'rpcrdma2: .*transport properties' | tail -n 2
 dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline' ||
   fail "the server's send threshold did not follow the client's RBSIZ of 1024"
@@ -223,6 +250,13 @@ dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport prope
   fail "the client did not log the server's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload
+# Each Version 2 connection logs its continued replies when it closes.
+dmesg | grep 'rpcrdma2: .*closing a Version 2 connection'
+set -- $(dmesg | sed -n 's/.*closing a Version 2 connection: \([0-9]*\) continued replies sent, in \([0-9]*\) Sends.*/\1 \2/p' |
+  awk '{ r += $1; s += $2 } END { print r + 0, s + 0 }')
+[ "$1" -gt 0 ] && [ "$2" -ge $((2 * $1)) ] ||
+  fail "the server logged no continued replies (or fewer than two Sends each): $1 in $2 Sends"
+echo "continued replies: the client received $client_continued, the server sent $1 in $2 Sends"
 
 want=1
 rbsiz=0
@@ -238,4 +272,4 @@ dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v1' || fail "the server did n
 ! dmesg | grep -q 'rpcrdma2: .*RPC-over-RDMA v2' || fail "a connection spoke Version 2 with version=1"
 rdma2_server_stop
 left_behind "after rpcrdma2 client and server"
-echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, calls continued over several Sends and reassembled, Version 1 with version=1, every chunk type, data compared"
+echo "rpcrdma2 <-> rpcrdma2: RPC-over-RDMA Version 2 negotiated with RDMA2_CONNPROP both ways, each side's send threshold following the other's RBSIZ, calls and replies continued over several Sends and reassembled, Version 1 with version=1, every chunk type, data compared"

@@ -15,8 +15,11 @@
 //! - each **receive** is decoded by the protocol core and its credit grant becomes the
 //!   congestion window. A reply to a call with chunks waits until the call's regions are
 //!   invalidated; then its inline part is copied into the call's receive buffer around what
-//!   the server wrote there directly. A call from the server (an NFSv4.1 callback) goes to the
-//!   [`backchannel`], whose replies go out through **send_request** too.
+//!   the server wrote there directly. On a Version 2 connection a reply may come continued
+//!   over several Sends (draft section 4.4.2): their payloads are concatenated
+//!   ([`receive::Reassembly`]) and the whole is delivered as an inline reply. A call from the
+//!   server (an NFSv4.1 callback) goes to the [`backchannel`], whose replies go out through
+//!   **send_request** too.
 //! - **close** disconnects and drops the endpoint; the next connect builds a fresh one.
 //! - **device removal** ([`Devices`](crate::devices::Devices)) closes every endpoint on the device and waits
 //!   until they are dropped; connects to it fail meanwhile.
@@ -41,13 +44,22 @@
 //! section 4.4.2), which the draft prefers to a Position Zero Read chunk (section 6.3.2), its
 //! bulk data included (fewer registrations and RDMA Reads for a few KiB), one such call at a
 //! time; see [`ClientTransport::take_grant`] for how that stays within the server's credits.
+//! Replies also come continued, in up to [`MAX_SENT_FRAGMENTS`] Sends: a call whose largest
+//! reply fits that many of our receives provisions no Reply chunk (the draft's section 4.4.2
+//! advice for moderately sized replies; [`rely_on_continuation`]). A continuation that breaks
+//! the draft's rules (another XID or type mid-sequence, too long) is dropped, as a Requester
+//! sends no `RDMA2_ERROR`: the calls whose replies it held fail with `EIO`, and the connection
+//! stays.
+//!
+//! [`rely_on_continuation`]: crate::proto::call_plan::rely_on_continuation
 //!
 //! A call is never sent twice on one connection (RFC 8166, section 3.3.2): the server would
 //! count it against its credits again. A retransmission closes the connection instead, and
 //! the call goes out on the next one.
 
 use crate::proto::{
-    continuation::MAX_SENT_FRAGMENTS,
+    chunk::ChunkLists,
+    continuation::{Reassembled, MAX_SENT_FRAGMENTS},
     error::{ErrorBody, ErrorReply, V2Error},
     negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
     properties::{PeerProperties, ReverseSupport},
@@ -81,7 +93,7 @@ mod registration;
 use backchannel::Backchannel;
 use connect::ConnectWork;
 use endpoint::Endpoint;
-use receive::Receiver;
+use receive::{Reassembly, Receiver};
 use registration::{Finished, HeldReply, ReplyKind};
 
 /// Bytes of our send and receive buffers: the largest inline threshold, and the default (the C
@@ -303,6 +315,10 @@ pub(crate) struct Counters {
     pub(crate) continued_calls: AtomicU64,
     /// The Sends of those calls.
     pub(crate) continued_sends: AtomicU64,
+    /// Continued replies received whole.
+    pub(crate) continued_replies: AtomicU64,
+    /// The Sends (fragments) those replies came in.
+    pub(crate) continued_fragments: AtomicU64,
 }
 
 impl Counters {
@@ -657,10 +673,17 @@ impl ClientTransport {
         post().inspect_err(|_| *negotiation = before)
     }
 
-    /// A message arrived on the endpoint of `generation`, in receive buffer `recv_index`.
-    /// Returns whether the buffer is held: the reply waits there until its call's regions are
-    /// invalidated.
-    fn received(xprt: &Xprt<Self>, generation: u32, message: &[u8], recv_index: usize) -> bool {
+    /// A message arrived on the endpoint of `generation`, in receive buffer `recv_index`;
+    /// fragments of a continued reply go to `reassembly`. Returns whether the buffer is held
+    /// (the reply waits there until its call's regions are invalidated) or posted again
+    /// already: then the caller leaves it.
+    fn received(
+        xprt: &Xprt<Self>,
+        generation: u32,
+        message: &[u8],
+        recv_index: usize,
+        reassembly: &Mutex<Reassembly>,
+    ) -> bool {
         use crate::proto::{call_plan::ReplyPlacement, chunk::ChunkLimits, wire::Received};
         let sending = xprt.sending();
         let probing = sending.probe_limit.is_some();
@@ -716,9 +739,51 @@ impl ClientTransport {
         }
         // The server is done with the call's Sends: another call may go over several.
         xprt.with_endpoint(generation, |endpoint| endpoint.continued_done(xid));
+        if header.revision == Revision::V2Draft01 {
+            let mut reassembly = reassembly.lock();
+            match reassembly.accept_part(header.part()) {
+                Ok(Reassembled::Whole(_) | Reassembled::External | Reassembled::Control) => {}
+                Ok(Reassembled::Pending) => {
+                    // Copied out: the receive goes back at once, for the server's next Send.
+                    xprt.with_endpoint(generation, |endpoint| endpoint.repost_now(recv_index));
+                    return true;
+                }
+                Ok(Reassembled::Dropped) => return false,
+                Ok(Reassembled::Complete { xid, fragments }) => {
+                    Counters::add(&xprt.counters.continued_replies, 1);
+                    Counters::add(&xprt.counters.continued_fragments, fragments as usize);
+                    if let Some(chunks) = header.chunks() {
+                        let payload = reassembly.storage().data();
+                        Self::continued(xprt, generation, xid, chunks, payload);
+                    }
+                    return false;
+                }
+                Err(e) => {
+                    // A Requester sends no error (draft section 6.2.2.2): the message is
+                    // dropped, and the calls whose replies the sequence held fail.
+                    pr_debug!(
+                        "continuation from the server broken ({:?}): call {:#x} fails\n",
+                        e.violation,
+                        e.xid
+                    );
+                    Counters::add(&xprt.counters.bad_reply, 1);
+                    for xid in [Some(e.xid), e.aborted].into_iter().flatten() {
+                        let _ = xprt.fail_call(xid, EIO);
+                    }
+                    return false;
+                }
+            }
+        }
         let kind_of =
             |layout: &_, plan: &_| receive::reply_kind(&header.body, layout, plan, message.len());
-        match Self::route(xprt, generation, xid, message.len(), recv_index, kind_of) {
+        match Self::route(
+            xprt,
+            generation,
+            xid,
+            message.len(),
+            Some(recv_index),
+            kind_of,
+        ) {
             Some(Route::Inline) => {}
             Some(Route::Held) => return true,
             Some(Route::Broken) => {
@@ -751,16 +816,60 @@ impl ClientTransport {
         false
     }
 
+    /// Delivers the continued reply to call `xid`: its whole inline `payload`, and the chunk
+    /// lists of its last message. A call with registered memory gets a copy of the payload
+    /// once that is invalidated: no receive buffer is held.
+    fn continued(
+        xprt: &Xprt<Self>,
+        generation: u32,
+        xid: u32,
+        chunks: &ChunkLists<'_>,
+        payload: &[u8],
+    ) {
+        let kind_of = |layout: &_, plan: &_| {
+            let Some(placement) = receive::msg_placement(chunks, layout, plan, payload.len())
+            else {
+                return ReplyKind::Failed;
+            };
+            let mut copy = KVec::new();
+            match copy.extend_from_slice(payload, GFP_KERNEL) {
+                Ok(()) => ReplyKind::Continued {
+                    payload: copy,
+                    placement,
+                },
+                Err(_) => ReplyKind::Failed,
+            }
+        };
+        match Self::route(xprt, generation, xid, payload.len(), None, kind_of) {
+            Some(Route::Inline) => {
+                // A call without registered memory offered no chunks.
+                let delivered = if chunks.is_empty() {
+                    let placement =
+                        crate::proto::call_plan::ReplyPlacement::Inline { len: payload.len() };
+                    xprt.complete_reply(xid, |buf| {
+                        receive::place(buf, payload, &placement, &xprt.counters)
+                    })
+                } else {
+                    Err(EPROTO)
+                };
+                Self::settle(xprt, xid, delivered);
+            }
+            Some(Route::Broken) => xprt.force_disconnect(),
+            // A held continued reply holds a copy, not the receive buffer.
+            Some(Route::Held | Route::Dropped) | None => {}
+        }
+    }
+
     /// Where the reply to call `xid` (a message of `len` bytes in receive buffer
-    /// `recv_index`) goes: a call with registered memory gets it once that is invalidated, as
-    /// `kind_of` its layout and plan makes of it. `None` if the endpoint of `generation` is
-    /// gone.
+    /// `recv_index`, or none for a continued reply) goes: a call with registered memory gets
+    /// it once that is invalidated, as `kind_of` its layout and plan makes of it. `None` if the
+    /// endpoint of `generation` is gone.
     fn route(
         xprt: &Xprt<Self>,
         generation: u32,
         xid: u32,
         len: usize,
-        recv_index: usize,
+        recv_index: Option<usize>,
         kind_of: impl FnOnce(
             &crate::proto::call_plan::CallLayout,
             &crate::proto::call_plan::CallPlan,
@@ -865,7 +974,14 @@ impl ClientTransport {
             return false;
         }
         let retry = |_: &_, _: &_| ReplyKind::Retry;
-        match Self::route(xprt, generation, xid, message.len(), recv_index, retry) {
+        match Self::route(
+            xprt,
+            generation,
+            xid,
+            message.len(),
+            Some(recv_index),
+            retry,
+        ) {
             Some(Route::Inline) => {
                 let retried = xprt.retry_call(xid);
                 if retried.is_err() {
@@ -900,6 +1016,9 @@ impl ClientTransport {
                 Counters::add(&c.rdma_reply, *len);
                 (buf.skip(*len) == *len).then_some(()).ok_or(EMSGSIZE)
             }),
+            ReplyKind::Continued { payload, placement } => {
+                xprt.complete_reply(xid, |buf| receive::place(buf, payload, placement, c))
+            }
             ReplyKind::Msg { payload, placement } => match message.get(payload.clone()) {
                 Some(payload) => {
                     xprt.complete_reply(xid, |buf| receive::place(buf, payload, placement, c))
@@ -993,13 +1112,14 @@ impl Transport for ClientTransport {
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG
         // calls, MRs (recycled, orphaned, allocated), local invalidations, empty send queue,
-        // and a column kept at 0; then five of ours: the RPC-over-RDMA version of the current
+        // and a column kept at 0; then seven of ours: the RPC-over-RDMA version of the current
         // connection (0 until it is settled), the Version 2 probes the server refused, the
-        // `RDMA2_CONNPROP` messages sent and received, and the current server's receive buffer
+        // `RDMA2_CONNPROP` messages sent and received, the current server's receive buffer
         // size (`RBSIZ`, 0 until its properties arrived); then the calls sent over several
-        // Sends (Message Continuation) and their Sends.
+        // Sends (Message Continuation) and their Sends, and the continued replies received and
+        // the Sends they came in.
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {}",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {} {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -1019,7 +1139,9 @@ impl Transport for ClientTransport {
             get(&c.connprop_received),
             c.peer_rbsiz.load(Ordering::Relaxed),
             get(&c.continued_calls),
-            get(&c.continued_sends)
+            get(&c.continued_sends),
+            get(&c.continued_replies),
+            get(&c.continued_fragments)
         ));
     }
 }

@@ -34,8 +34,10 @@
 //! item, or the whole call at Position Zero) of up to 1 MiB and a page, with a Write list and
 //! a Reply chunk for their replies: the service's bulk data (`xpo_result_payload`) goes to the
 //! first Write chunk, a reply that does not fit the client's inline threshold to the Reply
-//! chunk. A call with more Read chunks, or a reply the client's chunks cannot hold, is
-//! answered with `RDMA_ERROR`/`ERR_CHUNK`; a header of another version earns `ERR_VERS`, a
+//! chunk, or, on a Version 2 connection without a Reply chunk large enough, as a continued
+//! reply over up to four Sends. A call with more Read chunks, or a reply the client's chunks
+//! (and continuation) cannot hold, is answered with `RDMA_ERROR`/`ERR_CHUNK` (in Version 2
+//! `RDMA2_ERR_WRITE_RESOURCE` or `RDMA2_ERR_REPLY_RESOURCE`); a header of another version earns `ERR_VERS`, a
 //! malformed one `ERR_CHUNK` (RFC 8166, section 5.3.2). A reply to a call that offered one
 //! region, from a client that takes remote invalidation (RFC 8797), invalidates it with its
 //! Send (Send With Invalidate), sparing the client a `LOCAL_INV`. In Version 2 a call may also

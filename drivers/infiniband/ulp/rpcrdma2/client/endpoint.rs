@@ -26,13 +26,15 @@ use super::{
 use crate::devices::Devices;
 use crate::proto::{
     call_plan::{
-        fragment_ranges, inline_ranges, plan_sends, CallChunks, CallLayout, CallPlan,
-        ContinuationRoom, DdpItem, PlanThresholds, ReplyChunks, SendPlan,
+        fragment_ranges, inline_ranges, plan_sends, rely_on_continuation, CallChunks, CallLayout,
+        CallPlan, ContinuationRoom, DdpItem, PlanThresholds, ReplyChunks, ReplyContinuation,
+        SendPlan,
     },
     chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
     continuation::{FragmentPlan, MAX_SENT_FRAGMENTS},
     v1::V1_DEFAULT_INLINE,
+    v2::EMPTY_MSG_HEADER_LEN,
     wire::{self, BodyRef, Credits, Direction, Outgoing, Revision},
 };
 use core::{
@@ -64,8 +66,16 @@ use kernel::{
 /// Whether a call too large to send inline was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Receives kept posted: one per call in flight, two to spare, and those for callbacks.
-const RECVS: usize = MAX_REQUESTS as usize + 2 + super::backchannel::RECEIVES;
+/// Receives kept posted: one per call in flight, two to spare, those for callbacks, and
+/// [`MAX_SENT_FRAGMENTS`] - 1 for a continued reply. A Version 2 server may send a reply in up
+/// to [`MAX_SENT_FRAGMENTS`] Sends (draft section 4.4.2), each taking one of our receives, while
+/// its call was granted one. Our server sends one continued reply at a time per connection
+/// (the next waits until the Sends of the one before completed), so its extra Sends find these
+/// receives; a fragment's receive is posted again as soon as it is copied out (see
+/// [`Endpoint::repost_now`]). They are posted from the start: the version is settled only
+/// later, and Version 1 leaves them unused.
+const RECVS: usize =
+    MAX_REQUESTS as usize + 2 + super::backchannel::RECEIVES + (MAX_SENT_FRAGMENTS - 1);
 /// Send buffers: a call's buffer is free again only once its Send completed, which may be
 /// after its reply arrived.
 const SENDS: usize = 2 * MAX_REQUESTS as usize;
@@ -369,6 +379,23 @@ impl Endpoint {
         let _ = self.id.disconnect();
     }
 
+    /// Posts receive buffer `index` again now (a fragment of a continued reply, copied out),
+    /// or, if that fails, with the next call.
+    pub(crate) fn repost_now(&self, index: usize) {
+        let posted = self.id.qp().and_then(|qp| {
+            let buffer = self.buffers.recvs.get(index).ok_or(EINVAL)?;
+            let sge = Sge {
+                buffer,
+                offset: 0,
+                len: INLINE_SIZE as usize,
+            };
+            qp.post_recv(sge, index as u64)
+        });
+        if posted.is_err() {
+            self.buffers.repost_later(index);
+        }
+    }
+
     /// Posts the receive buffers whose messages were taken.
     fn repost(&self) -> Result {
         let qp = self.id.qp()?;
@@ -477,6 +504,15 @@ impl Endpoint {
             plan_call(rqst, &thresholds, room.as_ref()).inspect_err(failed)?;
         if sends.fragments.is_some() && !self.take_continued(rqst.xid()) {
             (_, sends) = plan_call(rqst, &thresholds, None).inspect_err(failed)?;
+        }
+        // A Version 2 server continues a moderately sized reply over several Sends instead.
+        if sending.revision == Revision::V2Draft01 && sending.probe_limit.is_none() {
+            let continuation = ReplyContinuation {
+                threshold: self.recv_limit.load(Ordering::Relaxed),
+                final_header_len: EMPTY_MSG_HEADER_LEN,
+                max_sends: MAX_SENT_FRAGMENTS,
+            };
+            sends.plan = rely_on_continuation(&layout, sends.plan, &continuation);
         }
         let call = Call {
             xprt,

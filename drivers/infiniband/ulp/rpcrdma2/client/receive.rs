@@ -3,10 +3,15 @@
 //! The completions and connection events of an endpoint: replies in, send buffers back,
 //! connection loss.
 //!
-//! A [`Receiver`] runs from the queue pair's CQ work. It reaches its transport through the
-//! transport's handle (which holds no reference: the transport owns the endpoint that owns
-//! the receiver) and acts only while its endpoint is the current one: completions flushed while
-//! an old endpoint drains reach nothing.
+//! A [`Receiver`] runs from the queue pair's CQ work (`IB_POLL_WORKQUEUE`: process context,
+//! one completion at a time, in order). It reaches its transport through the transport's
+//! handle (which holds no reference: the transport owns the endpoint that owns the receiver)
+//! and acts only while its endpoint is the current one: completions flushed while an old
+//! endpoint drains reach nothing.
+//!
+//! On a Version 2 connection the server may continue a reply over several Sends (draft section
+//! 4.4.2): the receiver's [`Reassembly`] concatenates their payloads into a buffer allocated
+//! once with the endpoint, and the whole reply is delivered as an inline reply of that length.
 
 use super::{
     endpoint::{Buffers, SendTag},
@@ -15,6 +20,8 @@ use super::{
 };
 use crate::proto::{
     call_plan::{place_reply, CallLayout, CallPlan, ReplyChunks, ReplyPlacement},
+    chunk::ChunkLists,
+    continuation::{Reassembler, SliceStorage, RECEIVE_LIMITS},
     wire::Body,
 };
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +37,10 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
+/// The reassembly of continued replies: their payloads so far, in a buffer of
+/// [`RECEIVE_LIMITS`]`.max_len` bytes.
+pub(crate) type Reassembly = Reassembler<SliceStorage<KVec<u8>>>;
+
 /// Takes the completions and connection events of one endpoint.
 #[pin_data]
 pub(crate) struct Receiver {
@@ -38,6 +49,9 @@ pub(crate) struct Receiver {
     /// A received message, copied out of its receive buffer before that is posted again.
     #[pin]
     message: Mutex<KVec<u8>>,
+    /// The continued reply being received. A mutex: completions run in process context.
+    #[pin]
+    reassembly: Mutex<Reassembly>,
     /// The device is being removed: the endpoint must go, even if it was not yet the current
     /// one when the removal began.
     device_removed: AtomicBool,
@@ -51,11 +65,14 @@ impl Receiver {
         buffers: Arc<Buffers>,
     ) -> Result<Arc<Self>> {
         let message = KVec::from_elem(0u8, INLINE_SIZE as usize, GFP_KERNEL)?;
+        let storage = KVec::from_elem(0u8, RECEIVE_LIMITS.max_len, GFP_KERNEL)?;
+        let reassembly = Reassembler::new(SliceStorage::new(storage), RECEIVE_LIMITS);
         Arc::pin_init(
             pin_init!(Self {
                 xprt,
                 buffers,
                 message <- new_mutex!(message),
+                reassembly <- new_mutex!(reassembly),
                 device_removed: AtomicBool::new(false),
                 failure_reported: AtomicBool::new(false),
             }),
@@ -103,7 +120,13 @@ impl CompletionHandler for Receiver {
                 .xprt
                 .with(|xprt| {
                     xprt.is_current(generation)
-                        && ClientTransport::received(xprt, generation, message, index)
+                        && ClientTransport::received(
+                            xprt,
+                            generation,
+                            message,
+                            index,
+                            &self.reassembly,
+                        )
                 })
                 .unwrap_or(false);
         if !held {
@@ -168,19 +191,28 @@ impl Receiver {
         finished: &super::registration::Finished,
         reply: &super::registration::HeldReply,
     ) {
+        let generation = self.buffers.generation;
+        let Some(recv_index) = reply.recv_index else {
+            // A continued reply: its payload was copied out, its receives posted again.
+            self.xprt.with(|xprt| {
+                if xprt.is_current(generation) {
+                    ClientTransport::deliver(xprt, finished, reply, &[]);
+                }
+            });
+            return;
+        };
         let mut message = self.message.lock();
         let copied = match (
-            self.buffers.recvs.get(reply.recv_index),
+            self.buffers.recvs.get(recv_index),
             message.get_mut(..reply.len),
         ) {
             (Some(buffer), Some(message)) => buffer.read(0, message).is_ok(),
             _ => false,
         };
-        self.buffers.repost_later(reply.recv_index);
+        self.buffers.repost_later(recv_index);
         let Some(message) = message.get(..reply.len).filter(|_| copied) else {
             return;
         };
-        let generation = self.buffers.generation;
         self.xprt.with(|xprt| {
             if xprt.is_current(generation) {
                 ClientTransport::deliver(xprt, finished, reply, message);
@@ -202,22 +234,13 @@ pub(crate) fn reply_kind(
             chunks,
             payload,
             more: false,
-        } => {
-            if chunks.writes.chunk_count() > 1
-                || chunks.reply.is_some_and(|c| c.length() != 0)
-                || !chunks.reads.is_empty()
-            {
-                return ReplyKind::Failed;
-            }
-            let written = chunks.writes.chunks().next().map_or(0, |c| c.length());
-            match place_reply(layout, plan, payload.len(), written) {
-                Ok(placement) => ReplyKind::Msg {
-                    payload: message_len - payload.len()..message_len,
-                    placement,
-                },
-                Err(_) => ReplyKind::Failed,
-            }
-        }
+        } => match msg_placement(chunks, layout, plan, payload.len()) {
+            Some(placement) => ReplyKind::Msg {
+                payload: message_len - payload.len()..message_len,
+                placement,
+            },
+            None => ReplyKind::Failed,
+        },
         Body::NoMsg { chunks } => {
             let (ReplyChunks::ReplyChunk { len }, Some(chunk)) = (plan.reply, chunks.reply) else {
                 return ReplyKind::Failed;
@@ -236,6 +259,25 @@ pub(crate) fn reply_kind(
             ReplyKind::Failed
         }
     }
+}
+
+/// Where the bulk data of an `RDMA_MSG` reply with `chunks` and an inline payload of
+/// `inline_len` bytes (the whole payload of a continued reply) went, for a call planned as
+/// `plan` for `layout`; `None` if it does not fit what the call offered.
+pub(crate) fn msg_placement(
+    chunks: &ChunkLists<'_>,
+    layout: &CallLayout,
+    plan: &CallPlan,
+    inline_len: usize,
+) -> Option<ReplyPlacement> {
+    if chunks.writes.chunk_count() > 1
+        || chunks.reply.is_some_and(|c| c.length() != 0)
+        || !chunks.reads.is_empty()
+    {
+        return None;
+    }
+    let written = chunks.writes.chunks().next().map_or(0, |c| c.length());
+    place_reply(layout, plan, inline_len, written).ok()
 }
 
 /// Rebuilds an `RDMA_MSG` reply in the call's receive buffer: `payload` is its inline part,

@@ -63,7 +63,7 @@ pub(crate) struct Region {
 }
 
 /// How a reply is to be delivered once its call's regions are invalid.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) enum ReplyKind {
     /// `RDMA_MSG`: the inline payload (bytes `payload` of the message) and where the bulk
     /// data went.
@@ -73,16 +73,24 @@ pub(crate) enum ReplyKind {
     },
     /// `RDMA_NOMSG`: the whole reply, `len` bytes, came through the Reply chunk.
     NoMsg { len: usize },
+    /// A continued reply (Version 2): its reassembled inline payload, copied out of the
+    /// endpoint's reassembly buffer (whose receive buffers are posted again already), and
+    /// where the bulk data went.
+    Continued {
+        payload: KVec<u8>,
+        placement: ReplyPlacement,
+    },
     /// `RDMA_ERROR`, or a reply that does not fit its call: the call fails.
     Failed,
     /// `ERR_VERS` for the Version 2 probe: the call is sent again in the version it named.
     Retry,
 }
 
-/// A reply waiting for its call's invalidations, in receive buffer `recv_index`.
-#[derive(Clone, Debug)]
+/// A reply waiting for its call's invalidations, in receive buffer `recv_index` (none for a
+/// continued reply: its payload is in its [`ReplyKind`]).
+#[derive(Debug)]
 pub(crate) struct HeldReply {
-    pub(crate) recv_index: usize,
+    pub(crate) recv_index: Option<usize>,
     pub(crate) len: usize,
     pub(crate) kind: ReplyKind,
 }

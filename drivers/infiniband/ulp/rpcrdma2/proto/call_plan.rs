@@ -51,6 +51,10 @@
 //!   into one Send buffer has no such limit, and one that maps must apply
 //!   it itself.
 //!
+//! Version 2 adds Message Continuation: a Responder may send a Reply over
+//! several Sends. [`rely_on_continuation`] then drops a Reply chunk that
+//! the Version 1 rules would provision for a Reply that fits those Sends.
+//!
 //! Data items are not placed directly when the RPC credential protects
 //! integrity or privacy, which covers the unreduced message (draft section
 //! 11.2.2.3; the C's `RPCAUTH_AUTH_DATATOUCH`): the caller then leaves
@@ -520,4 +524,56 @@ pub fn place_reply(
         return Err(ReplyError::TooLong);
     }
     Ok(placed)
+}
+
+/// What a Version 2 Requester knows of the Sends a Continued Reply may take
+/// (draft sections 4.4.2 and 6.2.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyContinuation {
+    /// Our receive threshold: the largest message, header included, each of
+    /// the Responder's Sends may be.
+    pub threshold: usize,
+    /// The transport header of the final Send. A Reply to a Call that
+    /// provisioned no chunk for it returns none: an `RDMA2_MSG` with empty
+    /// lists.
+    pub final_header_len: usize,
+    /// Most Sends one Continued Reply of the Responder takes.
+    pub max_sends: usize,
+}
+
+/// Whether a Reply of `reply_max` bytes fits a Continued Reply under
+/// `continuation`: the same split the Responder computes
+/// ([`plan_fragments`]), so a Reply that fits here fits there when both
+/// apply the same threshold.
+pub fn continuation_holds(reply_max: usize, continuation: &ReplyContinuation) -> bool {
+    plan_fragments(
+        reply_max,
+        continuation.threshold,
+        continuation.final_header_len,
+        continuation.max_sends,
+    )
+    .is_ok()
+}
+
+/// Drops the Reply chunk of `plan` when the largest Reply of `layout` fits
+/// a Continued Reply: "When expecting small and moderately-sized Replies, a
+/// Requester should rely on Message Continuation rather than provision a
+/// Reply chunk" (draft section 4.4.2). This saves the registration and its
+/// invalidation; the Responder sends such a Reply in at most
+/// [`ReplyContinuation::max_sends`] Sends. A Write chunk stays: bulk data is
+/// better placed directly than copied out of several Sends.
+pub fn rely_on_continuation(
+    layout: &CallLayout,
+    plan: CallPlan,
+    continuation: &ReplyContinuation,
+) -> CallPlan {
+    match plan.reply {
+        ReplyChunks::ReplyChunk { .. } if continuation_holds(layout.reply_max, continuation) => {
+            CallPlan {
+                reply: ReplyChunks::Inline,
+                ..plan
+            }
+        }
+        _ => plan,
+    }
 }

@@ -7,17 +7,29 @@
 //! received call stays in its receive buffer until a thread copies it into its request, which
 //! posts the buffer again; a reply is copied into a free send buffer, which its Send
 //! completion frees again.
+//!
+//! A continued reply (Version 2, draft section 4.4.2) takes several Sends, which must reach the
+//! client back to back (it concatenates the payloads of consecutive messages): every Send is
+//! posted under one lock ([`Buffers::posting`]), which a continued reply holds while it posts
+//! all of its Sends. Its Sends use more of the client's receives than its one call granted: a
+//! connection has one continued reply in flight at a time ([`Buffers::begin_continued`]), and
+//! the client posts [`MAX_SENT_FRAGMENTS`] - 1 receives more than the calls it has in flight
+//! to take its extra Sends (see the client's endpoint).
 
-use crate::{client::INLINE_SIZE, proto::credits::ReceiveCredits};
+use crate::{
+    client::INLINE_SIZE,
+    proto::{continuation::MAX_SENT_FRAGMENTS, credits::ReceiveCredits},
+};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     rdma::{
         consumer::{client::ProtectionDomain, dma_buffer::DmaBuffer},
         fixed_ring::FixedRing,
     },
-    sync::{Arc, Mutex},
+    sync::{Arc, CondVar, Mutex},
+    time::msecs_to_jiffies,
 };
 
 /// Calls a client may have in flight: the credits we grant (the C server's default).
@@ -31,6 +43,12 @@ pub(crate) const RECVS: usize = CREDITS as usize + BACKCHANNEL_RECVS + BATCH_REC
 /// Send buffers: a reply's buffer is free again only once its Send completed, which may be
 /// after the client sent its next call.
 pub(crate) const SENDS: usize = 2 * CREDITS as usize;
+
+/// The tag bit of the Sends of a continued reply: the send buffer's index is below it, and
+/// the ops' tag bit ([`OP_TAG`](super::rdma::OP_TAG)) is clear.
+pub(crate) const CONTINUED_TAG: u64 = 1 << 33;
+/// How long a continued reply waits for the one before it to be sent, in seconds.
+const CONTINUED_TIMEOUT_S: u32 = 60;
 
 /// A message in receive buffer `index`, `len` bytes long.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +73,16 @@ pub(crate) struct Buffers {
     /// The receives posted and the grant advertised.
     #[pin]
     credits: Mutex<ReceiveCredits>,
+    /// Held while a Send, or all the Sends of a continued reply, are posted.
+    #[pin]
+    pub(crate) posting: Mutex<()>,
+    /// Sends of the continued reply in flight that did not complete yet: 0 when the slot is
+    /// free.
+    #[pin]
+    continued: Mutex<usize>,
+    /// Signalled when the continued reply in flight completed.
+    #[pin]
+    continued_done: CondVar,
 }
 
 impl Buffers {
@@ -80,6 +108,9 @@ impl Buffers {
                 free_count: AtomicUsize::new(SENDS),
                 inbox <- new_mutex!(inbox),
                 credits <- new_mutex!(ReceiveCredits::new(CREDITS)),
+                posting <- new_mutex!(()),
+                continued <- new_mutex!(0),
+                continued_done <- new_condvar!(),
             }? Error),
             GFP_KERNEL,
         )
@@ -105,6 +136,49 @@ impl Buffers {
             // Cannot be full: each index is in the ring or in use, never both.
             let _ = free.push(index);
             self.free_count.store(free.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// The Send tagged `tag` completed (or failed, or was flushed): its buffer is free, and if
+    /// it was one of a continued reply, that is one Send nearer done.
+    pub(crate) fn send_completed(&self, tag: u64) {
+        self.send_done((tag & u64::from(u32::MAX)) as usize);
+        if tag & CONTINUED_TAG != 0 {
+            self.continued_sent(1);
+        }
+    }
+
+    /// Takes the continued-reply slot for a reply of `sends` Sends (at most
+    /// [`MAX_SENT_FRAGMENTS`]), waiting until the one in flight, if any, completed: the client
+    /// has receives for the extra Sends of one continued reply at a time. `ETIMEDOUT` if it
+    /// did not come free in time (its Sends neither complete nor flush: the connection is
+    /// stuck).
+    pub(crate) fn begin_continued(&self, sends: usize) -> Result {
+        if sends > MAX_SENT_FRAGMENTS {
+            return Err(EMSGSIZE);
+        }
+        let mut in_flight = self.continued.lock();
+        let mut waits = 0;
+        while *in_flight != 0 {
+            if waits >= CONTINUED_TIMEOUT_S {
+                return Err(ETIMEDOUT);
+            }
+            waits += 1;
+            let _ = self
+                .continued_done
+                .wait_interruptible_timeout(&mut in_flight, msecs_to_jiffies(1000));
+        }
+        *in_flight = sends;
+        Ok(())
+    }
+
+    /// `n` Sends of the continued reply in flight completed, or will never be posted; the
+    /// slot is free once none is left.
+    pub(crate) fn continued_sent(&self, n: usize) {
+        let mut in_flight = self.continued.lock();
+        *in_flight = in_flight.saturating_sub(n);
+        if *in_flight == 0 {
+            self.continued_done.notify_all();
         }
     }
 

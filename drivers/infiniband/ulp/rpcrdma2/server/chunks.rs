@@ -322,6 +322,21 @@ impl ReplyPlan {
     pub(crate) fn rest_len(&self) -> usize {
         self.rest.iter().map(|r| r.len()).sum()
     }
+
+    /// The parts of the reply that bytes `from..from + len` of the rest are (a piece of a
+    /// continued reply), in order; empty ones are to be skipped.
+    pub(crate) fn rest_piece(&self, from: usize, len: usize) -> [Range<usize>; 2] {
+        let mut piece = [0..0, 0..0];
+        let (mut skip, mut want) = (from, len);
+        for (part, range) in piece.iter_mut().zip(self.rest.iter()) {
+            let start = range.start.saturating_add(skip.min(range.len()));
+            skip = skip.saturating_sub(range.len());
+            let end = start.saturating_add(want).min(range.end);
+            want = want.saturating_sub(end - start);
+            *part = start..end;
+        }
+        piece
+    }
 }
 
 /// Splits a reply of `total` bytes with `chunks`: `None` if its bulk data does not fit the

@@ -7,7 +7,12 @@
 //! Read chunk is RDMA Read into its pages ([`chunks`](super::chunks)). The reply goes back
 //! ([`SvcTransport::sendto`]) after a header that grants the client credits: inline, with its
 //! bulk data RDMA Written into the call's Write chunk, or through the call's Reply chunk when
-//! it does not fit inline. What cannot be served earns an `RDMA_ERROR` (`RDMA2_ERROR`) in its
+//! it does not fit inline. On a Version 2 connection a reply that does not fit inline, and
+//! that the call gave no Reply chunk large enough for, goes as a continued reply (draft section
+//! 4.4.2: the Responder SHOULD use Message Continuation): up to [`MAX_SENT_FRAGMENTS`] Sends of
+//! at most what the client receives, each but the last an `RDMA2_MSG` with `RDMA2_F_MORE` and
+//! no chunks, the last with the Write list (see [`Buffers::begin_continued`] for the client's
+//! receives this takes). What cannot be served earns an `RDMA_ERROR` (`RDMA2_ERROR`) in its
 //! place: the client's call then fails instead of waiting for a reply.
 //!
 //! The connection speaks the version of the first message of a version it supports (1 or 2),
@@ -37,7 +42,7 @@
 
 use super::{
     backchannel::Callbacks,
-    buffers::{Buffers, Received, CREDITS, RECVS, SENDS},
+    buffers::{Buffers, Received, CONTINUED_TAG, CREDITS, RECVS, SENDS},
     chunks::{self, CallChunks, ReadPlan, Unserved},
     listener::Listener,
     rdma::{Rdma, OPS, OP_WRS},
@@ -49,13 +54,18 @@ use crate::{
     proto::{
         chunk::{ChunkLimits, ChunkListsRef, Segment},
         cm_private::CmPrivateData,
-        continuation::{Reassembled, Reassembler, SliceStorage, RECEIVE_LIMITS},
+        continuation::{
+            plan_fragments, Reassembled, Reassembler, SliceStorage, MAX_SENT_FRAGMENTS,
+            RECEIVE_LIMITS,
+        },
         error::{ErrorBody, ErrorReply, Fault, V2Error},
         negotiation::FIRST_MESSAGE_MAX,
+        payload_format::PayloadFormat,
         properties::{PeerProperties, ReverseSupport},
         property_exchange::{
             send_threshold, split_properties, ExchangeEvent, LocalProperties, PropertyExchange,
         },
+        reply_choice::{choose_reply_v2, ReplyShape},
         v1::V1_DEFAULT_INLINE,
         v2::{self, Credit, Flags},
         version::{Version, VersionRange},
@@ -67,7 +77,7 @@ use core::{
     fmt,
     marker::PhantomData,
     net::SocketAddr,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 use kernel::{
     new_mutex,
@@ -83,6 +93,7 @@ use kernel::{
     sunrpc::{
         svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
         svc_xprt_class::SvcXprtPtr,
+        xprt::XdrBuf,
     },
     sync::{
         lock::{mutex::MutexBackend, Guard},
@@ -130,6 +141,9 @@ pub(crate) struct Connection<C: WithBackchannel> {
     remote: Option<SocketAddr>,
     /// The backchannel: nfsd's callbacks to the client.
     callbacks: Callbacks<C>,
+    /// Replies sent as continued replies, and the Sends they took.
+    continued_replies: AtomicU64,
+    continued_sends: AtomicU64,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
     _device_use: DeviceUse,
@@ -211,6 +225,8 @@ pub(crate) fn accept<C: WithBackchannel>(
                 version: AtomicU32::new(0),
                 remote,
                 callbacks: Callbacks::new()?,
+                continued_replies: AtomicU64::new(0),
+                continued_sends: AtomicU64::new(0),
                 _class: PhantomData,
                 _device_use: device_use,
             })
@@ -784,6 +800,19 @@ impl<C: WithBackchannel> Connection<C> {
         invalidate: Option<u32>,
         body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
     ) -> Result<usize> {
+        let _posting = self.buffers.posting.lock();
+        self.post_one(header, invalidate, 0, body)
+    }
+
+    /// Posts one Send as [`Self::send`] does, its completion tagged with `tag` besides the send
+    /// buffer's index; the caller holds [`Buffers::posting`].
+    fn post_one(
+        &self,
+        header: &[u8],
+        invalidate: Option<u32>,
+        tag: u64,
+        body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
+    ) -> Result<usize> {
         let index = self.buffers.take_send().ok_or(ENOBUFS)?;
         let posted = (|| -> Result<usize> {
             let buffer = self.buffers.sends.get(index).ok_or(EINVAL)?;
@@ -801,13 +830,84 @@ impl<C: WithBackchannel> Connection<C> {
                     solicited: false,
                 },
             };
-            self.id.qp()?.post_send(&send, index as u64)?;
+            self.id.qp()?.post_send(&send, index as u64 | tag)?;
             Ok(len)
         })();
         if posted.is_err() {
             self.buffers.send_done(index);
         }
         posted
+    }
+
+    /// Sends a reply as a continued reply: the rest of `res` that `plan` sends inline, split
+    /// over Sends of at most what the client receives, all but the last after a fragment header
+    /// (`RDMA2_MSG`, `RDMA2_F_MORE`, no chunks) for `xid` granting `credits`, the last after
+    /// `last_header`, invalidating `invalidate`. The Sends go out back to back, once the
+    /// continued reply before, if any, completed. Returns the bytes sent.
+    fn send_continued(
+        &self,
+        res: &XdrBuf<'_>,
+        plan: &chunks::ReplyPlan,
+        last_header: &[u8],
+        invalidate: Option<u32>,
+        xid: u32,
+        credits: Credits,
+    ) -> Result<usize> {
+        let split = plan_fragments(
+            plan.rest_len(),
+            self.send_limit(),
+            last_header.len(),
+            MAX_SENT_FRAGMENTS,
+        )
+        .map_err(|_| EMSGSIZE)?;
+        let mut fragment = [0u8; HEADER_ROOM];
+        let outgoing = Outgoing {
+            xid,
+            credits,
+            direction: Direction::Reply,
+            body: BodyRef::Fragment,
+        };
+        let fragment_len =
+            wire::encode(self.revision(), &mut fragment, &outgoing).map_err(|_| EINVAL)?;
+        let fragment = fragment.get(..fragment_len).ok_or(EINVAL)?;
+        let count = split.count();
+        self.buffers.begin_continued(count)?;
+        let mut posted = 0;
+        let mut sent = 0;
+        let result = {
+            let _posting = self.buffers.posting.lock();
+            split.fragments().try_for_each(|piece| {
+                let (header, invalidate) = if piece.more {
+                    (fragment, None)
+                } else {
+                    (last_header, invalidate)
+                };
+                let len = self.post_one(header, invalidate, CONTINUED_TAG, |buffer, start| {
+                    let mut offset = start;
+                    let ranges = plan.rest_piece(piece.offset, piece.len);
+                    for range in ranges.iter().filter(|r| !r.is_empty()) {
+                        res.for_each_segment_in(range.clone(), |segment| {
+                            buffer.write(offset, segment)?;
+                            offset += segment.len();
+                            Ok(())
+                        })?;
+                    }
+                    Ok(offset - start)
+                })?;
+                posted += 1;
+                sent += len;
+                Ok(())
+            })
+        };
+        if let Err(e) = result {
+            // The slot goes with the completions of what was posted.
+            self.buffers.continued_sent(count - posted);
+            return Err(e);
+        }
+        self.continued_replies.fetch_add(1, Ordering::Relaxed);
+        self.continued_sends
+            .fetch_add(count as u64, Ordering::Relaxed);
+        Ok(sent)
     }
 }
 
@@ -924,14 +1024,34 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         // The header as it goes inline: the Write list, no Reply chunk.
         let header_len = encode_header(revision, xid, grant, &chunks.writes, None, false)?.len();
         let send_limit = xprt.send_limit();
+        let mut continued = false;
         if header_len + rest_len > send_limit {
             let reply = chunks.reply.as_deref();
             let nomsg_len = encode_header(revision, xid, grant, &chunks.writes, reply, true)?.len();
-            if !chunks::reply_chunk_holds(chunks, rest_len) || nomsg_len > send_limit {
-                let needed = u32::try_from(rest_len).unwrap_or(u32::MAX);
-                return fail(Refusal::ReplyResource { needed }, total);
+            // The Write chunks were checked: the core chooses between the Reply chunk (which
+            // must be used when it holds the reply) and, in Version 2, continuation.
+            let holds = chunks::reply_chunk_holds(chunks, rest_len) && nomsg_len <= send_limit;
+            let shape = ReplyShape {
+                ddp_results: &[],
+                write_chunk_capacity: &[],
+                reply_chunk_capacity: holds.then_some(rest_len as u64),
+                payload_len: rest_len,
+                header_len,
+                threshold: send_limit,
+                max_sends: match revision {
+                    Revision::V2Draft01 => MAX_SENT_FRAGMENTS,
+                    Revision::V1 => 1,
+                },
+            };
+            match choose_reply_v2(&shape) {
+                Ok(PayloadFormat::Special) => plan.reply_chunk = true,
+                Ok(PayloadFormat::Continued { .. }) => continued = true,
+                Ok(PayloadFormat::Simple) => {}
+                Err(_) => {
+                    let needed = u32::try_from(rest_len).unwrap_or(u32::MAX);
+                    return fail(Refusal::ReplyResource { needed }, total);
+                }
             }
-            plan.reply_chunk = true;
         }
         let give_up = || Self::give_up(xprt);
         let written = match xprt
@@ -957,19 +1077,23 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             written.reply.as_deref(),
             plan.reply_chunk,
         )?;
-        let sent = xprt.send(&header, chunks.invalidate, |buffer, mut offset| {
-            if plan.reply_chunk {
-                return Ok(0);
-            }
-            for range in plan.rest.iter().filter(|r| !r.is_empty()) {
-                res.for_each_segment_in(range.clone(), |segment| {
-                    buffer.write(offset, segment)?;
-                    offset += segment.len();
-                    Ok(())
-                })?;
-            }
-            Ok(offset - header.len())
-        });
+        let sent = if continued {
+            xprt.send_continued(&res, &plan, &header, chunks.invalidate, xid, grant)
+        } else {
+            xprt.send(&header, chunks.invalidate, |buffer, mut offset| {
+                if plan.reply_chunk {
+                    return Ok(0);
+                }
+                for range in plan.rest.iter().filter(|r| !r.is_empty()) {
+                    res.for_each_segment_in(range.clone(), |segment| {
+                        buffer.write(offset, segment)?;
+                        offset += segment.len();
+                        Ok(())
+                    })?;
+                }
+                Ok(offset - header.len())
+            })
+        };
         match sent {
             Ok(_) => Ok(total),
             Err(e) => {
@@ -984,6 +1108,14 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
     }
 
     fn detach(xprt: &SvcXprt<Self>) {
+        if xprt.revision() == Revision::V2Draft01 {
+            pr_info!(
+                "{}: closing a Version 2 connection: {} continued replies sent, in {} Sends\n",
+                Peer(xprt.remote),
+                xprt.continued_replies.load(Ordering::Relaxed),
+                xprt.continued_sends.load(Ordering::Relaxed)
+            );
+        }
         xprt.callbacks.close();
         let _ = xprt.id.disconnect();
         let r = xprt.reassembly.lock();

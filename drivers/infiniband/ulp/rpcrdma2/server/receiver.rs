@@ -74,7 +74,7 @@ impl<C: WithBackchannel> CompletionHandler for Receiver<C> {
                 ));
             }
             if !wc.is_recv && !op {
-                self.buffers.send_done(wc.tag as usize);
+                self.buffers.send_completed(wc.tag);
             }
             self.lost();
             return;
@@ -91,7 +91,7 @@ impl<C: WithBackchannel> CompletionHandler for Receiver<C> {
                 .arrived(message, || self.handle.signal(Signal::DataPending));
             return;
         }
-        self.buffers.send_done(wc.tag as usize);
+        self.buffers.send_completed(wc.tag);
         // A thread may have been held back for want of a send buffer.
         self.handle.signal(Signal::Ready);
     }
