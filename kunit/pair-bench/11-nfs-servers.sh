@@ -19,16 +19,6 @@ FILE=/mnt/nfs/bench
 modprobe rsiw || fail "modprobe rsiw"
 timeout 30 rdma link add rsiw0 type rsiw netdev eth0 || fail "rdma link add rsiw0"
 
-# fio_run NAME ARGS... -> the job's terse (v3) line in /tmp/fio.out. Fields: 7 read bandwidth
-# (KiB/s), 8 read IOPS, 48 write bandwidth (KiB/s).
-fio_run() {
-  local name=$1
-  shift
-  timeout 120 fio --name=$name --filename=$FILE --size=64M --direct=1 --minimal "$@" \
-    >/tmp/fio.out 2>/tmp/fio.err || { cat /tmp/fio.err >&2; return 1; }
-}
-mbps() { awk -F';' -v k=$1 '{printf "%.1f\n", $k / 1024}' /tmp/fio.out; }
-
 # measure SERVER: one round's three figures against SERVER.
 measure() {
   local server=$1 port=20049

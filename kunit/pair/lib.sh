@@ -85,3 +85,15 @@ use_client() {
     *) fail "use_client: no client $kind" ;;
   esac
 }
+
+# fio_run NAME ARGS... (the pair benches): fio job NAME on $FILE (64 MiB, direct I/O) with ARGS;
+# its terse (v3) line goes to /tmp/fio.out. Fields: 7 read bandwidth (KiB/s), 8 read IOPS, 48
+# write bandwidth (KiB/s).
+fio_run() {
+  local name=$1
+  shift
+  timeout 120 fio --name=$name --filename=$FILE --size=64M --direct=1 --minimal "$@" \
+    >/tmp/fio.out 2>/tmp/fio.err || { cat /tmp/fio.err >&2; return 1; }
+}
+# mbps FIELD: field FIELD of /tmp/fio.out, KiB/s, in MB/s.
+mbps() { awk -F';' -v k=$1 '{printf "%.1f\n", $k / 1024}' /tmp/fio.out; }
