@@ -106,6 +106,9 @@ static CHUNKS_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Whether a reply that could not be sent was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
+mod properties;
+use properties::{Exchange, Exchanged};
+
 /// Room for the header of an error reply (the fixed words and an error body), or of a message
 /// without chunks.
 pub(super) const HEADER_ROOM: usize = 64;
@@ -245,22 +248,6 @@ pub(crate) fn accept<C: WithBackchannel>(
     Ok(xprt)
 }
 
-/// The transport property exchange of a Version 2 connection (draft sections 5 and 6.3.4).
-struct Exchange {
-    state: PropertyExchange,
-    /// Our `RDMA2_CONNPROP` messages sent.
-    sent: u32,
-}
-
-impl Exchange {
-    fn new() -> Self {
-        Self {
-            state: PropertyExchange::new(),
-            sent: 0,
-        }
-    }
-}
-
 /// Message Continuation of a connection's calls (draft section 4.4.2), and what came of it.
 struct Reassembly {
     reassembler: Reassembler<SliceStorage<KVVec<u8>>>,
@@ -288,14 +275,6 @@ impl Reassembly {
 
 /// The held lock of a connection's [`Reassembly`].
 type ReassemblyGuard<'a> = Guard<'a, Reassembly, MutexBackend>;
-
-/// What the property exchange makes of a message of a Version 2 connection.
-enum Exchanged {
-    /// The message goes on to be served.
-    Serve,
-    /// The message was the exchange's (an `RDMA2_CONNPROP`) or was refused: nothing to serve.
-    Consumed,
-}
 
 /// A client's address for messages, if it is known.
 pub(super) struct Peer(pub(super) Option<SocketAddr>);
@@ -624,119 +603,6 @@ impl<C: WithBackchannel> Connection<C> {
                 Ok(len)
             }
         }
-    }
-
-    /// Sends our transport properties (`RDMA2_CONNPROP`, split as the protocol core does), once
-    /// per connection: the first messages we send on a Version 2 connection. The connection
-    /// goes if they cannot be sent.
-    fn send_properties(xprt: &SvcXprt<Self>, exchange: &mut Exchange) {
-        if exchange.sent != 0 {
-            return;
-        }
-        let local = LocalProperties {
-            send_size: xprt.threshold,
-            recv_buffer_size: xprt.threshold,
-            // Replies to our callbacks are taken inline, without chunks.
-            reverse: ReverseSupport::Simple,
-        };
-        let props = local.properties();
-        let Ok(batches) = split_properties(&props, FIRST_MESSAGE_MAX) else {
-            return;
-        };
-        // Version 2 starts from the draft's defaults, not from Version 1's private data.
-        xprt.settle_v2_limit(exchange.state.peer());
-        for batch in batches {
-            let credits = xprt.credits();
-            let credit = Credit {
-                granted: credits.granted.max(1),
-                max_outstanding: credits.max,
-            };
-            // `RDMA2_CONNPROP` carries no RPC message: its XID is 0.
-            let sent = KVec::from_elem(0u8, FIRST_MESSAGE_MAX, GFP_KERNEL)
-                .map_err(Error::from)
-                .and_then(|mut buf| {
-                    let len = batch
-                        .encode(&mut buf, 0, credit, Flags::NONE)
-                        .map_err(|_| EMSGSIZE)?;
-                    xprt.send(buf.get(..len).ok_or(EINVAL)?, None, |_, _| Ok(0))
-                });
-            if let Err(e) = sent {
-                pr_info!(
-                    "{}: our transport properties could not be sent ({:?}): closing the \
-                     connection\n",
-                    Peer(xprt.remote),
-                    e
-                );
-                Self::give_up(xprt);
-                return;
-            }
-            exchange.sent = exchange.sent.saturating_add(1);
-            exchange.state.on_local_sent(batch.tpmore);
-        }
-    }
-
-    /// What we send inline on a Version 2 connection whose client's properties are `peer`.
-    fn settle_v2_limit(&self, peer: &PeerProperties) -> usize {
-        let limit = send_threshold(self.threshold, peer) as usize;
-        self.send_limit.store(limit, Ordering::Relaxed);
-        limit
-    }
-
-    /// Runs the property exchange on `header`, a message of a Version 2 connection: an
-    /// `RDMA2_CONNPROP` is applied, or refused as the protocol core decides (after the
-    /// client's last one, `RDMA2_ERR_INVAL_HTYPE`); another message in the middle of the
-    /// client's `RDMA2_F_TPMORE` sequence is refused (`RDMA2_ERR_INVAL_HTYPE`), else served.
-    fn take_properties(&self, header: &Header<'_>) -> Exchanged {
-        let refuse = |error| {
-            let reply = ErrorReply {
-                xid: header.xid,
-                vers: header.revision.vers(),
-                body: ErrorBody::V2(error),
-            };
-            pr_debug!(
-                "{}: {} in the property exchange\n",
-                Peer(self.remote),
-                reply.body.name()
-            );
-            self.send_error(&reply);
-            Exchanged::Consumed
-        };
-        let mut exchange = self.exchange.lock();
-        let (set, more) = match header.body {
-            Body::Properties { set, more } => (set, more),
-            _ => {
-                let htype = match header.body {
-                    Body::NoMsg { .. } | Body::Control => v2::RDMA2_NOMSG,
-                    Body::Error(_) => v2::RDMA2_ERROR,
-                    _ => v2::RDMA2_MSG,
-                };
-                return match exchange.state.on_other_message_checked(htype) {
-                    Ok(()) => Exchanged::Serve,
-                    Err((error, _)) => refuse(error),
-                };
-            }
-        };
-        let event = match exchange.state.on_connprop(&set, more) {
-            Ok(event) => event,
-            Err((error, _)) => return refuse(error),
-        };
-        let peer = *exchange.state.peer();
-        let limit = self.settle_v2_limit(&peer);
-        if event == ExchangeEvent::PeerDone {
-            pr_info!(
-                "{}: RPC-over-RDMA v2 transport properties: the client receives {} bytes \
-                 (RBSIZ), sends {} (SBSIZ), reverse direction {:?}; we send up to {} inline; \
-                 RDMA2_CONNPROP {} sent, {} received\n",
-                Peer(self.remote),
-                peer.recv_buffer_size,
-                peer.send_size,
-                peer.reverse,
-                limit,
-                exchange.sent,
-                exchange.state.peer_messages()
-            );
-        }
-        Exchanged::Consumed
     }
 
     /// Answers with the error header `reply` (best effort: without a send buffer, the client's
