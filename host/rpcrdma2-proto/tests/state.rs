@@ -502,7 +502,8 @@ fn property_exchange_model() {
 fn other_message_in_an_open_sequence_is_inval_htype() {
     let set_bytes = words(&[1, 2, 4, 2048]);
     let set = PropSet::decode(&mut XdrReader::new(&set_bytes)).unwrap();
-    // A call in the middle of a TPMORE sequence: INVAL_HTYPE; what came stays.
+    // A call in the middle of a TPMORE sequence: INVAL_HTYPE; the staged set
+    // is dropped and the defaults stay.
     let mut x = PropertyExchange::new();
     assert_eq!(x.on_connprop(&set, true), Ok(ExchangeEvent::MoreExpected));
     assert_eq!(x.peer_messages(), 1);
@@ -514,7 +515,7 @@ fn other_message_in_an_open_sequence_is_inval_htype() {
         ))
     );
     assert!(x.peer_done());
-    assert_eq!(x.peer().recv_buffer_size, 2048);
+    assert_eq!(*x.peer(), PeerProperties::DEFAULT);
     assert_eq!(
         x.on_connprop(&set, false).unwrap_err().0,
         V2Error::InvalHtype
@@ -734,38 +735,25 @@ mod tpmore {
         out
     }
 
-    fn feed(
-        x: &mut PropertyExchange,
-        asm: &mut PropAssembler<'_>,
-        wire: &[u8],
-    ) -> Result<ExchangeEvent, (V2Error, Violation)> {
+    fn feed(x: &mut PropertyExchange, wire: &[u8]) -> Result<ExchangeEvent, (V2Error, Violation)> {
         let m = v2::decode(wire, &V2DecodeConfig::default()).unwrap();
         let V2Body::ConnProp(set) = m.body else {
             panic!("{m:?}")
         };
-        x.on_connprop_assembled(asm, &set, m.prefix.flags.tpmore())
+        x.on_connprop(&set, m.prefix.flags.tpmore())
     }
 
     #[test]
-    fn split_respects_message_size_and_reassembles() {
+    fn split_respects_message_size_and_applies_at_the_end() {
         let auth = [0x5a_u8; 700];
         let props = big_set(&auth);
         let msgs = split_and_encode(&props, 1024);
         assert_eq!(msgs.len(), 2);
-        let mut storage = [0u8; 4096];
-        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
         let mut x = PropertyExchange::new();
-        assert_eq!(
-            feed(&mut x, &mut asm, &msgs[0]),
-            Ok(ExchangeEvent::MoreExpected)
-        );
-        // Nothing is applied before the sequence is complete.
+        assert_eq!(feed(&mut x, &msgs[0]), Ok(ExchangeEvent::MoreExpected));
+        // Nothing is in effect before the sequence is complete.
         assert_eq!(*x.peer(), PeerProperties::DEFAULT);
-        assert!(asm.in_progress() && asm.set().is_none());
-        assert_eq!(
-            feed(&mut x, &mut asm, &msgs[1]),
-            Ok(ExchangeEvent::PeerDone)
-        );
+        assert_eq!(feed(&mut x, &msgs[1]), Ok(ExchangeEvent::PeerDone));
         let p = x.peer();
         assert_eq!(
             (p.send_size, p.recv_buffer_size, p.max_segment_count),
@@ -775,12 +763,10 @@ mod tpmore {
             (p.max_segment_size, p.reverse, p.host_auth_seen),
             (65536, ReverseSupport::Continued, true)
         );
-        let whole = asm.set().unwrap();
-        assert_eq!(whole.len(), 7);
-        assert_eq!(whole.properties().collect::<Vec<_>>(), props);
+        assert_eq!(x.peer_messages(), 2);
         // The peer is done: one more earns RDMA2_ERR_INVAL_HTYPE.
         assert_eq!(
-            feed(&mut x, &mut asm, &msgs[1]),
+            feed(&mut x, &msgs[1]),
             Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete))
         );
     }
@@ -795,17 +781,20 @@ mod tpmore {
         ];
         let msgs = split_and_encode(&props, 36);
         assert_eq!(msgs.len(), 3);
-        let mut storage = [0u8; 64];
-        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
         let mut x = PropertyExchange::new();
         for m in &msgs[..2] {
-            assert_eq!(feed(&mut x, &mut asm, m), Ok(ExchangeEvent::MoreExpected));
+            assert_eq!(feed(&mut x, m), Ok(ExchangeEvent::MoreExpected));
         }
         assert_eq!(
-            feed(&mut x, &mut asm, &msgs[2]),
-            Ok(ExchangeEvent::PeerDone)
+            x.peer().max_segment_count,
+            PeerProperties::DEFAULT.max_segment_count
         );
+        assert_eq!(feed(&mut x, &msgs[2]), Ok(ExchangeEvent::PeerDone));
         assert_eq!(x.peer().max_segment_count, 4);
+        assert_eq!(
+            (x.peer().send_size, x.peer().recv_buffer_size),
+            (2048, 2048)
+        );
         // An empty set is one message with RDMA2_F_TPMORE clear.
         let b: Vec<_> = split_properties(&[], 1024).unwrap().collect();
         assert_eq!(b.len(), 1);
@@ -824,74 +813,13 @@ mod tpmore {
     }
 
     #[test]
-    fn limits_earn_system_error_and_apply_nothing() {
-        let props = [
-            Property::SendSize(2048),
-            Property::RecvBufferSize(2048),
-            Property::MaxSegmentCount(4),
-        ];
-        let msgs = split_and_encode(&props, 36);
-        let cases = [
-            (
-                PropLimits {
-                    max_messages: 2,
-                    ..PropLimits::DEFAULT
-                },
-                64,
-            ),
-            (
-                PropLimits {
-                    max_props: 2,
-                    ..PropLimits::DEFAULT
-                },
-                64,
-            ),
-            (
-                PropLimits {
-                    max_bytes: 24,
-                    ..PropLimits::DEFAULT
-                },
-                64,
-            ),
-            // Buffer smaller than the limits allow.
-            (PropLimits::DEFAULT, 30),
-        ];
-        for (limits, cap) in cases {
-            let mut storage = vec![0u8; cap];
-            let mut asm = PropAssembler::new(&mut storage, limits);
-            let mut x = PropertyExchange::new();
-            assert_eq!(
-                feed(&mut x, &mut asm, &msgs[0]),
-                Ok(ExchangeEvent::MoreExpected)
-            );
-            assert_eq!(
-                feed(&mut x, &mut asm, &msgs[1]),
-                Ok(ExchangeEvent::MoreExpected)
-            );
-            assert_eq!(
-                feed(&mut x, &mut asm, &msgs[2]),
-                Err((V2Error::System, Violation::PropertiesTooLarge)),
-                "{limits:?} {cap}"
-            );
-            assert!(!asm.in_progress());
-            assert_eq!(*x.peer(), PeerProperties::DEFAULT);
-            assert!(!x.peer_done());
-        }
-    }
-
-    #[test]
-    fn other_header_type_mid_sequence_drops_the_partial_set() {
+    fn other_header_type_mid_sequence_drops_the_staged_set() {
         let props = [Property::SendSize(2048), Property::RecvBufferSize(2048)];
         let msgs = split_and_encode(&props, 36);
-        let mut storage = [0u8; 64];
-        let mut asm = PropAssembler::new(&mut storage, PropLimits::DEFAULT);
         let mut x = PropertyExchange::new();
+        assert_eq!(feed(&mut x, &msgs[0]), Ok(ExchangeEvent::MoreExpected));
         assert_eq!(
-            feed(&mut x, &mut asm, &msgs[0]),
-            Ok(ExchangeEvent::MoreExpected)
-        );
-        assert_eq!(
-            x.on_other_message_assembled(&mut asm, RDMA2_MSG),
+            x.on_other_message_checked(RDMA2_MSG),
             Err((
                 V2Error::InvalHtype,
                 Violation::PropertiesIncomplete(RDMA2_MSG)
@@ -899,16 +827,18 @@ mod tpmore {
         );
         assert!(x.peer_done());
         assert_eq!(*x.peer(), PeerProperties::DEFAULT);
-        // Without an open sequence it is just the end of the exchange.
-        let mut y = PropertyExchange::new();
-        assert_eq!(y.on_other_message_assembled(&mut asm, RDMA2_MSG), Ok(()));
-        assert!(y.peer_done());
+        // The rest of the sequence comes too late.
+        assert_eq!(
+            feed(&mut x, &msgs[1]),
+            Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete))
+        );
+        assert_eq!(*x.peer(), PeerProperties::DEFAULT);
     }
 
     #[test]
     fn connprop_decoder_still_rejects_bad_values() {
         // A bad value in one message of the sequence is BAD_PROPVAL from the
-        // decoder, before the assembler ever sees it.
+        // decoder, before the exchange ever sees it.
         let wire = words(&[0x77, 2, 0x0020_0020, 5, 4, 1, 1, 4, 16]);
         let f = v2::decode(&wire, &V2DecodeConfig::default()).unwrap_err();
         let Some(ErrorReply {

@@ -293,9 +293,6 @@ pub enum Violation {
     StorageExhausted,
     /// `RDMA2_CONNPROP` after the peer declared its properties complete.
     PropertiesAlreadyComplete,
-    /// A property set spread over `RDMA2_CONNPROP` messages exceeded the
-    /// configured message, property or byte limit.
-    PropertiesTooLarge,
     /// Another header type arrived while the peer's `RDMA2_CONNPROP`
     /// sequence was still open (`RDMA2_F_TPMORE` set on its last one).
     PropertiesIncomplete(u32),

@@ -22,17 +22,17 @@
 //!
 //! - Sending: [`split_properties`] cuts a set into [`PropBatch`]es that
 //!   each fit a given message size, `RDMA2_F_TPMORE` on all but the last.
-//! - Receiving: [`PropertyExchange::on_connprop`] applies each message as
-//!   it comes; [`PropertyExchange::on_connprop_assembled`] instead gathers
-//!   the sequence in a [`PropAssembler`] (caller-provided buffer, limits in
-//!   [`PropLimits`], no allocation) and applies the whole set at once when
-//!   the last message arrives, so a sequence that fails applies nothing
-//!   (section 7.2.2). Faults: `RDMA2_CONNPROP` after the peer's last one,
-//!   `RDMA2_ERR_INVAL_HTYPE` (section 6.2.2.3); a sequence over the local
-//!   limits, `RDMA2_ERR_SYSTEM` (section 7.4.1: the draft sets no limit, so
-//!   this is a local resource problem); a bad value, `RDMA2_ERR_BAD_PROPVAL`
-//!   (already raised by the decoder); another header type while the
-//!   sequence is open, `RDMA2_ERR_INVAL_HTYPE`, dropping the partial set.
+//! - Receiving: [`PropertyExchange::on_connprop`] stages each message's set
+//!   over the properties in effect and puts the result in effect when the
+//!   message without `RDMA2_F_TPMORE` arrives, so a sequence that does not
+//!   finish applies nothing: the draft discards only a message with a bad
+//!   value (section 7.2.2, which the decoder refuses whole), and a
+//!   connection whose thresholds moved half-way would be harder to reason
+//!   about than one on the defaults. Faults: `RDMA2_CONNPROP` after the
+//!   peer's last one, `RDMA2_ERR_INVAL_HTYPE` (section 6.2.2.3); a bad
+//!   value, `RDMA2_ERR_BAD_PROPVAL` (already raised by the decoder);
+//!   another header type while the sequence is open,
+//!   `RDMA2_ERR_INVAL_HTYPE`, dropping the staged set.
 
 use super::error::{V2Error, Violation};
 use super::properties::{
@@ -40,7 +40,7 @@ use super::properties::{
 };
 use super::v2::{self, Flags, Prefix, V2BodyRef, PREFIX_LEN, RDMA2_F_TPMORE};
 use super::version::RPCRDMA_VERSION_2;
-use super::xdr::{EncodeError, XdrReader};
+use super::xdr::EncodeError;
 
 /// What happened after a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,8 @@ pub enum ExchangeEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PropertyExchange {
     peer: PeerProperties,
+    /// The peer's open `RDMA2_F_TPMORE` sequence applied over `peer`.
+    staged: PeerProperties,
     peer_done: bool,
     local_done: bool,
     /// `RDMA2_CONNPROP` messages of the peer applied or stored.
@@ -72,6 +74,7 @@ impl PropertyExchange {
     pub const fn new() -> Self {
         Self {
             peer: PeerProperties::DEFAULT,
+            staged: PeerProperties::DEFAULT,
             peer_done: false,
             local_done: false,
             peer_messages: 0,
@@ -105,7 +108,9 @@ impl PropertyExchange {
         }
     }
 
-    /// Applies a received `RDMA2_CONNPROP`.
+    /// Takes a received `RDMA2_CONNPROP`: its set is staged, and the
+    /// sequence's sets are in effect once the one without `RDMA2_F_TPMORE`
+    /// arrived.
     pub fn on_connprop(
         &mut self,
         set: &PropSet<'_>,
@@ -114,11 +119,12 @@ impl PropertyExchange {
         if self.peer_done {
             return Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete));
         }
-        self.peer.apply(set);
+        self.staged.apply(set);
         self.peer_messages = self.peer_messages.saturating_add(1);
         if tpmore {
             Ok(ExchangeEvent::MoreExpected)
         } else {
+            self.peer = self.staged;
             self.peer_done = true;
             Ok(ExchangeEvent::PeerDone)
         }
@@ -130,63 +136,13 @@ impl PropertyExchange {
         self.peer_done = true;
     }
 
-    /// Records another header type `htype` from the peer when each
-    /// `RDMA2_CONNPROP` is applied as it comes ([`PropertyExchange::on_connprop`]).
-    /// As [`PropertyExchange::on_other_message`], but in the middle of a
+    /// Records another header type `htype` from the peer. As
+    /// [`PropertyExchange::on_other_message`], but in the middle of a
     /// `RDMA2_F_TPMORE` sequence the message earns `RDMA2_ERR_INVAL_HTYPE`
-    /// (the properties applied so far stay; the peer is taken to be done).
+    /// (the staged sets are dropped: the defaults stay; the peer is taken
+    /// to be done).
     pub fn on_other_message_checked(&mut self, htype: u32) -> Result<(), (V2Error, Violation)> {
         let open = self.peer_messages != 0 && !self.peer_done;
-        self.peer_done = true;
-        if open {
-            Err((V2Error::InvalHtype, Violation::PropertiesIncomplete(htype)))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Feeds a received `RDMA2_CONNPROP` through `asm`: the set is stored,
-    /// and applied (all of it, atomically) only once the message without
-    /// `RDMA2_F_TPMORE` has arrived. On any error the partial set is
-    /// dropped and nothing of it is applied.
-    pub fn on_connprop_assembled(
-        &mut self,
-        asm: &mut PropAssembler<'_>,
-        set: &PropSet<'_>,
-        tpmore: bool,
-    ) -> Result<ExchangeEvent, (V2Error, Violation)> {
-        if self.peer_done {
-            asm.reset();
-            return Err((V2Error::InvalHtype, Violation::PropertiesAlreadyComplete));
-        }
-        let event = asm.accept(set, tpmore)?;
-        self.peer_messages = self.peer_messages.saturating_add(1);
-        match event {
-            AssemblyEvent::MoreExpected => Ok(ExchangeEvent::MoreExpected),
-            AssemblyEvent::Complete => {
-                let whole = asm
-                    .set()
-                    .ok_or((V2Error::System, Violation::PropertiesTooLarge))?;
-                self.peer.apply(&whole);
-                self.peer_done = true;
-                Ok(ExchangeEvent::PeerDone)
-            }
-        }
-    }
-
-    /// Records another header type `htype` from the peer when properties
-    /// are gathered through `asm`. Before any `RDMA2_CONNPROP` this is
-    /// [`PropertyExchange::on_other_message`]; in the middle of a
-    /// `RDMA2_F_TPMORE` sequence the partial set is dropped (the defaults
-    /// stay), the peer is taken to be done, and `RDMA2_ERR_INVAL_HTYPE` is
-    /// returned to report.
-    pub fn on_other_message_assembled(
-        &mut self,
-        asm: &mut PropAssembler<'_>,
-        htype: u32,
-    ) -> Result<(), (V2Error, Violation)> {
-        let open = asm.in_progress() && !self.peer_done;
-        asm.reset();
         self.peer_done = true;
         if open {
             Err((V2Error::InvalHtype, Violation::PropertiesIncomplete(htype)))
@@ -234,149 +190,6 @@ pub fn send_threshold(local_send: u32, peer: &PeerProperties) -> u32 {
 /// `local_recv`, never below the draft's minimum.
 pub fn receive_threshold(local_recv: u32, peer: &PeerProperties) -> u32 {
     local_recv.min(peer.send_size).max(MIN_BUFFER_SIZE)
-}
-
-/// Limits on one peer's property set gathered over a `RDMA2_F_TPMORE`
-/// sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PropLimits {
-    /// Most `RDMA2_CONNPROP` messages in the sequence.
-    pub max_messages: u32,
-    /// Most properties in all of them together.
-    pub max_props: u32,
-    /// Most bytes of encoded properties in all of them together (the
-    /// storage must hold four more, for the count word).
-    pub max_bytes: usize,
-}
-
-impl PropLimits {
-    /// Eight messages, 256 properties, 16 KiB.
-    pub const DEFAULT: Self = Self {
-        max_messages: 8,
-        max_props: 256,
-        max_bytes: 16384,
-    };
-}
-
-impl Default for PropLimits {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-/// What [`PropAssembler::accept`] did with a set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AssemblyEvent {
-    /// Stored; more `RDMA2_CONNPROP` will follow.
-    MoreExpected,
-    /// The sequence is complete; [`PropAssembler::set`] holds it.
-    Complete,
-}
-
-/// Gathers the property sets of a `RDMA2_F_TPMORE` sequence into a
-/// caller-provided buffer, as one `rpcrdma2_propset` (count word, then the
-/// entries of every message in order).
-#[derive(Debug)]
-pub struct PropAssembler<'b> {
-    buf: &'b mut [u8],
-    limits: PropLimits,
-    /// Bytes used, count word included (0: nothing yet).
-    len: usize,
-    props: u32,
-    messages: u32,
-    complete: bool,
-}
-
-impl<'b> PropAssembler<'b> {
-    /// An assembler writing into `buf` under `limits`.
-    pub fn new(buf: &'b mut [u8], limits: PropLimits) -> Self {
-        Self {
-            buf,
-            limits,
-            len: 0,
-            props: 0,
-            messages: 0,
-            complete: false,
-        }
-    }
-
-    /// Whether a sequence has started and not yet completed.
-    pub const fn in_progress(&self) -> bool {
-        self.messages != 0 && !self.complete
-    }
-
-    /// Messages stored so far.
-    pub const fn messages(&self) -> u32 {
-        self.messages
-    }
-
-    /// Drops whatever is stored.
-    pub fn reset(&mut self) {
-        self.len = 0;
-        self.props = 0;
-        self.messages = 0;
-        self.complete = false;
-    }
-
-    /// Stores one received, already validated set; `tpmore` is the
-    /// message's `RDMA2_F_TPMORE`. Over a limit, or when the buffer is too
-    /// small, everything is dropped and `RDMA2_ERR_SYSTEM` is returned.
-    pub fn accept(
-        &mut self,
-        set: &PropSet<'_>,
-        tpmore: bool,
-    ) -> Result<AssemblyEvent, (V2Error, Violation)> {
-        if self.complete {
-            self.reset();
-        }
-        let too_large = (V2Error::System, Violation::PropertiesTooLarge);
-        let start = if self.len == 0 { 4 } else { self.len };
-        let entries = set.entries();
-        let messages = self.messages.checked_add(1);
-        let props = self.props.checked_add(set.len());
-        let end = start.checked_add(entries.len());
-        let (Some(messages), Some(props), Some(end)) = (messages, props, end) else {
-            self.reset();
-            return Err(too_large);
-        };
-        if messages > self.limits.max_messages
-            || props > self.limits.max_props
-            || end.saturating_sub(4) > self.limits.max_bytes
-        {
-            self.reset();
-            return Err(too_large);
-        }
-        let Some(dst) = self.buf.get_mut(start..end) else {
-            self.reset();
-            return Err(too_large);
-        };
-        dst.copy_from_slice(entries);
-        self.len = end;
-        self.props = props;
-        self.messages = messages;
-        if tpmore {
-            return Ok(AssemblyEvent::MoreExpected);
-        }
-        match self.buf.get_mut(..4) {
-            Some(count) => count.copy_from_slice(&props.to_be_bytes()),
-            None => {
-                self.reset();
-                return Err(too_large);
-            }
-        }
-        self.complete = true;
-        Ok(AssemblyEvent::Complete)
-    }
-
-    /// The whole set, once [`AssemblyEvent::Complete`] was returned.
-    pub fn set(&self) -> Option<PropSet<'_>> {
-        if !self.complete {
-            return None;
-        }
-        let bytes = self.buf.get(..self.len)?;
-        let max = self.limits.max_props.max(1);
-        PropSet::decode_limited(&mut XdrReader::new(bytes), max).ok()
-    }
 }
 
 /// Why [`split_properties`] cannot split a set.
