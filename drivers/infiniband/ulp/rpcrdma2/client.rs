@@ -509,7 +509,7 @@ impl ClientTransport {
             Ok(Received::Header(header)) if header.revision == sending.revision => header,
             Ok(Received::VersionError { xid, range }) => {
                 xprt.connection_proven();
-                return Self::version_refused(xprt, generation, xid, range, message, recv_index);
+                return Self::version_refused(xprt, xid, range);
             }
             Ok(Received::Header(header)) => {
                 pr_debug!(
@@ -738,28 +738,24 @@ impl ClientTransport {
     }
 
     /// The server refused the probe `xid` with `ERR_VERS`, naming `range`: the transport falls
-    /// back and the call is sent again (once its memory is invalidated, if it registered
-    /// some). Returns whether the receive buffer is held, as [`Self::received`].
-    fn version_refused(
-        xprt: &Xprt<Self>,
-        generation: u32,
-        xid: u32,
-        range: VersionRange,
-        message: &[u8],
-        recv_index: usize,
-    ) -> bool {
+    /// back for its life. The probe is always our first `RDMA2_CONNPROP` (no call goes out
+    /// before the property exchange is over), so no call is sent again. Returns whether the
+    /// receive buffer is held, as [`Self::received`]: never.
+    fn version_refused(xprt: &Xprt<Self>, xid: u32, range: VersionRange) -> bool {
         let outcome = xprt.negotiation.lock().on_version_error(range);
         let version = match outcome {
             Ok(ClientOutcome::FallBack(version) | ClientOutcome::Established(version)) => version,
             Err(_) => {
                 pr_info!(
-                    "{} speaks RPC-over-RDMA versions {} to {} only: call {:#x} fails\n",
+                    "{} speaks RPC-over-RDMA versions {} to {} only (refused {:#x}): no \
+                     version in common\n",
                     ServerName(xprt),
                     range.low,
                     range.high,
                     xid
                 );
-                let _ = xprt.fail_call(xid, EPROTONOSUPPORT);
+                // The connect finds the version unsettled and fails.
+                Self::exchange_over(xprt, &mut xprt.exchange.lock());
                 return false;
             }
         };
@@ -777,42 +773,8 @@ impl ClientTransport {
             range.high,
             revision.name()
         );
-        {
-            let mut exchange = xprt.exchange.lock();
-            Self::exchange_over(xprt, &mut exchange);
-            // The probe was our `RDMA2_CONNPROP`: no call to send again.
-            if exchange.sent != 0 {
-                return false;
-            }
-        }
-        // The call goes out again on this connection: the server consumed nothing of it.
-        let allowed = xprt.with_endpoint(generation, |endpoint| endpoint.allow_resend(xid));
-        if allowed.is_none() {
-            return false;
-        }
-        let retry = |_: &_, _: &_| ReplyKind::Retry;
-        match Self::route(
-            xprt,
-            generation,
-            xid,
-            message.len(),
-            Some(recv_index),
-            retry,
-        ) {
-            Some(Route::Inline) => {
-                let retried = xprt.retry_call(xid);
-                if retried.is_err() {
-                    pr_debug!("probe {:#x} is gone ({:?})\n", xid, retried);
-                }
-                false
-            }
-            Some(Route::Held) => true,
-            Some(Route::Broken) => {
-                xprt.force_disconnect();
-                false
-            }
-            Some(Route::Dropped) | None => false,
-        }
+        Self::exchange_over(xprt, &mut xprt.exchange.lock());
+        false
     }
 
     /// Delivers a reply held while its call's regions were invalidated: `message` is the
@@ -824,10 +786,6 @@ impl ClientTransport {
             ReplyKind::Failed => {
                 Counters::add(&c.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
-            }
-            ReplyKind::Retry => {
-                let _ = xprt.retry_call(xid);
-                return;
             }
             ReplyKind::NoMsg { len } => xprt.complete_reply(xid, |buf| {
                 Counters::add(&c.rdma_reply, *len);
@@ -901,9 +859,8 @@ impl Transport for ClientTransport {
         }
         let endpoint = xprt.endpoint().ok_or(ENOTCONN)?;
         // A retransmission on the connection the call went out on: the server may still hold
-        // the call's credit, so the connection goes and the call waits for the next one. A
-        // call the server refused with `ERR_VERS` holds nothing: it goes again at once.
-        if rqst.connect_cookie() == xprt.connect_cookie() && !endpoint.take_resend(rqst.xid()) {
+        // the call's credit, so the connection goes and the call waits for the next one.
+        if rqst.connect_cookie() == xprt.connect_cookie() {
             xprt.force_disconnect();
             return Err(ENOTCONN);
         }

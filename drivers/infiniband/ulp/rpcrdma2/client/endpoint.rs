@@ -90,8 +90,6 @@ const SEND_QUEUE: usize = SENDS + 2 * super::registration::RECORDS * MAX_REGIONS
 /// or receives (the server echoes the Write list and Reply chunk) is 236 bytes in Version 1,
 /// 244 in Version 2 (`rdma_flags` and `rdma_inv_handle` more).
 pub(crate) const HEADER_RESERVE: usize = 256;
-/// A resend allowed on the connection ([`Endpoint::allow_resend`]) is this bit and the XID.
-const RESEND: u64 = 1 << 32;
 /// The continued call in flight ([`Endpoint::continued`]) is this bit and its XID.
 const CONTINUED: u64 = 1 << 32;
 
@@ -207,9 +205,6 @@ pub(crate) struct Endpoint {
     /// The largest message we expect from the server inline, and plan replies around: what we
     /// told the server we receive, in Version 2 at most its send size (`SBSIZ`).
     recv_limit: AtomicUsize,
-    /// The call the server refused with `ERR_VERS`, which may be sent again on this
-    /// connection: [`RESEND`] and its XID, or 0.
-    resend: AtomicU64,
     /// The call sent over several Sends that has not had its reply nor been released:
     /// [`CONTINUED`] and its XID, or 0. Never more than one.
     continued: AtomicU64,
@@ -313,7 +308,6 @@ impl Endpoint {
                 region_pages,
                 send_limit: AtomicUsize::new(send_limit),
                 recv_limit: AtomicUsize::new(threshold as usize),
-                resend: AtomicU64::new(0),
                 continued: AtomicU64::new(0),
                 receiver,
                 _device_use: device_use,
@@ -337,21 +331,6 @@ impl Endpoint {
     pub(crate) fn set_limits(&self, send: usize, recv: usize) {
         self.send_limit.store(send, Ordering::Relaxed);
         self.recv_limit.store(recv, Ordering::Relaxed);
-    }
-
-    /// Lets call `xid`, which the server refused with `ERR_VERS`, be sent again on this
-    /// connection (once).
-    pub(crate) fn allow_resend(&self, xid: u32) {
-        self.resend
-            .store(RESEND | u64::from(xid), Ordering::Release);
-    }
-
-    /// Whether call `xid` may be sent again on this connection; it may once.
-    pub(crate) fn take_resend(&self, xid: u32) -> bool {
-        let allowed = RESEND | u64::from(xid);
-        self.resend
-            .compare_exchange(allowed, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
     }
 
     /// Takes the one continued call's place for call `xid`; `false` if another has it.

@@ -82,8 +82,6 @@ pub(crate) enum ReplyKind {
     },
     /// `RDMA_ERROR`, or a reply that does not fit its call: the call fails.
     Failed,
-    /// `ERR_VERS` for the Version 2 probe: the call is sent again in the version it named.
-    Retry,
 }
 
 /// A reply waiting for its call's invalidations, in receive buffer `recv_index` (none for a
