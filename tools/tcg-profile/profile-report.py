@@ -70,7 +70,8 @@ for g in groups:
 print("\n(user space includes each side's polling while it waits, so it grows with latency)\n")
 helpers = ["memcpy_orig", "memset_orig", "_raw_spin_lock", "_raw_spin_lock_bh",
            "_raw_spin_lock_irqsave", "__local_bh_enable_ip", "mutex_lock",
-           "__x86_indirect_thunk_r11"]
+           "__x86_indirect_thunk_r11", "schedule", "try_to_wake_up", "__queue_work",
+           "ib_post_send", "ib_post_recv"]
 print("calls per message " + "".join(f"{p:>10s}" for p in providers))
 for h in helpers:
     print(f"  {h:26s}" + "".join(f"{per[p].get(h, [0, 0, 0])[2]:10.2f}" for p in providers))

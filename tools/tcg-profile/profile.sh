@@ -11,7 +11,10 @@
 # lookup of the next block), so look at blocks and calls as much as at instructions.
 #
 # PROFILE_SCENARIO=20-write-bw profiles a 64 KiB ib_write_bw message instead (one message per
-# iteration; its iterations default to 2000 and 6000).
+# iteration; its iterations default to 2000 and 6000). PROFILE_SCENARIO=30-nfs-randread profiles
+# a 4 KiB NFS READ (fio randread, queue depth 16) with the client and server of one
+# RPC-over-RDMA transport in one kernel over rsiw: "providers" rpcrdma2 (Version 2) and rpcrdma
+# (the C modules), 1000 and 4000 READs.
 set -euo pipefail
 export RSIW_FLAVOUR=${RSIW_FLAVOUR:-bench}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +23,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 case $PROFILE_SCENARIO in
   10-send-lat) : "${PROFILE_ITERS:=4000 24000}"; per_iter=2; what="one 8-byte Send and its receive" ;;
   20-write-bw) : "${PROFILE_ITERS:=2000 6000}"; per_iter=1; what="one 64 KiB RDMA Write, sent and placed" ;;
+  30-nfs-randread)
+    : "${PROFILE_ITERS:=1000 4000}"; : "${PROFILE_PROVIDERS:=rpcrdma2 rpcrdma}"; per_iter=1
+    what="one 4 KiB NFSv4.2 READ at queue depth 16, client and server in one kernel over rsiw" ;;
   *) echo "profile: no scenario kunit/profile/$PROFILE_SCENARIO.sh" >&2; exit 2 ;;
 esac
 : "${PROFILE_PROVIDERS:=rsiw siw}"
