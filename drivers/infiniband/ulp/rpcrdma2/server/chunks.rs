@@ -25,7 +25,10 @@
 //! bytes are copied into the connection's bounce buffers and RDMA Written from there: a reply
 //! is assembled from the head, pages and tail of `rq_res`, pages that may be the page cache's,
 //! and a copy keeps their lifetime out of the device's hands for a cost the software device
-//! pays anyway. Every Write stays within the client's segment; a Write chunk smaller than the
+//! pays anyway. The reply's Send is posted right after its Writes, which the queue pair delivers
+//! first, and the thread waits for the Writes only then ([`PendingWrites`]), so a READ's
+//! reply does not wait a completion round between them. Every Write stays within the client's
+//! segment; a Write chunk smaller than the
 //! data, or a reply that fits neither inline nor the Reply chunk, earns `ERR_CHUNK` (RFC 8166,
 //! section 4.5: the Responder cannot send the reply the Requester provided for).
 
@@ -386,16 +389,44 @@ pub(crate) struct Written {
     pub(crate) reply: Option<KVec<Segment>>,
 }
 
-/// RDMA Writes the chunks of `plan` from `res` and waits for them; returns the segments to
-/// report, each with the bytes written into it: the Write list's and the Reply chunk's.
-pub(crate) fn push(
+/// The RDMA Writes of a reply, posted and not waited for: the reply's Send goes right after
+/// them on the same queue pair, which delivers them first, and the thread waits for them once
+/// the Send is posted ([`PendingWrites::finish`]), so that the Send does not wait for a
+/// completion round. Dropped unfinished, the op's slot goes with its last completion and the
+/// bounce buffers are not reused (the queue pair's slots keep them alive until then).
+pub(crate) struct PendingWrites<'a> {
+    rdma: &'a Rdma,
+    op: Option<OpGuard<'a>>,
+    bounces: KVec<Arc<DmaBuffer>>,
+}
+
+impl PendingWrites<'_> {
+    /// Waits for the Writes; their bounce buffers go back to the pool if all of them
+    /// completed. `give_up` as [`OpGuard::wait`].
+    pub(crate) fn finish(mut self, give_up: &dyn Fn()) -> Result {
+        let Some(op) = self.op.take() else {
+            return Ok(());
+        };
+        op.wait(give_up)?;
+        for buffer in core::mem::take(&mut self.bounces) {
+            self.rdma.put_bounce(buffer);
+        }
+        Ok(())
+    }
+}
+
+/// RDMA Writes the chunks of `plan` from `res`; returns the segments to report, each with the
+/// bytes written into it (the Write list's and the Reply chunk's), and the Writes to finish
+/// after the reply's Send was posted. A Write that could not be posted is waited for here
+/// (the op's others included) and fails the push.
+pub(crate) fn push<'a>(
     qp: &KernelQp,
-    rdma: &Rdma,
+    rdma: &'a Rdma,
     res: &XdrBuf<'_>,
     chunks: &CallChunks,
     plan: &ReplyPlan,
     give_up: &dyn Fn(),
-) -> Result<Written> {
+) -> Result<(Written, PendingWrites<'a>)> {
     let mut writes = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL)?;
     for chunk in chunks.writes.iter() {
         let mut unused = KVec::with_capacity(chunk.len(), GFP_KERNEL)?;
@@ -413,7 +444,12 @@ pub(crate) fn push(
     let mut reply = None;
     let needs_writes = plan.payload.is_some() || plan.reply_chunk;
     if !needs_writes {
-        return Ok(Written { writes, reply });
+        let none = PendingWrites {
+            rdma,
+            op: None,
+            bounces: KVec::new(),
+        };
+        return Ok((Written { writes, reply }, none));
     }
     let mut bounces = KVec::new();
     let mut op = rdma.begin()?;
@@ -437,12 +473,16 @@ pub(crate) fn push(
         }
         Ok(())
     })();
-    let waited = op.wait(give_up);
-    posted.and(waited)?;
-    for buffer in bounces {
-        rdma.put_bounce(buffer);
+    let pending = PendingWrites {
+        rdma,
+        op: Some(op),
+        bounces,
+    };
+    if let Err(e) = posted {
+        let _ = pending.finish(give_up);
+        return Err(e);
     }
-    Ok(Written { writes, reply })
+    Ok((Written { writes, reply }, pending))
 }
 
 /// Copies bytes into bounce buffers and RDMA Writes them into a chunk's segments, in order.

@@ -920,12 +920,12 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             }
         }
         let give_up = || Self::give_up(xprt);
-        let written = match xprt
+        let (written, writes) = match xprt
             .id
             .qp()
             .and_then(|qp| chunks::push(qp, &xprt.rdma, &res, chunks, &plan, &give_up))
         {
-            Ok(written) => written,
+            Ok(pushed) => pushed,
             Err(e) => {
                 pr_info!(
                     "a reply's chunks could not be written ({:?}): closing the connection\n",
@@ -960,8 +960,11 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
                 Ok(offset - header.len())
             })
         };
-        match sent {
-            Ok(_) => Ok(total),
+        // The Writes went before the Send on the queue pair; their bounce buffers are free
+        // once they completed.
+        let writes_done = writes.finish(&give_up);
+        match sent.and(writes_done) {
+            Ok(()) => Ok(total),
             Err(e) => {
                 pr_info!(
                     "a reply could not be sent ({:?}): closing the connection\n",
