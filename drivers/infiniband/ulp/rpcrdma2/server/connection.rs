@@ -844,8 +844,13 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         Self::take_call(xprt, &message?, reassembly, rqst, ctxt)
     }
 
+    /// The first non-empty bulk data item of the reply goes to the first Write chunk; the
+    /// items after it (a COMPOUND of several READs, which the Linux client never sends) stay
+    /// inline, and further Write chunks are reported unused.
     fn result_payload(ctxt: &mut CallChunks, offset: u32, len: u32) -> Result {
-        ctxt.payload = Some((offset, len));
+        if len != 0 && ctxt.payload.is_none() {
+            ctxt.payload = Some((offset, len));
+        }
         Ok(())
     }
 
