@@ -8,22 +8,32 @@ a pair run), whose BENCH lines and per-round paired ratios are pooled.
 A figure's providers are rsiw and siw (and tcp for reference) unless its paired ratio names two
 others ("pair:SUBJECT:REFERENCE", bench_pair_ratio in kunit/scenarios/lib.sh): such a figure
 has "subject" and "reference" in its row and is printed in a table of its own, one per such
-two, with its ratio turned to favour the subject as rsiw's is.
+two, with its ratio turned to favour the subject as rsiw's is. A figure compared against two
+references (kunit/pair-bench/12-*: rpcrdma2_v2 against nfs_tcp and against c_rpcrdma) gives
+one row per comparison, each with that comparison's rounds.
 """
 import json, math, re, statistics, sys
 rows, round_ratios, compared, boots = {}, {}, {}, sys.argv[2:]
 for boot, log in enumerate(boots):
+    # "rounds <name> <provider>: ..." (bench_report): a provider's rounds, whose median stands
+    # in for its BENCH line when a kernel message cut that line on the console.
+    provider_rounds, benched = {}, set()
     for line in open(log, errors="replace"):
+        m = re.match(r"^\[[^]]+\] rounds (\S+) ([^:\s]+): ([0-9. ]*)$", line.strip())
+        if m and not m.group(1).endswith("_paired_ratio"):
+            provider_rounds[m.group(1), m.group(2)] = [float(v) for v in m.group(3).split()]
+            continue
         # "rounds <name>_paired_ratio pair[:SUBJECT:REFERENCE]: ..." (bench_report): each
         # round's ratio.
         m = re.match(r"^\[[^]]+\] rounds (\S+)_paired_ratio pair(?::([^:\s]+):([^:\s]+))?: (.*)",
                      line.strip())
         if m:
             name, subject, reference, values = m.groups()
-            round_ratios.setdefault(name, []).extend(
+            pair = (subject, reference) if subject else None
+            round_ratios.setdefault((name, pair), []).extend(
                 float(v) for v in values.split() if re.fullmatch(r"[0-9.]+", v))
-            if subject:
-                compared[name] = (subject, reference)
+            if pair:
+                compared.setdefault(name, set()).add(pair)
             continue
         m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
         if not m:
@@ -43,6 +53,10 @@ for boot, log in enumerate(boots):
         row = rows.setdefault(name, {"name": name, "unit": unit})
         row.setdefault(provider, []).append(value)
         row.setdefault("boots", set()).add(boot)
+        benched.add((name, provider))
+    for (name, provider), values in provider_rounds.items():
+        if (name, provider) not in benched and name in rows and values:
+            rows[name].setdefault(provider, []).append(statistics.median(values))
 # One boot's figure is the median of its rounds; several boots' is the median of those.
 def median_ci95(values):
     """A distribution-free 95% confidence interval of the median of `values` (order
@@ -57,20 +71,23 @@ def median_ci95(values):
 def median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
+out = []
 for name, row in rows.items():
     nboots = len(row.pop("boots"))
     for provider in [k for k in row if k not in ("name", "unit")]:
         row[provider] = median(row[provider])
-    if name in compared:
-        row["subject"], row["reference"] = compared[name]
-    if name in round_ratios:
-        values = round_ratios[name]
-        row["paired_ratio"] = median(values)
-        row["paired_ratio_ci95"] = median_ci95(values)
-        row["rounds_ahead"], row["rounds"] = sum(v >= 1 for v in values), len(values)
     if nboots > 1:
         row["boots"] = nboots
-out = list(rows.values())
+    for pair in sorted(compared.get(name, ())) or [None]:
+        one = dict(row)
+        if pair:
+            one["subject"], one["reference"] = pair
+        values = round_ratios.get((name, pair))
+        if values:
+            one["paired_ratio"] = median(values)
+            one["paired_ratio_ci95"] = median_ci95(values)
+            one["rounds_ahead"], one["rounds"] = sum(v >= 1 for v in values), len(values)
+        out.append(one)
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 # ratio: of the medians, turned as bench_pair_ratio turns it (above 1, the subject did better).
 def ratio(r, subject, reference):
@@ -94,7 +111,7 @@ def table(rows, columns, subject, reference):
           f" at least as well")
 # The rsiw/siw table (unless every row is of two other providers: BENCH_ONLY=pair), then one
 # table for each two other providers compared, a blank line between tables.
-tables = [(subject, reference) for subject, reference in sorted(set(compared.values()))]
+tables = sorted({pair for pairs in compared.values() for pair in pairs})
 if any("subject" not in r for r in out) or not compared:
     tables.insert(0, None)
 for i, two in enumerate(tables):
