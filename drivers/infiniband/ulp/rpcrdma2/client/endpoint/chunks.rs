@@ -43,6 +43,12 @@ impl Chunks {
         Ok(())
     }
 
+    /// The handles of the segments, in wire order.
+    pub(super) fn handles(&self) -> impl Iterator<Item = u32> + '_ {
+        let reads = self.reads.iter().map(|s| s.target.handle);
+        reads.chain(self.write.iter().chain(self.reply.iter()).map(|s| s.handle))
+    }
+
     /// Passes the lists, as the encoder takes them, to `f`.
     pub(super) fn with_lists<R>(&self, f: impl FnOnce(ChunkListsRef<'_>) -> R) -> R {
         let write_list = [&self.write[..]];
