@@ -46,7 +46,8 @@ impl Chunks {
     /// The handles of the segments, in wire order.
     pub(super) fn handles(&self) -> impl Iterator<Item = u32> + '_ {
         let reads = self.reads.iter().map(|s| s.target.handle);
-        reads.chain(self.write.iter().chain(self.reply.iter()).map(|s| s.handle))
+        let writes = Iterator::chain(self.write.iter(), self.reply.iter()).map(|s| s.handle);
+        Iterator::chain(reads, writes)
     }
 
     /// Passes the lists, as the encoder takes them, to `f`.
