@@ -796,7 +796,7 @@ impl Endpoint {
                     )
                 })?;
         Ok(match invalidating {
-            Invalidating::Posted(_) => None,
+            Invalidating::Posted => None,
             Invalidating::Done(finished) => Some(finished),
         })
     }

@@ -127,8 +127,8 @@ pub(crate) struct Record {
 
 /// Where [`Registrations::invalidate`] left a record.
 pub(crate) enum Invalidating {
-    /// This many `LOCAL_INV`s were posted; the last one's completion finishes the record.
-    Posted(usize),
+    /// `LOCAL_INV`s were posted; the last one's completion finishes the record.
+    Posted,
     /// No region needed one: the record is finished.
     Done(Finished),
 }
@@ -348,7 +348,7 @@ impl Registrations {
             return Err(e);
         }
         if posted > 0 {
-            return Ok(Invalidating::Posted(posted));
+            return Ok(Invalidating::Posted);
         }
         let finished = Self::finish(&mut inner, index).ok_or(EINVAL)?;
         drop(inner);
