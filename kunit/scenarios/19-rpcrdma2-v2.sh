@@ -106,15 +106,16 @@ check_xprt() {
 # the server invalidates a call's region when it is its only one (a READ's Write chunk), at
 # most one per call with chunks.
 check_remote_invalidation() {
+  when=$1
   set -- $(xprt_line)
   if [ "$want" = 2 ]; then
     [ "${39}" -gt 0 ] && [ "${39}" -ge $((${14} + ${15})) ] ||
-      fail "remote invalidation ($1): the server invalidated ${39} regions for ${14} + ${15} calls with Write or Reply chunks: $*"
+      fail "remote invalidation ($when): the server invalidated ${39} regions for ${14} + ${15} calls with Write or Reply chunks: $*"
   else
     [ "${39}" -gt 0 ] && [ "${39}" -le $((${13} + ${14} + ${15})) ] ||
-      fail "remote invalidation ($1): the server invalidated ${39} regions for ${13} + ${14} + ${15} chunks: $*"
+      fail "remote invalidation ($when): the server invalidated ${39} regions for ${13} + ${14} + ${15} chunks: $*"
   fi
-  echo "remote invalidation ($1): ${39} regions invalidated by the server's Sends, ${27} by LOCAL_INV"
+  echo "remote invalidation ($when): ${39} regions invalidated by the server's Sends, ${27} by LOCAL_INV"
 }
 
 now() { cut -d' ' -f1 /proc/uptime; }
