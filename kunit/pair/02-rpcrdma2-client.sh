@@ -162,14 +162,15 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         (cd /mnt/nfs/dir.$vers && for i in $(seq 20); do : >entry-with-a-longer-name-$i; done) ||
           fail "creating 20 files over NFSv$vers/rpcrdma2"
         ln -s "$target" /mnt/nfs/link.$vers || fail "a symlink with a 3000-byte target"
-        # The transport's line: "xprt: rdma", the C transport's 27 columns and our 7: the
+        # The transport's line: "xprt: rdma", the C transport's 27 columns and our 10: the
         # connection's RPC-over-RDMA version, the Version 2 probes the server refused, the
         # RDMA2_CONNPROP messages sent and received, the server's RBSIZ, the continued calls
-        # and their Sends, and the continued replies received and their Sends.
+        # and their Sends, the continued replies received and their Sends, and the regions the
+        # server's Sends invalidated.
         line=$(xprt_line)
         echo "mountstats after writing: $line"
         set -- $line
-        [ "$2" = rdma ] && [ $# = 38 ] || fail "mountstats transport line: $line"
+        [ "$2" = rdma ] && [ $# = 39 ] || fail "mountstats transport line: $line"
         [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] && [ "${33}" = 0 ] &&
           [ "${35}" = 0 ] && [ "${36}" = 0 ] && [ "${37}" = 0 ] && [ "${38}" = 0 ] ||
           fail "not Version 1 after one refused Version 2 probe, or continued messages: $line"
@@ -196,6 +197,11 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         [ "${14}" -gt 0 ] && [ "${17}" -ge $((4 << 20)) ] ||
           fail "the reads did not come as Write chunks: $line"
         [ "${15}" -gt 0 ] || fail "the directory listing used no Reply chunk: $line"
+        # Column 39: regions the C server invalidated with Send With Invalidate, which the
+        # client offers (RFC 8797) and the C server uses for a call of one region (a READ's
+        # Write chunk); column 27: the client's own LOCAL_INVs.
+        [ "${39}" -gt 0 ] || fail "the C server invalidated no region of ours: $line"
+        echo "remote invalidation: ${39} regions invalidated by the C server, ${27} LOCAL_INVs"
         rm -r /mnt/nfs/small.$vers /mnt/nfs/big.$vers /mnt/nfs/dir.$vers /mnt/nfs/link.$vers
         timeout 60 umount /mnt/nfs || fail "umount"
         echo "round $round ($pa/$pb, inline threshold $threshold): NFSv$vers over rpcrdma2 to the C server: 300 KiB, 4 MiB$huge, 20 entries and a long symlink written, read back and compared; 3000 entries listed ($(( $(date +%s) - t0 )) s)"

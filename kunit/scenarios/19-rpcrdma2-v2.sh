@@ -74,7 +74,7 @@ xprt_line() {
   grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
 }
 
-# check_xprt WHEN: the transport's line has our 38 columns, speaks version $want, no probe was
+# check_xprt WHEN: the transport's line has our 39 columns, speaks version $want, no probe was
 # refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls or replies, in
 # Version 1) and the server's RBSIZ is $rbsiz; writes its Read, Write and Reply chunk counts, the
 # bytes pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
@@ -83,7 +83,7 @@ check_xprt() {
   line=$(xprt_line)
   echo "mountstats $when: $line"
   set -- $line
-  [ "$2" = rdma ] && [ $# = 38 ] || fail "mountstats transport line ($when): $line"
+  [ "$2" = rdma ] && [ $# = 39 ] || fail "mountstats transport line ($when): $line"
   [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
   [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
   if [ "$want" = 2 ]; then
@@ -97,6 +97,25 @@ check_xprt() {
       fail "continued calls or replies on a Version 1 transport: $line"
   fi
   echo "${13} ${14} ${15} ${16} ${35} ${36}" >/tmp/chunks
+}
+
+# check_remote_invalidation WHEN: the client offers remote invalidation and the server takes it
+# up. Column 39 counts the client's regions the server's Sends invalidated, 27 its LOCAL_INVs.
+# Version 2: every call with chunks names its first region in rdma_inv_handle, so each READ
+# (Write chunk) and each call with a Reply chunk has one invalidated by the server. Version 1:
+# the server invalidates a call's region when it is its only one (a READ's Write chunk), at
+# most one per call with chunks.
+check_remote_invalidation() {
+  when=$1
+  set -- $(xprt_line)
+  if [ "$want" = 2 ]; then
+    [ "${39}" -gt 0 ] && [ "${39}" -ge $((${14} + ${15})) ] ||
+      fail "remote invalidation ($when): the server invalidated ${39} regions for ${14} + ${15} calls with Write or Reply chunks: $*"
+  else
+    [ "${39}" -gt 0 ] && [ "${39}" -le $((${13} + ${14} + ${15})) ] ||
+      fail "remote invalidation ($when): the server invalidated ${39} regions for ${13} + ${14} + ${15} chunks: $*"
+  fi
+  echo "remote invalidation ($when): ${39} regions invalidated by the server's Sends, ${27} by LOCAL_INV"
 }
 
 now() { cut -d' ' -f1 /proc/uptime; }
@@ -144,6 +163,7 @@ pass() {
   [ "$(timeout 60 readlink /mnt/nfs/link.$vers)" = "$target" ] ||
     fail "the symlink read back over NFSv$vers (version $want) differs"
   check_xprt "after reading over NFSv$vers"
+  check_remote_invalidation "after reading over NFSv$vers"
   set -- $(cat /tmp/chunks)
   [ "${2:-0}" -gt 0 ] || fail "no Write chunk used by the reads over NFSv$vers (version $want)"
   [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
@@ -218,6 +238,12 @@ set -- $got
 [ "$1" -ge 2 ] && [ "$1" -ge "$continued" ] && [ "$2" -ge $((2 * $1)) ] && [ "$3" = 0 ] ||
   fail "the server took $1 continued calls in $2 messages ($3 broken sequences); the client sent $continued"
 echo "the server reassembled $1 continued calls from $2 messages (the client counted $continued)"
+# Each connection that sent replies With Invalidate says how many when it closes.
+set -- $(dmesg | sed -n 's/.*rpcrdma2: .*: closing: \([0-9]*\) replies sent With Invalidate, \([0-9]*\) rdma_inv_handle.*/\1 \2/p' |
+  awk '{ s += $1; u += $2 } END { print s + 0, u + 0 }')
+[ "$1" -gt 0 ] && [ "$2" = 0 ] ||
+  fail "the server logged $1 replies sent With Invalidate in Version 2 ($2 rdma_inv_handle values matching no segment)"
+echo "the server sent $1 replies With Invalidate of the region rdma_inv_handle named"
 
 # The other way: the server's send threshold follows the client's RBSIZ, and replies of 1 to
 # 4 KiB come continued.

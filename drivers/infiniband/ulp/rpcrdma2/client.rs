@@ -75,6 +75,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, new_condvar, new_mutex,
     prelude::*,
+    rdma::consumer::kernel_qp::RemoteInvalidation,
     str::CStr,
     sunrpc::{
         xprt::{Config, Connect, Rqst, Stats, Timeout, Transport, Xprt, IPPROTO_TCP},
@@ -227,9 +228,17 @@ enum Route {
     Held,
     /// Dropped: its call ended early.
     Dropped,
-    /// The invalidations could not be posted: the connection is broken.
+    /// Delivered now: its call's regions are invalid already (the reply's Send invalidated
+    /// the only one).
+    Ready(Finished),
+    /// The invalidations could not be posted, or the reply's Send invalidated none of its
+    /// call's regions: the connection is broken.
     Broken,
 }
+
+/// The proof that a received message's Send invalidated one of our regions (Send With
+/// Invalidate), until a call's record takes it; one left over breaks the connection.
+type RemoteProof<'a> = core::cell::Cell<Option<&'a RemoteInvalidation>>;
 
 /// One RPC client's transport to one server.
 ///
@@ -301,6 +310,8 @@ pub(crate) struct Counters {
     pub(crate) mrs_allocated: AtomicU64,
     /// Regions invalidated (`local_inv_needed`).
     pub(crate) local_invs: AtomicU64,
+    /// Regions the server invalidated with a reply's Send (Send With Invalidate).
+    pub(crate) remote_invs: AtomicU64,
     /// The protocol version of the current connection once settled, else 0.
     pub(crate) version: AtomicU32,
     /// Probes the server refused with `ERR_VERS`.
@@ -491,15 +502,17 @@ impl ClientTransport {
     }
 
     /// A message arrived on the endpoint of `generation`, in receive buffer `recv_index`;
-    /// fragments of a continued reply go to `reassembly`. Returns whether the buffer is held
-    /// (the reply waits there until its call's regions are invalidated) or posted again
-    /// already: then the caller leaves it.
+    /// fragments of a continued reply go to `reassembly`; `remote` holds the proof that its
+    /// Send invalidated one of our regions, taken if that is a region of the call the message
+    /// answers. Returns whether the buffer is held (the reply waits there until its call's
+    /// regions are invalidated) or posted again already: then the caller leaves it.
     fn received(
         xprt: &Xprt<Self>,
         generation: u32,
         message: &[u8],
         recv_index: usize,
         reassembly: &Mutex<Reassembly>,
+        remote: &RemoteProof<'_>,
     ) -> bool {
         use crate::proto::{call_plan::ReplyPlacement, chunk::ChunkLimits, wire::Received};
         let sending = xprt.sending();
@@ -571,7 +584,7 @@ impl ClientTransport {
                     Counters::add(&xprt.counters.continued_fragments, fragments as usize);
                     if let Some(chunks) = header.chunks() {
                         let payload = reassembly.storage().data();
-                        Self::continued(xprt, generation, xid, chunks, payload);
+                        Self::continued(xprt, generation, xid, chunks, payload, remote);
                     }
                     return false;
                 }
@@ -599,10 +612,17 @@ impl ClientTransport {
             xid,
             message.len(),
             Some(recv_index),
+            remote,
             kind_of,
         ) {
             Some(Route::Inline) => {}
             Some(Route::Held) => return true,
+            Some(Route::Ready(finished)) => {
+                if let Some(reply) = &finished.reply {
+                    Self::deliver(xprt, &finished, reply, message);
+                }
+                return false;
+            }
             Some(Route::Broken) => {
                 xprt.force_disconnect();
                 return false;
@@ -642,6 +662,7 @@ impl ClientTransport {
         xid: u32,
         chunks: &ChunkLists<'_>,
         payload: &[u8],
+        remote: &RemoteProof<'_>,
     ) {
         let kind_of = |layout: &_, plan: &_| {
             let Some(placement) = receive::msg_placement(chunks, layout, plan, payload.len())
@@ -657,7 +678,7 @@ impl ClientTransport {
                 Err(_) => ReplyKind::Failed,
             }
         };
-        match Self::route(xprt, generation, xid, payload.len(), None, kind_of) {
+        match Self::route(xprt, generation, xid, payload.len(), None, remote, kind_of) {
             Some(Route::Inline) => {
                 // A call without registered memory offered no chunks.
                 let delivered = if chunks.is_empty() {
@@ -671,6 +692,11 @@ impl ClientTransport {
                 };
                 Self::settle(xprt, xid, delivered);
             }
+            Some(Route::Ready(finished)) => {
+                if let Some(reply) = &finished.reply {
+                    Self::deliver(xprt, &finished, reply, &[]);
+                }
+            }
             Some(Route::Broken) => xprt.force_disconnect(),
             // A held continued reply holds a copy, not the receive buffer.
             Some(Route::Held | Route::Dropped) | None => {}
@@ -679,14 +705,16 @@ impl ClientTransport {
 
     /// Where the reply to call `xid` (a message of `len` bytes in receive buffer
     /// `recv_index`, or none for a continued reply) goes: a call with registered memory gets
-    /// it once that is invalidated, as `kind_of` its layout and plan makes of it. `None` if the
-    /// endpoint of `generation` is gone.
+    /// it once that is invalidated, as `kind_of` its layout and plan makes of it; the region
+    /// the message's Send invalidated (`remote`, taken if it is one of the call's) needs no
+    /// `LOCAL_INV`. `None` if the endpoint of `generation` is gone.
     fn route(
         xprt: &Xprt<Self>,
         generation: u32,
         xid: u32,
         len: usize,
         recv_index: Option<usize>,
+        remote: &RemoteProof<'_>,
         kind_of: impl FnOnce(
             &crate::proto::call_plan::CallLayout,
             &crate::proto::call_plan::CallPlan,
@@ -696,18 +724,35 @@ impl ClientTransport {
         // hold the last reference to it (dropping it drains the queue pair, which waits for
         // this very work).
         xprt.with_endpoint(generation, |endpoint| {
-            match endpoint.registrations().lookup(xid) {
+            let regs = endpoint.registrations();
+            match regs.lookup(xid) {
                 None => Route::Inline,
-                // A reply to a call that ended early, whose memory is being invalidated.
-                Some((_, None)) => Route::Dropped,
+                // A reply to a call that ended early, whose memory is being invalidated (a
+                // region its Send invalidated is found invalid by its `LOCAL_INV`).
+                Some((record, None)) => {
+                    if remote
+                        .get()
+                        .is_some_and(|p| regs.has_region(record, p.rkey()))
+                    {
+                        remote.set(None);
+                    }
+                    Route::Dropped
+                }
                 Some((record, Some((layout, plan)))) => {
                     let reply = HeldReply {
                         recv_index,
                         len,
                         kind: kind_of(&layout, &plan),
                     };
-                    match endpoint.invalidate_for_reply(record, reply) {
-                        Ok(()) => Route::Held,
+                    match endpoint.invalidate_for_reply(record, reply, remote.get()) {
+                        Ok(finished) => {
+                            if remote.take().is_some() {
+                                Counters::add(&xprt.counters.remote_invs, 1);
+                            }
+                            finished.map_or(Route::Held, Route::Ready)
+                        }
+                        // Not the call's region (`EPROTO`: the proof stays, for the caller to
+                        // report), or the connection is gone.
                         Err(_) => Route::Broken,
                     }
                 }
@@ -886,14 +931,15 @@ impl Transport for ClientTransport {
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG
         // calls, MRs (recycled, orphaned, allocated), local invalidations, empty send queue,
-        // and a column kept at 0; then seven of ours: the RPC-over-RDMA version of the current
+        // and a column kept at 0; then ours: the RPC-over-RDMA version of the current
         // connection (0 until it is settled), the Version 2 probes the server refused, the
         // `RDMA2_CONNPROP` messages sent and received, the current server's receive buffer
         // size (`RBSIZ`, 0 until its properties arrived); then the calls sent over several
         // Sends (Message Continuation) and their Sends, and the continued replies received and
-        // the Sends they came in.
+        // the Sends they came in; then the regions the server invalidated (Send With
+        // Invalidate), which needed no local invalidation.
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {} {} {}",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {} {} {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -915,7 +961,8 @@ impl Transport for ClientTransport {
             get(&c.continued_calls),
             get(&c.continued_sends),
             get(&c.continued_replies),
-            get(&c.continued_fragments)
+            get(&c.continued_fragments),
+            get(&c.remote_invs)
         ));
     }
 }

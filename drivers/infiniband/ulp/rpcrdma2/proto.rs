@@ -26,6 +26,7 @@ pub mod negotiation;
 pub mod payload_format;
 pub mod properties;
 pub mod property_exchange;
+pub mod remote_invalidation;
 pub mod reply_choice;
 pub mod reverse;
 pub mod role;

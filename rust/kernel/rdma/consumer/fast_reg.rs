@@ -15,7 +15,10 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use super::{client::ProtectionDomain, dma_buffer::DmaBuffer, mapped_pages::MappedPages};
+use super::{
+    client::ProtectionDomain, dma_buffer::DmaBuffer, kernel_qp::RemoteInvalidation,
+    mapped_pages::MappedPages,
+};
 use crate::{
     bindings,
     error::from_err_ptr,
@@ -217,10 +220,11 @@ impl FastRegMr {
         Ok(Mapped { mr, key })
     }
 
-    /// The registration under key `key` ended: a `LOCAL_INV` of it completed, or its `REG_MR`
-    /// was never posted. If it is still the current one, the memory it kept is let go (pages
-    /// are unmapped once no one else holds them); a newer registration (a new key) is kept.
-    pub(crate) fn registration_ended(&self, key: u32) {
+    /// The registration under key `key` ended: a `LOCAL_INV` of it completed, its `REG_MR`
+    /// was never posted, or a peer's Send With Invalidate invalidated it. If it is still the
+    /// current one, the memory it kept is let go (pages are unmapped once no one else holds
+    /// them) and this returns true; a newer registration (a new key) is kept.
+    pub(crate) fn registration_ended(&self, key: u32) -> bool {
         let mut registered = self.registered.lock();
         // SAFETY: As in `rkey`.
         let current = unsafe { (*self.mr.0.as_ptr()).rkey };
@@ -230,7 +234,17 @@ impl FastRegMr {
             None
         };
         drop(registered);
+        let ended = old.is_some();
         drop(old);
+        ended
+    }
+
+    /// A received Send With Invalidate (`proof`) invalidated a registration: if it is this
+    /// region's current one, its memory is let go as after a `LOCAL_INV`, and this returns
+    /// true (the region needs no `LOCAL_INV` before its next registration). False if the key is
+    /// another region's, or an earlier registration's of this one.
+    pub fn remotely_invalidated(&self, proof: &RemoteInvalidation) -> bool {
+        self.registration_ended(proof.rkey())
     }
 
     /// The local scatter/gather entry for `len` bytes at `offset` of the current registration

@@ -293,8 +293,25 @@ impl WcOpcode {
     }
 }
 
+/// A received Send With Invalidate's proof that the peer invalidated the registration under
+/// [`Self::rkey`] (`IB_WC_WITH_INVALIDATE`). Only the queue pair makes one, from a successful
+/// receive completion, and it cannot be copied: it lives as long as its [`WorkCompletion`].
+/// [`FastRegMr::remotely_invalidated`](super::fast_reg::FastRegMr::remotely_invalidated)
+/// takes it to let that registration's memory go, as a completed `LOCAL_INV` does.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RemoteInvalidation {
+    rkey: u32,
+}
+
+impl RemoteInvalidation {
+    /// The key the peer invalidated.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+}
+
 /// A completed work request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct WorkCompletion {
     /// The tag given when the request was posted.
     pub tag: u64,
@@ -310,6 +327,16 @@ pub struct WorkCompletion {
     pub imm: Option<u32>,
     /// The local key a received Send with Invalidate invalidated.
     pub invalidated_rkey: Option<u32>,
+    /// The same, as a proof, for a successful receive.
+    remote_invalidation: Option<RemoteInvalidation>,
+}
+
+impl WorkCompletion {
+    /// The proof that the peer invalidated one of our registrations with the Send this
+    /// successful receive took.
+    pub fn remote_invalidation(&self) -> Option<&RemoteInvalidation> {
+        self.remote_invalidation.as_ref()
+    }
 }
 
 /// Takes the completions of a queue pair created with it
@@ -385,7 +412,7 @@ impl QpShared {
         };
         let released;
         let invalidated;
-        let done;
+        let mut for_handler = None;
         {
             let mut slots = self.slots.lock();
             let Some(Some(slot)) = slots.posted.get_mut(index) else {
@@ -394,7 +421,7 @@ impl QpShared {
             let flags = wc.wc_flags as u32;
             // SAFETY: Plain integers in a union; the flags say which one the device wrote.
             let (imm, inv) = unsafe { (wc.ex.imm_data, wc.ex.invalidate_rkey) };
-            done = WorkCompletion {
+            let done = WorkCompletion {
                 tag: slot.tag,
                 is_recv: slot.is_recv,
                 status: WcStatus(wc.status),
@@ -403,6 +430,10 @@ impl QpShared {
                 imm: (flags & bindings::ib_wc_flags_IB_WC_WITH_IMM != 0).then(|| u32::from_be(imm)),
                 invalidated_rkey: (flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE != 0)
                     .then_some(inv),
+                remote_invalidation: (slot.is_recv
+                    && wc.status == bindings::ib_wc_status_IB_WC_SUCCESS
+                    && flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE != 0)
+                    .then_some(RemoteInvalidation { rkey: inv }),
             };
             released = (slot.buffer.take(), slot.mr.take(), slot.held.take());
             invalidated = slot
@@ -410,6 +441,7 @@ impl QpShared {
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
             if self.handler.is_some() {
                 Self::release(&mut slots, index);
+                for_handler = Some(done);
             } else {
                 // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
                 let _ = slots.done.push((index, done));
@@ -420,9 +452,9 @@ impl QpShared {
             mr.registration_ended(key);
         }
         drop(released);
-        match &self.handler {
-            Some(handler) => handler.completed(&done),
-            None => self.doorbell.complete(),
+        match (&self.handler, &for_handler) {
+            (Some(handler), Some(done)) => handler.completed(done),
+            _ => self.doorbell.complete(),
         }
     }
 

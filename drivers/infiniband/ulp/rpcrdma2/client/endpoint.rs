@@ -20,7 +20,9 @@
 //! the credits).
 
 use super::{
-    registration::{HeldReply, Region, Registrations, MAX_REGIONS, REGION_PAGES},
+    registration::{
+        Finished, HeldReply, Invalidating, Region, Registrations, MAX_REGIONS, REGION_PAGES,
+    },
     ClientTransport, Counters, Receiver, Sending, INLINE_SIZE, MAX_REQUESTS,
 };
 use crate::devices::Devices;
@@ -33,6 +35,7 @@ use crate::proto::{
     chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
     continuation::{FragmentPlan, MAX_SENT_FRAGMENTS},
+    remote_invalidation::solicited_handle,
     v1::V1_DEFAULT_INLINE,
     v2::EMPTY_MSG_HEADER_LEN,
     wire::{self, BodyRef, Credits, Direction, Outgoing, Revision},
@@ -53,7 +56,7 @@ use kernel::{
             device_removal::DeviceUse,
             dma_buffer::DmaBuffer,
             fast_reg::Access,
-            kernel_qp::{QpCaps, SendWr, Sge},
+            kernel_qp::{QpCaps, RemoteInvalidation, SendWr, Sge},
             mapped_pages::MappedPages,
         },
         fixed_ring::FixedRing,
@@ -266,7 +269,9 @@ impl Endpoint {
             )?;
         }
         let threshold = super::inline_threshold();
-        let private = CmPrivateData::new(threshold, threshold, false).encode();
+        // We take Send With Invalidate: a Version 1 server may invalidate a call's region with
+        // its reply (RFC 8797); Version 2 names the region per call (`rdma_inv_handle`).
+        let private = CmPrivateData::new(threshold, threshold, true).encode();
         id.connect(&ConnParam {
             private_data: &private,
             responder_resources: depth,
@@ -578,7 +583,9 @@ impl Endpoint {
                         _ => BodyRef::Msg(lists),
                     },
                 };
-                wire::encode(sending.revision, &mut header, &outgoing)
+                // The reply may invalidate the call's first region (Version 2).
+                let inv_handle = solicited_handle(sending.revision, chunks.handles());
+                wire::encode_soliciting(sending.revision, &mut header, &outgoing, inv_handle)
             })
             .map_err(|_| EMSGSIZE)?;
         let header = header.get(..header_len).ok_or(EINVAL)?;
@@ -734,7 +741,7 @@ impl Endpoint {
         let posted = self
             .buffers
             .registrations
-            .invalidate(record, None, |mr| match &qp {
+            .invalidate(record, None, None, |mr| match &qp {
                 Ok(qp) => qp.post_send(
                     &SendWr::LocalInv { mr },
                     SendTag::Invalidate(record).encode(),
@@ -747,18 +754,30 @@ impl Endpoint {
     }
 
     /// Starts invalidating the regions of record `record`, for the reply `reply` that
-    /// arrived; `reply` is delivered when that completed. `Err` if the connection is broken.
-    pub(crate) fn invalidate_for_reply(&self, record: usize, reply: HeldReply) -> Result {
+    /// arrived, whose Send invalidated the region `remote` names if it was a Send With
+    /// Invalidate: `Ok(None)` while `LOCAL_INV`s of the others run (then `reply` is
+    /// delivered), the finished record if none was needed. `EPROTO` if `remote` is not a region
+    /// of the call; other errors if the connection is broken.
+    pub(crate) fn invalidate_for_reply(
+        &self,
+        record: usize,
+        reply: HeldReply,
+        remote: Option<&RemoteInvalidation>,
+    ) -> Result<Option<Finished>> {
         let qp = self.id.qp()?;
-        self.buffers
-            .registrations
-            .invalidate(record, Some(reply), |mr| {
-                qp.post_send(
-                    &SendWr::LocalInv { mr },
-                    SendTag::Invalidate(record).encode(),
-                )
-            })
-            .map(|_| ())
+        let invalidating =
+            self.buffers
+                .registrations
+                .invalidate(record, Some(reply), remote, |mr| {
+                    qp.post_send(
+                        &SendWr::LocalInv { mr },
+                        SendTag::Invalidate(record).encode(),
+                    )
+                })?;
+        Ok(match invalidating {
+            Invalidating::Posted => None,
+            Invalidating::Done(finished) => Some(finished),
+        })
     }
 
     /// The call `xid` ends and its buffers go back: if the server may still reach them, their

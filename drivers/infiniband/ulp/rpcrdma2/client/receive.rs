@@ -9,6 +9,12 @@
 //! and acts only while its endpoint is the current one: completions flushed while an old
 //! endpoint drains reach nothing.
 //!
+//! A reply may come in a Send With Invalidate of one of its call's regions (RFC 8797 in
+//! Version 1, `rdma_inv_handle` in Version 2): the completion's proof of that goes with the
+//! message to the call's record, which then needs no `LOCAL_INV` for that region. A proof no
+//! record takes (a key that is none of the call's regions, or a message that answers no call
+//! with registered memory) fails the connection.
+//!
 //! On a Version 2 connection the server may continue a reply over several Sends (draft section
 //! 4.4.2): the receiver's [`Reassembly`] concatenates their payloads into a buffer allocated
 //! once with the endpoint, and the whole reply is delivered as an inline reply of that length.
@@ -24,7 +30,10 @@ use crate::proto::{
     continuation::{Reassembler, SliceStorage, RECEIVE_LIMITS},
     wire::Body,
 };
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::{
+    cell::Cell,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -115,6 +124,7 @@ impl CompletionHandler for Receiver {
             None => return,
         };
         let generation = self.buffers.generation;
+        let remote = Cell::new(wc.remote_invalidation());
         let held = copied.is_ok()
             && self
                 .xprt
@@ -126,11 +136,27 @@ impl CompletionHandler for Receiver {
                             message,
                             index,
                             &self.reassembly,
+                            &remote,
                         )
                 })
                 .unwrap_or(false);
         if !held {
             self.buffers.repost_later(index);
+        }
+        if let Some(proof) = remote.get() {
+            // The server invalidated memory that is no region of the call its message answers
+            // (or the message answers no call): it may be another call's, which the server
+            // could still be writing. The connection goes; the calls are sent again.
+            self.xprt
+                .with(|xprt| Counters::add(&xprt.counters.bad_reply, 1));
+            if !self.failure_reported.swap(true, Ordering::Relaxed) {
+                pr_warn!(
+                    "connection lost: the server's Send invalidated key {:#x}, no region of the \
+                     call it answers\n",
+                    proof.rkey()
+                );
+            }
+            self.lost();
         }
     }
 }

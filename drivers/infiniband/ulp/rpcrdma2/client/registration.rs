@@ -10,12 +10,16 @@
 //! wire as one segment. No byte is copied.
 //!
 //! A call's regions form its [`Record`], kept by the endpoint under the call's XID until
-//! every region is invalid again, which only a completed `LOCAL_INV` proves (RFC 8166,
-//! section 3.4.7: the Requester invalidates before it uses the memory). So:
+//! every region is invalid again, which a completed `LOCAL_INV` proves, or the reply's Send
+//! if it was a Send With Invalidate of the region (RFC 8166, section 3.4.7: the Requester
+//! invalidates before it uses the memory; RFC 8797 and Version 2's `rdma_inv_handle` let the
+//! Responder do it for one region). So:
 //!
-//! - when the reply arrives, its receive buffer is held (not posted again) while the
-//!   invalidations run, and the reply is delivered to the call only once the last one
-//!   completed, with the pages unmapped;
+//! - when the reply arrives, the region its Send invalidated, if any, is done with at once (an
+//!   invalidation of anything but a region of that call breaks the connection: the peer
+//!   invalidated memory it had no business with); its receive buffer is held (not posted
+//!   again) while the `LOCAL_INV`s of the other regions run, and the reply is delivered to the
+//!   call only once the last one completed (at once without any), with the pages unmapped;
 //! - when a call ends before its reply (a signal, a timeout), freeing its buffers
 //!   ([`Endpoint::release_call`](super::endpoint::Endpoint::release_call)) invalidates and
 //!   waits, so no page goes back to its owner while the server may still write it;
@@ -28,13 +32,19 @@
 //! [`plan_v1`]: crate::proto::call_plan::plan_v1
 
 use super::MAX_REQUESTS;
-use crate::proto::call_plan::{CallLayout, CallPlan, ReplyPlacement};
+use crate::proto::{
+    call_plan::{CallLayout, CallPlan, ReplyPlacement},
+    remote_invalidation::invalidated_region,
+};
 use core::ops::Range;
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     rdma::{
-        consumer::{client::ProtectionDomain, fast_reg::FastRegMr, mapped_pages::MappedPages},
+        consumer::{
+            client::ProtectionDomain, fast_reg::FastRegMr, kernel_qp::RemoteInvalidation,
+            mapped_pages::MappedPages,
+        },
         fixed_ring::FixedRing,
     },
     sync::{Arc, CondVar, Mutex},
@@ -111,6 +121,14 @@ pub(crate) struct Record {
     pub(crate) plan: CallPlan,
     regions: KVec<Region>,
     stage: Stage,
+}
+
+/// Where [`Registrations::invalidate`] left a record.
+pub(crate) enum Invalidating {
+    /// `LOCAL_INV`s were posted; the last one's completion finishes the record.
+    Posted,
+    /// No region needed one: the record is finished.
+    Done(Finished),
 }
 
 /// What finished with a record: its call's reply, if one is held, now to be delivered.
@@ -267,15 +285,18 @@ impl Registrations {
     }
 
     /// Starts invalidating record `index` (it must be registered), holding `reply` until the
-    /// end: passes each region's MR to `post` (which posts its `LOCAL_INV`). Returns how many
-    /// were posted. If `post` fails, the connection is gone: the record is finished without
+    /// end. `remote` is the proof that the reply's Send invalidated one of its regions: that
+    /// one's registration ends here (`EPROTO`, and nothing changes, if it is none of the
+    /// record's regions). Passes each other region's MR to `post` (which posts its
+    /// `LOCAL_INV`). If `post` fails, the connection is gone: the record is finished without
     /// its regions (their MRs keep the pages until the endpoint goes), the reply dropped.
     pub(crate) fn invalidate(
         &self,
         index: usize,
         reply: Option<HeldReply>,
+        remote: Option<&RemoteInvalidation>,
         mut post: impl FnMut(&Arc<FastRegMr>) -> Result,
-    ) -> Result<usize> {
+    ) -> Result<Invalidating> {
         let mut inner = self.inner.lock();
         let Some(record) = inner.records.get_mut(index).and_then(Option::as_mut) else {
             return Err(EINVAL);
@@ -283,9 +304,28 @@ impl Registrations {
         if !matches!(record.stage, Stage::Registered) {
             return Err(EALREADY);
         }
+        let remote_region = match remote {
+            Some(proof) => {
+                let handles = record.regions.iter().map(|r| r.mr.rkey());
+                let region = invalidated_region(proof.rkey(), handles).ok_or(EPROTO)?;
+                let ended = record
+                    .regions
+                    .get(region)
+                    .is_some_and(|r| r.mr.remotely_invalidated(proof));
+                // The key is the region's current one: its registration ended.
+                if !ended {
+                    return Err(EPROTO);
+                }
+                Some(region)
+            }
+            None => None,
+        };
         let mut posted = 0;
         let mut failed = None;
-        for region in record.regions.iter() {
+        for (i, region) in record.regions.iter().enumerate() {
+            if Some(i) == remote_region {
+                continue;
+            }
             if let Err(e) = post(&region.mr) {
                 failed = Some(e);
                 break;
@@ -305,7 +345,48 @@ impl Registrations {
             self.settled.notify_all();
             return Err(e);
         }
-        Ok(posted)
+        if posted > 0 {
+            return Ok(Invalidating::Posted);
+        }
+        let finished = Self::finish(&mut inner, index).ok_or(EINVAL)?;
+        drop(inner);
+        self.settled.notify_all();
+        Ok(Invalidating::Done(finished))
+    }
+
+    /// Whether a region of record `index` is registered under `rkey`.
+    pub(crate) fn has_region(&self, index: usize, rkey: u32) -> bool {
+        let inner = self.inner.lock();
+        inner
+            .records
+            .get(index)
+            .and_then(Option::as_ref)
+            .is_some_and(|r| r.regions.iter().any(|region| region.mr.rkey() == rkey))
+    }
+
+    /// Finishes record `index`, all of whose regions are invalid: its MRs return to the pool,
+    /// its pages are unmapped (once the registrations let go of them too), and what it held is
+    /// returned.
+    fn finish(inner: &mut Inner, index: usize) -> Option<Finished> {
+        let Record {
+            xid,
+            regions,
+            stage,
+            ..
+        } = inner.records.get_mut(index)?.take()?;
+        let mut reply = None;
+        if let Stage::Invalidating { reply: held, .. } = stage {
+            reply = held;
+        }
+        for region in regions {
+            // Its registration ended (a `LOCAL_INV` completed, or the peer's Send With
+            // Invalidate): the queue pair let go of the pages; ours goes here, which unmaps
+            // them.
+            drop(region.pages);
+            // Cannot fail: the pool's capacity is every MR there is.
+            let _ = inner.free_mrs.push(region.mr);
+        }
+        Some(Finished { xid, reply })
     }
 
     /// One `LOCAL_INV` of record `index` completed (`ok`: successfully). When the record has
@@ -322,31 +403,17 @@ impl Registrations {
         if *pending > 0 && ok {
             return None;
         }
-        let Record {
-            xid,
-            regions,
-            stage,
-            ..
-        } = inner.records.get_mut(index)?.take()?;
-        let mut reply = None;
-        if ok {
-            if let Stage::Invalidating { reply: held, .. } = stage {
-                reply = held;
-            }
-            for region in regions {
-                // Its registration ended with the `LOCAL_INV` (the queue pair let go of the
-                // pages); ours goes here, which unmaps them.
-                drop(region.pages);
-                // Cannot fail: the pool's capacity is every MR there is.
-                let _ = inner.free_mrs.push(region.mr);
-            }
+        let finished = if ok {
+            Self::finish(&mut inner, index)
         } else {
+            let Record { xid, regions, .. } = inner.records.get_mut(index)?.take()?;
             inner.allocated_mrs = inner.allocated_mrs.saturating_sub(regions.len());
             drop(regions);
-        }
+            Some(Finished { xid, reply: None })
+        };
         drop(inner);
         self.settled.notify_all();
-        Some(Finished { xid, reply })
+        finished
     }
 
     /// Waits until call `xid` has no record any more.

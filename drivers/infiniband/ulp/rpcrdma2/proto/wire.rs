@@ -183,6 +183,18 @@ pub fn encode(
     buf: &mut [u8],
     header: &Outgoing<'_>,
 ) -> Result<usize, EncodeError> {
+    encode_soliciting(revision, buf, header, 0)
+}
+
+/// Encodes `header` as [`encode`] does, a Version 2 `Msg` or `NoMsg` with `inv_handle` as its
+/// `rdma_inv_handle` (see [`super::remote_invalidation::solicited_handle`]); Version 1 headers
+/// and fragments carry none.
+pub fn encode_soliciting(
+    revision: Revision,
+    buf: &mut [u8],
+    header: &Outgoing<'_>,
+    inv_handle: u32,
+) -> Result<usize, EncodeError> {
     let credit = header.credits.raw(revision);
     match revision {
         Revision::V1 => {
@@ -211,14 +223,8 @@ pub fn encode(
                 flags,
             };
             let body = match header.body {
-                BodyRef::Msg(lists) => V2BodyRef::Msg(V2ChunkListsRef {
-                    inv_handle: 0,
-                    lists,
-                }),
-                BodyRef::NoMsg(lists) => V2BodyRef::NoMsg(V2ChunkListsRef {
-                    inv_handle: 0,
-                    lists,
-                }),
+                BodyRef::Msg(lists) => V2BodyRef::Msg(V2ChunkListsRef { inv_handle, lists }),
+                BodyRef::NoMsg(lists) => V2BodyRef::NoMsg(V2ChunkListsRef { inv_handle, lists }),
                 BodyRef::Fragment => V2BodyRef::Msg(V2ChunkListsRef {
                     inv_handle: 0,
                     lists: ChunkListsRef::EMPTY,
@@ -289,6 +295,9 @@ pub struct Header<'a> {
     pub response: Option<bool>,
     /// What follows the fixed words.
     pub body: Body<'a>,
+    /// Version 2's `rdma_inv_handle` of a `Msg` or `NoMsg`: a handle of its chunk lists, or 0
+    /// (always 0 in Version 1).
+    pub inv_handle: u32,
     /// Bytes of the header.
     pub header_len: usize,
 }
@@ -355,6 +364,7 @@ pub fn decode_as<'a>(
                 credits: Credits::from_raw(h.credit, revision),
                 response: None,
                 body,
+                inv_handle: 0,
                 header_len: h.header_len,
             })
         }
@@ -365,6 +375,7 @@ pub fn decode_as<'a>(
             };
             let m = v2::decode(buf, &cfg)?;
             let grant = m.is_credit_grant();
+            let inv_handle = m.chunks().map_or(0, |c| c.inv_handle);
             let body = match m.body {
                 _ if grant => Body::Control,
                 V2Body::Msg { chunks, payload } => Body::Msg {
@@ -387,6 +398,7 @@ pub fn decode_as<'a>(
                 credits: Credits::from_raw(m.prefix.credit.to_raw(), revision),
                 response: Some(m.prefix.flags.response()),
                 body,
+                inv_handle,
                 header_len: m.header_len,
             })
         }

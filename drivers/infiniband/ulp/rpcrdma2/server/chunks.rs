@@ -63,20 +63,18 @@ pub(crate) struct CallChunks {
     pub(crate) reply: Option<KVec<Segment>>,
     /// The reply's bulk data, from `xpo_result_payload`: offset and length in `rq_res`.
     pub(crate) payload: Option<(u32, u32)>,
-    /// The client's region the reply's Send invalidates (Send With Invalidate): the only
-    /// one the call offered, if the client takes remote invalidation.
+    /// The client's region the reply's (last) Send invalidates, a Send With Invalidate
+    /// ([`reply_invalidation`](crate::proto::remote_invalidation::reply_invalidation)).
     pub(crate) invalidate: Option<u32>,
 }
 
 impl CallChunks {
-    /// The context of a call with `lists`, from a client that takes remote invalidation or
-    /// not: `None` if the call offers no Write list nor Reply chunk, and no region to
-    /// invalidate.
+    /// The context of a call with `lists` whose reply invalidates `invalidate`: `None` if the
+    /// call offers no Write list nor Reply chunk, and no region to invalidate.
     pub(crate) fn of(
         lists: &ChunkLists<'_>,
-        remote_invalidation: bool,
+        invalidate: Option<u32>,
     ) -> Result<Option<KBox<Self>>> {
-        let invalidate = lists.sole_handle().filter(|_| remote_invalidation);
         if lists.writes.is_empty() && lists.reply.is_none() && invalidate.is_none() {
             return Ok(None);
         }

@@ -65,6 +65,7 @@ use crate::{
         property_exchange::{
             send_threshold, split_properties, ExchangeEvent, LocalProperties, PropertyExchange,
         },
+        remote_invalidation::{reply_invalidation, ReplyInvalidation},
         reply_choice::{choose_reply_v2, ReplyShape},
         v1::V1_DEFAULT_INLINE,
         v2::{self, Credit, Flags},
@@ -137,6 +138,10 @@ pub(crate) struct Connection<C: WithBackchannel> {
     reassembly: Pin<KBox<Mutex<Reassembly>>>,
     /// The client takes Send With Invalidate (RFC 8797).
     remote_invalidation: bool,
+    /// Replies sent in a Send With Invalidate, and Version 2 calls whose `rdma_inv_handle`
+    /// named none of their segments (answered with a plain Send).
+    sends_with_invalidate: AtomicU64,
+    unmatched_inv_handles: AtomicU64,
     /// The connection's protocol version (`rdma_vers`), 0 until its first message of a
     /// version it speaks.
     version: AtomicU32,
@@ -225,6 +230,8 @@ pub(crate) fn accept<C: WithBackchannel>(
                 exchange: KBox::pin_init(new_mutex!(Exchange::new()), GFP_KERNEL)?,
                 reassembly: KBox::pin_init(new_mutex!(Reassembly::new()?), GFP_KERNEL)?,
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
+                sends_with_invalidate: AtomicU64::new(0),
+                unmatched_inv_handles: AtomicU64::new(0),
                 version: AtomicU32::new(0),
                 remote,
                 callbacks: Callbacks::new()?,
@@ -515,10 +522,24 @@ impl<C: WithBackchannel> Connection<C> {
             Ok(plan) => plan,
             Err(why) => return unserved(why),
         };
-        // Version 1 leaves the region to the server (RFC 8797); Version 2 names it in
-        // `rdma_inv_handle`, which this server does not take up: its Sends invalidate nothing.
-        let remote_invalidation = xprt.remote_invalidation && revision == Revision::V1;
-        *ctxt = CallChunks::of(&lists, remote_invalidation)?;
+        // Version 1 leaves the region to the server (RFC 8797), Version 2 names it in
+        // `rdma_inv_handle`: the reply's last Send invalidates it.
+        let invalidation = reply_invalidation(
+            revision,
+            xprt.remote_invalidation,
+            header.inv_handle,
+            &lists,
+        );
+        if let ReplyInvalidation::Unmatched(handle) = invalidation {
+            xprt.unmatched_inv_handles.fetch_add(1, Ordering::Relaxed);
+            pr_debug!(
+                "{}: call {:#x} names {:#x} in rdma_inv_handle, none of its segments\n",
+                Peer(xprt.remote),
+                header.xid,
+                handle
+            );
+        }
+        *ctxt = CallChunks::of(&lists, invalidation.handle())?;
         let give_up = || Self::give_up(xprt);
         // Pages of the call, and one for the reply.
         let fits = |pages: usize| pages < rqst.page_count();
@@ -697,6 +718,9 @@ impl<C: WithBackchannel> Connection<C> {
                 },
             };
             self.id.qp()?.post_send(&send, index as u64 | tag)?;
+            if invalidate.is_some() {
+                self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(len)
         })();
         if posted.is_err() {
@@ -988,6 +1012,17 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
                 Peer(xprt.remote),
                 xprt.continued_replies.load(Ordering::Relaxed),
                 xprt.continued_sends.load(Ordering::Relaxed)
+            );
+        }
+        let invalidating = xprt.sends_with_invalidate.load(Ordering::Relaxed);
+        let unmatched = xprt.unmatched_inv_handles.load(Ordering::Relaxed);
+        if invalidating != 0 || unmatched != 0 {
+            pr_info!(
+                "{}: closing: {} replies sent With Invalidate, {} rdma_inv_handle values \
+                 matching no segment\n",
+                Peer(xprt.remote),
+                invalidating,
+                unmatched
             );
         }
         xprt.callbacks.close();

@@ -43,6 +43,13 @@ impl Chunks {
         Ok(())
     }
 
+    /// The handles of the segments, in wire order.
+    pub(super) fn handles(&self) -> impl Iterator<Item = u32> + '_ {
+        let reads = self.reads.iter().map(|s| s.target.handle);
+        let writes = Iterator::chain(self.write.iter(), self.reply.iter()).map(|s| s.handle);
+        Iterator::chain(reads, writes)
+    }
+
     /// Passes the lists, as the encoder takes them, to `f`.
     pub(super) fn with_lists<R>(&self, f: impl FnOnce(ChunkListsRef<'_>) -> R) -> R {
         let write_list = [&self.write[..]];
