@@ -18,7 +18,14 @@
 # closes); and its SBSIZ of
 # 1024 makes the client plan chunks for replies larger than that. Files of 300 KiB and 4 MiB,
 # the symlink and the listing are written, read back after a remount and compared over NFSv4.1
-# and NFSv3.
+# and NFSv3. Between the two, the reverse direction in Version 2 (draft section 4.5): the client
+# holds a file open for reading over NFSv4.1 (a read delegation, nfsd's callback path UP) and
+# the file is written on the server, so nfsd recalls the delegation over the Version 2
+# connection's backchannel (CB_SEQUENCE and CB_RECALL without RDMA2_F_RESPONSE, the client's
+# reply with it; both sides' RDMA2_CONNPROP say BRS RDMA2_RVRSDIR_SIMPLE); the client returns
+# it (a DELEGRETURN in mountstats' per-op counts) and the write goes on within 10 s (45 s, the
+# lease break time, without). The server logs the callbacks it sent in Version 2 and the client
+# those it served, none dropped.
 # Then the other way: a client of inline_threshold=1024 and a server of 4096, whose send
 # threshold follows the client's RBSIZ down to 1024 (its log says so). There replies of 1 to
 # 4 KiB come continued (draft section 4.4.2): the mount's rsize=2048 caps each READDIR at 2 KiB
@@ -198,6 +205,51 @@ capture() {
   echo "capture $1: $(stat -c %s /share/$1.pcap) bytes; $(grep -i 'captured\|dropped' /tmp/tcpdump.log | tr '\n' ' ')"
 }
 
+# delegreturns: the DELEGRETURN calls of the mount on /mnt/nfs so far (mountstats' per-op line).
+delegreturns() {
+  grep -A 300 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats |
+    awk '$1 == "DELEGRETURN:" { print $2; found = 1; exit } END { if (!found) print 0 }'
+}
+
+# recall: the client holds a file open for reading over NFSv4.1 (a read delegation, nfsd's
+# callback path UP) and the server writes it locally: nfsd recalls the delegation over the
+# backchannel of the Version 2 connection (CB_RECALL), the client returns it (DELEGRETURN) and
+# the write goes on within seconds (45 s, the lease break time, without a returned delegation).
+recall() {
+  local before after t
+  echo 'created on the server' >/srv/export/deleg
+  timeout 60 mount -t nfs -o vers=4.1,$opts $ADDR1:/srv/export /mnt/nfs ||
+    fail "mount vers=4.1 for the recall (version $want)"
+  before=$(delegreturns)
+  exec 3</mnt/nfs/deleg || fail "open deleg over NFSv4.1 (version $want)"
+  read -r first <&3 || fail "read deleg over NFSv4.1 (version $want)"
+  [ "$first" = "created on the server" ] || fail "deleg reads back \"$first\""
+  deleg_holder 4.1 deleg
+  t=$(now)
+  timeout 120 sh -c "echo 'changed on the server' >>/srv/export/deleg" ||
+    fail "writing deleg on the server"
+  t=$(since $t)
+  awk -v t=$t 'BEGIN { exit !(t < 10) }' ||
+    fail "the local write waited $t s: the delegation was not returned on recall (version $want)"
+  # The client counts its DELEGRETURN when the reply arrives, which may follow the write.
+  for _ in $(seq 20); do
+    after=$(delegreturns)
+    [ "$after" -gt "$before" ] && break
+    sleep 0.5
+  done
+  [ "$after" -gt "$before" ] ||
+    fail "no DELEGRETURN after the recall (mountstats: $before before, $after after)"
+  exec 3<&-
+  check_xprt "after the recall"
+  timeout 30 grep -q "changed on the server" /mnt/nfs/deleg ||
+    fail "the server's change of deleg not seen over NFSv4.1 (version $want)"
+  # The mount may stay busy (EBUSY) for a moment after the held file is closed: a few tries.
+  for _ in $(seq 40); do timeout 60 umount /mnt/nfs 2>/dev/null && break; sleep 0.5; done
+  ! grep -q ' /mnt/nfs ' /proc/mounts || fail "umount after the recall (version $want)"
+  rm -f /srv/export/deleg
+  echo "NFSv4.1 over RPC-over-RDMA version $want: nfsd recalled a read delegation over the backchannel (CB_RECALL), the local write waited $t s, DELEGRETURN $before -> $after"
+}
+
 # no_v2_errors: neither side refused a message of the other in Version 2.
 no_v2_errors() {
   ! dmesg | grep -q 'rpcrdma2: .*refused the Version 2 probe' || fail "a Version 2 probe was refused"
@@ -216,6 +268,7 @@ start_with version=2 server_inline_threshold=1024
 dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes)' ||
   fail "rpcrdma2 did not take server_inline_threshold=1024"
 pass 4.1
+recall
 pass 3
 capture rpcrdma2-v2-server-rbsiz-1024
 dmesg | grep 'rpcrdma2: .*RPC-over-RDMA v' | tail -n 6
@@ -244,6 +297,15 @@ set -- $(dmesg | sed -n 's/.*rpcrdma2: .*: closing: \([0-9]*\) replies sent With
 [ "$1" -gt 0 ] && [ "$2" = 0 ] ||
   fail "the server logged $1 replies sent With Invalidate in Version 2 ($2 rdma_inv_handle values matching no segment)"
 echo "the server sent $1 replies With Invalidate of the region rdma_inv_handle named"
+# The recall's callbacks: the server sent them on a Version 2 connection and the client
+# served them, neither dropping any.
+dmesg | grep 'rpcrdma2: backchannel' || true
+dmesg | grep -q 'rpcrdma2: backchannel: [1-9][0-9]* callbacks served, [1-9][0-9]* replies sent, 0 callbacks dropped' ||
+  fail "the client served no callback over Version 2"
+dmesg | grep -q 'rpcrdma2: backchannel: [1-9][0-9]* callbacks sent in RPC-over-RDMA v2, [1-9][0-9]* replies received, 0 replies dropped' ||
+  fail "the server sent no callback over Version 2 (or dropped replies)"
+! dmesg | grep 'rpcrdma2: backchannel:' | grep -vE ' 0 (callbacks|replies) dropped' ||
+  fail "the backchannel dropped callbacks or replies over Version 2"
 
 # The other way: the server's send threshold follows the client's RBSIZ, and replies of 1 to
 # 4 KiB come continued.

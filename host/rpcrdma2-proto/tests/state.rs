@@ -695,6 +695,63 @@ fn reverse_support_levels() {
     );
 }
 
+#[test]
+fn reverse_sends_from_both_levels() {
+    use ReverseSupport::*;
+    let levels = [None, Simple, Continued, General];
+    for local in levels {
+        for peer in levels {
+            let sends = reverse_sends(local, peer);
+            // Symmetric: the Call goes one way, its Reply the other.
+            assert_eq!(sends, reverse_sends(peer, local));
+            let expected = match (local, peer) {
+                (None, _) | (_, None) => ReverseSends::Nothing,
+                (Simple, _) | (_, Simple) => ReverseSends::Simple,
+                _ => ReverseSends::Continued,
+            };
+            assert_eq!(sends, expected, "local {local:?}, peer {peer:?}");
+            assert_eq!(sends.any(), local != None && peer != None);
+        }
+    }
+    // A peer that sent no BRS property keeps the default, NONE (draft section 5.2.5).
+    let mut peer = PeerProperties::DEFAULT;
+    assert_eq!(reverse_sends(Simple, peer.reverse), ReverseSends::Nothing);
+    // SBSIZ and RBSIZ, no BRS.
+    let set = words(&[2, 1, 4, 4096, 2, 4, 4096]);
+    peer.apply(&PropSet::decode(&mut XdrReader::new(&set)).unwrap());
+    assert_eq!(
+        reverse_sends(Continued, peer.reverse),
+        ReverseSends::Nothing
+    );
+    // BRS SIMPLE, then BRS CONT (the value 2 of section 5.2.5).
+    let set = words(&[1, 5, 4, 1]);
+    peer.apply(&PropSet::decode(&mut XdrReader::new(&set)).unwrap());
+    assert_eq!(reverse_sends(Continued, peer.reverse), ReverseSends::Simple);
+    let set = words(&[1, 5, 4, 2]);
+    peer.apply(&PropSet::decode(&mut XdrReader::new(&set)).unwrap());
+    assert_eq!(
+        reverse_sends(Continued, peer.reverse),
+        ReverseSends::Continued
+    );
+    assert_eq!(reverse_sends(Simple, peer.reverse), ReverseSends::Simple);
+    // An empty BRS value is the default.
+    let set = words(&[1, 5, 0]);
+    peer.apply(&PropSet::decode(&mut XdrReader::new(&set)).unwrap());
+    assert_eq!(
+        reverse_sends(Continued, peer.reverse),
+        ReverseSends::Nothing
+    );
+    // A peer whose first message is not RDMA2_CONNPROP keeps every default.
+    let mut x = PropertyExchange::new();
+    x.on_other_message();
+    assert_eq!(
+        reverse_sends(Simple, x.peer().reverse),
+        ReverseSends::Nothing
+    );
+    // Version 1 has no properties: whole messages inline.
+    assert_eq!(ReverseSends::VERSION_1, ReverseSends::Simple);
+}
+
 // ---- property sets over several RDMA2_CONNPROP (RDMA2_F_TPMORE) ----
 
 mod tpmore {

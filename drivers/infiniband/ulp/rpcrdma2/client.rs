@@ -62,7 +62,7 @@ use crate::proto::{
     continuation::{Reassembled, MAX_SENT_FRAGMENTS},
     error::{ErrorBody, ErrorReply, V2Error},
     negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
-    properties::{PeerProperties, ReverseSupport},
+    properties::PeerProperties,
     property_exchange::{
         receive_threshold, send_threshold, split_properties, ExchangeEvent, LocalProperties,
         PropertyExchange,

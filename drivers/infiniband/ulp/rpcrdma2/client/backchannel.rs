@@ -17,6 +17,10 @@
 //!   takes it as its congestion window (clamped to its own two).
 //! - **Receives.** Besides one per call of ours in flight and two spare, the endpoint keeps
 //!   [`RECEIVES`] more posted for callbacks: twice the credits granted, as the C client does.
+//! - **Reverse-direction support.** In Version 2 our transport properties say what we take
+//!   in the reverse direction (`RDMA2_PROPID_BRS`, draft section 5.2.5): [`REVERSE`]. A
+//!   callback in a form it does not cover is dropped and counted, as one that finds no free
+//!   request.
 //! - **Sizes** offered to the NFS client for its session: callbacks and their replies of up to
 //!   the smaller of the two sides' inline thresholds (and a page, a backchannel request's
 //!   buffer) less the header, [`BC_SLOTS`] of them in flight.
@@ -24,6 +28,9 @@
 use super::{ClientTransport, Counters};
 use crate::proto::{
     chunk::ChunkListsRef,
+    payload_format::PayloadFormat,
+    properties::ReverseSupport,
+    reverse::check_reverse_support,
     wire::{self, inline_reverse_call, BodyRef, Credits, Direction, Header, Outgoing, Revision},
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -37,6 +44,10 @@ use kernel::{
 /// offered for the session's backchannel (`bc_num_slots`). The C client's 16, the NFS client's
 /// default number of callback slots.
 pub(crate) const BC_SLOTS: u32 = 16;
+
+/// What we take in the reverse direction, the `RDMA2_PROPID_BRS` of our transport properties:
+/// callbacks in Simple Format without chunks, each whole in one Send.
+pub(crate) const REVERSE: ReverseSupport = ReverseSupport::Simple;
 
 /// Receives posted for callbacks, besides those for the replies to our calls.
 pub(crate) const RECEIVES: usize = 2 * BC_SLOTS as usize;
@@ -124,6 +135,18 @@ pub(super) fn received(xprt: &Xprt<ClientTransport>, header: &Header<'_>) -> boo
         return false;
     };
     let bc = &xprt.backchannel;
+    // Version 2: only what our properties said we take (a whole Call inline, no chunks).
+    if header.revision == Revision::V2Draft01 {
+        if let Err(e) = check_reverse_support(REVERSE, PayloadFormat::Simple, false, false, false) {
+            bc.dropped.fetch_add(1, Ordering::Relaxed);
+            pr_debug!(
+                "callback {:#x} dropped: we take none ({:?})\n",
+                header.xid,
+                e
+            );
+            return true;
+        }
+    }
     match xprt.deliver_backchannel_call(call) {
         Ok(()) => {
             bc.calls.fetch_add(1, Ordering::Relaxed);

@@ -50,8 +50,7 @@ impl ClientTransport {
         let local = LocalProperties {
             send_size: threshold,
             recv_buffer_size: threshold,
-            // Callbacks are taken inline, without chunks (`backchannel`).
-            reverse: ReverseSupport::Simple,
+            reverse: super::backchannel::REVERSE,
         };
         let props = local.properties();
         let batches = split_properties(&props, FIRST_MESSAGE_MAX).map_err(|_| EINVAL)?;

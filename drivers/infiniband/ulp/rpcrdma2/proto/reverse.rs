@@ -11,7 +11,9 @@
 //! cases the RPC XID must equal `rdma_xid` (draft section 7.2).
 //!
 //! [`check_reverse_support`] applies the peer's advertised reverse-direction
-//! level (`RDMA2_PROPID_BRS`) to a reverse-direction message.
+//! level (`RDMA2_PROPID_BRS`) to a reverse-direction message, and
+//! [`reverse_sends`] tells what an endpoint may send in the reverse direction
+//! from both sides' levels.
 
 use super::error::{V2Error, Violation};
 use super::payload_format::PayloadFormat;
@@ -152,4 +154,43 @@ pub fn check_reverse_support(
         return Err(V2Error::InvalCont);
     }
     Ok(())
+}
+
+/// What an endpoint may send in the reverse direction on a connection: callbacks for a
+/// server, the replies to them for a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReverseSends {
+    /// Nothing: a side does not take reverse-direction messages.
+    Nothing,
+    /// Simple Format messages without chunks, each within the peer's receive buffer.
+    Simple,
+    /// Simple Format, or Continued Format (draft section 4.4.2), without chunks.
+    Continued,
+}
+
+impl ReverseSends {
+    /// Version 1 has no transport properties: reverse-direction messages go whole inline,
+    /// without chunks (RFC 8167 section 4), as the Linux implementations send them.
+    pub const VERSION_1: Self = Self::Simple;
+
+    /// Whether anything may be sent.
+    pub const fn any(self) -> bool {
+        !matches!(self, Self::Nothing)
+    }
+}
+
+/// What an endpoint that advertised `local` (`RDMA2_PROPID_BRS`) may send in the reverse
+/// direction to a peer that advertised `peer` on a Version 2 connection (draft section
+/// 5.2.5; a peer that sent no BRS property advertised `RDMA2_RVRSDIR_NONE`, the default).
+///
+/// Both sides take part in each reverse-direction exchange, a Call one way and its Reply the
+/// other, so it goes in the forms both take: nothing if either side said NONE, and never
+/// chunks (`RDMA2_RVRSDIR_GENL` allows them, but this implementation sends none in the
+/// reverse direction).
+pub fn reverse_sends(local: ReverseSupport, peer: ReverseSupport) -> ReverseSends {
+    match local.min(peer) {
+        ReverseSupport::None => ReverseSends::Nothing,
+        ReverseSupport::Simple => ReverseSends::Simple,
+        ReverseSupport::Continued | ReverseSupport::General => ReverseSends::Continued,
+    }
 }

@@ -30,6 +30,14 @@
 //!   dropped and counted. Its credit field is the client's backchannel credits, which become
 //!   the transport's congestion window (at most [`BC_REQUESTS`]; until the first reply, one
 //!   call at a time).
+//! - **Reverse-direction support.** Version 2 says what each side takes in the reverse
+//!   direction in its transport properties (`RDMA2_PROPID_BRS`, draft section 5.2.5; no
+//!   property means none). We advertise [`REVERSE`]. nfsd sets a connection's backchannel up
+//!   after the client's first call, when the property exchange is over; on a Version 2
+//!   connection whose client advertised no reverse-direction support `setup` refuses with
+//!   `EOPNOTSUPP` (said once per connection), so nfsd marks the callback path down and sends
+//!   no callback there, as the draft has it (section 4.5.3: a client not prepared for a
+//!   reverse-direction message may lose its connection to it).
 //! - **Going away.** Closing the connection closes the transport (`svc_delete_xprt`), which
 //!   fails the callbacks waiting for a reply; later sends find the connection closed.
 
@@ -37,9 +45,10 @@ use super::{
     connection::{Connection, Peer},
     WithBackchannel,
 };
+use crate::proto::{properties::ReverseSupport, wire::Revision};
 use core::{
     marker::PhantomData,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
 };
 use kernel::{
     c_str, new_mutex,
@@ -57,6 +66,10 @@ use kernel::{
 /// Callbacks in flight at most, and the credits each asks for: the C server's two
 /// (`RPCRDMA_MAX_BC_REQUESTS`). The client's replies may grant fewer.
 pub(crate) const BC_REQUESTS: u32 = 2;
+
+/// What we take in the reverse direction, the `RDMA2_PROPID_BRS` of our transport properties:
+/// replies to our callbacks in Simple Format without chunks, each whole in one Send.
+pub(crate) const REVERSE: ReverseSupport = ReverseSupport::Simple;
 
 /// Whether a callback too large for the client's inline threshold was reported (once per
 /// module load).
@@ -81,12 +94,25 @@ impl<C: WithBackchannel> TransportClass for BackchannelClass<C> {
                 e
             );
         })?;
+        let reverse = conn.reverse_direction();
+        if !reverse.sends.any() {
+            conn.callbacks().refused(|| {
+                pr_info!(
+                    "{}: the client's transport properties offer no reverse direction (BRS \
+                     {:?}): nfsd's callbacks are refused (EOPNOTSUPP), its callback path \
+                     stays down\n",
+                    Peer(conn.remote()),
+                    reverse.peer.unwrap_or_default()
+                );
+            });
+            return Err(EOPNOTSUPP);
+        }
         let config = config(conn.callback_limit());
         let init = Backchannel::<C> {
             conn: conn.handle(),
         };
         let (ptr, xprt) = Xprt::create_backchannel(args, conn, &config, init)?;
-        conn.callbacks().attach(xprt);
+        conn.callbacks().attach(xprt, reverse.revision);
         pr_debug!("backchannel to {} set up\n", Peer(conn.remote()));
         Ok(ptr)
     }
@@ -154,6 +180,10 @@ pub(crate) struct Callbacks<C: WithBackchannel> {
     xprt: Pin<KBox<Attached<C>>>,
     /// The connection is being closed: no callback goes out any more.
     closed: AtomicBool,
+    /// The version (`rdma_vers`) the callbacks go in, once nfsd made the transport.
+    version: AtomicU32,
+    /// A refused backchannel was reported.
+    refusal_reported: AtomicBool,
     /// Callbacks sent.
     sent: AtomicU64,
     /// Replies delivered to their callbacks.
@@ -168,17 +198,27 @@ impl<C: WithBackchannel> Callbacks<C> {
         Ok(Self {
             xprt: KBox::pin_init(new_mutex!(None), GFP_KERNEL)?,
             closed: AtomicBool::new(false),
+            version: AtomicU32::new(0),
+            refusal_reported: AtomicBool::new(false),
             sent: AtomicU64::new(0),
             replies: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         })
     }
 
-    /// nfsd made the connection's backchannel transport.
-    fn attach(&self, xprt: XprtRef<Backchannel<C>>) {
+    /// nfsd made the connection's backchannel transport, whose callbacks go in `revision`.
+    fn attach(&self, xprt: XprtRef<Backchannel<C>>, revision: Revision) {
+        self.version.store(revision.vers(), Ordering::Relaxed);
         // Set once: the RPC server keeps the transport for every later callback client.
         let old = self.xprt.lock().replace(xprt);
         drop(old);
+    }
+
+    /// A backchannel was refused: `report` runs on the connection's first refusal only.
+    fn refused(&self, report: impl FnOnce()) {
+        if !self.refusal_reported.swap(true, Ordering::Relaxed) {
+            report();
+        }
     }
 
     /// The connection is being closed.
@@ -227,8 +267,10 @@ impl<C: WithBackchannel> Drop for Callbacks<C> {
         let dropped = *self.dropped.get_mut();
         if sent > 0 || dropped > 0 {
             pr_info!(
-                "backchannel: {} callbacks sent, {} replies received, {} replies dropped\n",
+                "backchannel: {} callbacks sent in RPC-over-RDMA v{}, {} replies received, {} \
+                 replies dropped\n",
                 sent,
+                *self.version.get_mut(),
                 *self.replies.get_mut(),
                 dropped
             );

@@ -5,6 +5,7 @@
 //! the exchange.
 
 use super::*;
+use crate::proto::reverse::{reverse_sends, ReverseSends};
 
 /// The transport property exchange of a Version 2 connection (draft sections 5 and 6.3.4).
 pub(super) struct Exchange {
@@ -20,6 +21,16 @@ impl Exchange {
             sent: 0,
         }
     }
+}
+
+/// The reverse direction of a connection, as its version and properties have it.
+pub(in crate::server) struct ReverseDirection {
+    /// The connection's revision.
+    pub(in crate::server) revision: Revision,
+    /// The client's `RDMA2_PROPID_BRS` (Version 2 only).
+    pub(in crate::server) peer: Option<ReverseSupport>,
+    /// What we may send.
+    pub(in crate::server) sends: ReverseSends,
 }
 
 /// What the property exchange makes of a message of a Version 2 connection.
@@ -41,8 +52,7 @@ impl<C: WithBackchannel> Connection<C> {
         let local = LocalProperties {
             send_size: xprt.threshold,
             recv_buffer_size: xprt.threshold,
-            // Replies to our callbacks are taken inline, without chunks.
-            reverse: ReverseSupport::Simple,
+            reverse: super::super::backchannel::REVERSE,
         };
         let props = local.properties();
         let Ok(batches) = split_properties(&props, FIRST_MESSAGE_MAX) else {
@@ -77,6 +87,29 @@ impl<C: WithBackchannel> Connection<C> {
             }
             exchange.sent = exchange.sent.saturating_add(1);
             exchange.state.on_local_sent(batch.tpmore);
+        }
+    }
+
+    /// What we may send the client in the reverse direction (nfsd's callbacks): in Version 1
+    /// whole messages inline; in Version 2 what both sides' `RDMA2_PROPID_BRS` allow (draft
+    /// section 5.2.5), nothing if the client's properties did not include it. nfsd sets a
+    /// connection's backchannel up once a call came on it, and the property exchange is over
+    /// by then: the client's first call ends it.
+    pub(in crate::server) fn reverse_direction(&self) -> ReverseDirection {
+        match self.revision() {
+            Revision::V1 => ReverseDirection {
+                revision: Revision::V1,
+                peer: None,
+                sends: ReverseSends::VERSION_1,
+            },
+            Revision::V2Draft01 => {
+                let peer = self.exchange.lock().state.peer().reverse;
+                ReverseDirection {
+                    revision: Revision::V2Draft01,
+                    peer: Some(peer),
+                    sends: reverse_sends(super::super::backchannel::REVERSE, peer),
+                }
+            }
         }
     }
 
