@@ -104,6 +104,8 @@ cp "$RSIW_TOP"/kunit/pair/*.sh "$root/pair/"
 # The pair run's benchmarks (run-pair.sh DIR bench, from bench.sh).
 mkdir -p "$root/pair-bench"
 cp "$RSIW_TOP"/kunit/pair-bench/*.sh "$root/pair-bench/"
+mkdir -p "$root/demo"
+cp "$RSIW_TOP"/kunit/demo/*.sh "$root/demo/"
 mkdir -p "$root/bench"
 cp "$RSIW_TOP"/kunit/bench/*.sh "$root/bench/"
 mkdir -p "$root/profile"
