@@ -22,10 +22,11 @@
 //! A QP is idle (RESET/INIT/RTR, work requests only queue) until the connection manager
 //! ([`crate::cm`]) attaches an established connection: then RTS. A graceful close (the ULP's
 //! `rdma_disconnect`, which iw_cm turns into a move to SQD) half-closes TCP and waits for the
-//! peer's close; an abrupt one (ERROR), a TERMINATE either way, or the peer closing, ends the
-//! connection at once: ERROR, every outstanding work request flushed, iw_cm told (DISCONNECT
-//! if the peer started it, then CLOSE). In ERROR, new work requests complete at once as
-//! flushed, which is what `ib_drain_qp` relies on.
+//! peer's close (in ERROR it has nothing left to close and succeeds); an abrupt one (ERROR), a
+//! TERMINATE either way, or the peer closing, ends the connection at once: ERROR, every
+//! outstanding work request flushed, iw_cm told (DISCONNECT if the peer started it, then
+//! CLOSE). In ERROR, new work requests complete at once as flushed, which is what
+//! `ib_drain_qp` relies on.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
@@ -819,7 +820,9 @@ impl QueuePair for Qp {
                 }
                 Ok(())
             }
-            (State::Closing, ib_state::SQD) => Ok(()),
+            // A graceful close of a connection that already ended (the peer closed first and
+            // iw_cm has not taken the CLOSE yet): nothing is left to close, as with the C siw.
+            (State::Closing | State::Error, ib_state::SQD) => Ok(()),
             (_, ib_state::ERR) => {
                 drop(inner);
                 self.flags.fetch_or(flag::ABORT, Ordering::Relaxed);
