@@ -74,6 +74,36 @@ for a in $(/usr/bin/busybox --list); do
   [ -e "$root/bin/$a" ] || [ -e "$root/usr/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || ln -s /usr/bin/busybox "$root/bin/$a"
 done
 
+# rdma-core's test suite (scenario 21-rdma-core-tests): Debian's python3 with its standard
+# library (less what no test imports: tkinter, the test packages, the static library), and the
+# rdma-core build of rdma-core-suite.sh at /opt/rdma-core (libibverbs, librdmacm, the providers,
+# pyverbs, tests/), which the scenario uses in place of Debian's libraries.
+"$here/rdma-core-suite.sh" build
+stage="${RDMA_CORE_SUITE:-$RSIW_CACHE/rdma-core-suite}/stage"
+rcs=$stage/opt/rdma-core
+mkdir -p "$root/usr/lib" "$root/opt/rdma-core/share" "$root/etc/opt/rdma-core"
+copy /usr/bin/python3.11
+ln -sf python3.11 "$root/usr/bin/python3"
+rsync -a --exclude '/config-*' --exclude '/test/' --exclude '/idlelib/' --exclude '/tkinter/' \
+  --exclude '/turtledemo/' --exclude '/lib2to3/' --exclude '/ensurepip/' --exclude '/pydoc_data/' \
+  --exclude '/dist-packages/' --exclude '/site-packages/' --exclude '_tkinter*' --exclude '_test*' \
+  --exclude '_curses*' --exclude '_dbm*' --exclude '_sqlite3*' --exclude 'readline*' \
+  --exclude '__pycache__/*.opt-?.pyc' /usr/lib/python3.11/ "$root/usr/lib/python3.11/"
+rsync -a --exclude '/lib/pkgconfig/' --exclude '/lib/systemd/' --exclude '/lib/udev/' \
+  --exclude '/lib/rsocket/' --exclude '/lib/ibacm/' "$rcs/lib" "$rcs/python" "$root/opt/rdma-core/"
+# Its libibverbs reads its providers' files from /etc/opt/rdma-core (CMake's GNUInstallDirs).
+rsync -a "$stage/etc/opt/rdma-core/libibverbs.d" "$root/etc/opt/rdma-core/"
+rsync -a "$rcs/share/doc/rdma-core/tests" "$root/opt/rdma-core/share/"
+install -m 0644 "$RSIW_TOP/kunit/rdma-core/run-suite.py" "$root/opt/rdma-core/run-suite.py"
+find "$root/opt/rdma-core" -name '*.so*' -type f -exec strip --strip-unneeded {} +
+# What the suite's and python's shared objects need from the machine (rdma-core's own are there).
+{ echo /usr/bin/python3.11
+  find "$root/opt/rdma-core" "$root/usr/lib/python3.11/lib-dynload" -name '*.so*' -type f; } |
+  while read -r so; do
+    { LD_LIBRARY_PATH="$rcs/lib" ldd "$so" 2>/dev/null || true; } |
+      awk -v own="$rcs/" '/=> \// && index($3, own) != 1 {print $3}' | while read -r l; do copy "$l"; done
+  done
+
 # Configuration the tools read.
 cp -r /etc/libibverbs.d "$root/etc/"
 for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do [ -f "$f" ] && cp "$f" "$root/etc/"; done

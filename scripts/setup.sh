@@ -19,6 +19,9 @@ pkgs=(
   python3-numpy
   # make bench draws bench-results.png with Debian's python3 and matplotlib.
   python3-matplotlib
+  # rdma-core's test suite (scripts/rdma-core-suite.sh): pip fetches PyPI's pyverbs source
+  # distribution; CMake builds rdma-core, pyverbs and tests/ from it.
+  python3-pip python3-dev cython3 cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev
 )
 
 need_apt=0
@@ -38,6 +41,9 @@ if [ "$need_apt" = 1 ]; then
   # nfs-kernel-server and rdma-core ship services; the image is built from their files only.
   apt-get install -y -q --no-install-recommends "${pkgs[@]}"
 fi
+
+# rdma-core's test suite for scenario 21, at the version and hash kunit/rdma-core/ pins.
+"$here/rdma-core-suite.sh" build
 
 command -v rustup >/dev/null || { echo "setup: rustup not found (need the machine's rustup toolchain)" >&2; exit 1; }
 rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src
