@@ -10,7 +10,7 @@
 # random file, a directory of 20 entries and a symlink with a 3,000-byte target, remounts, reads everything
 # back and compares, and lists a directory of 3,000 entries b made; the client's mountstats
 # show the chunks used (Read chunks for the writes, Write chunks for the reads, Reply chunks for
-# the listing). A 64 MiB file goes both ways once per client: over NFSv4.2 from the C client,
+# the listing). A 32 MiB file goes both ways once per client: over NFSv4.2 from the C client,
 # over NFSv3 from rpcrdma2's (scenario 16 moves 64 MiB over NFSv3 and NFSv4.1 in one guest).
 # Then both sides delete their device and have no RDMA resource left; b stops nfsd and unloads
 # rpcrdma2.
@@ -25,7 +25,7 @@ case $ROLE in
     rpcbind_start
     dd if=/dev/urandom of=/tmp/small bs=1k count=300 2>/dev/null
     dd if=/dev/urandom of=/tmp/big bs=1M count=4 2>/dev/null
-    dd if=/dev/urandom of=/tmp/huge bs=1M count=64 2>/dev/null
+    dd if=/dev/urandom of=/tmp/huge bs=1M count=32 2>/dev/null
     target=$(printf 'a-long-symlink-target-%04d/' $(seq 115) | head -c 3000)
     ;;
   b)
@@ -77,7 +77,7 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
         case "$kind/$prov/$threshold/$vers" in c/rsiw/4096/4.2 | rpcrdma2/rsiw/4096/3) huge=1 ;; esac
         if [ -n "$huge" ]; then
           t1=$(date +%s)
-          timeout 300 cp /tmp/huge /mnt/nfs/huge.$vers || fail "64 MiB write over NFSv$vers"
+          timeout 300 cp /tmp/huge /mnt/nfs/huge.$vers || fail "32 MiB write over NFSv$vers"
           huge_write=$(( $(date +%s) - t1 ))
         fi
         mkdir /mnt/nfs/dir.$vers
@@ -98,11 +98,11 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
         if [ -n "$huge" ]; then
           # Read over the mount first (timed), then compared from the page cache.
           t1=$(date +%s)
-          timeout 300 cat /mnt/nfs/huge.$vers >/dev/null || fail "64 MiB read over NFSv$vers"
+          timeout 300 cat /mnt/nfs/huge.$vers >/dev/null || fail "32 MiB read over NFSv$vers"
           t2=$(date +%s)
-          timeout 300 cmp /tmp/huge /mnt/nfs/huge.$vers || fail "64 MiB read back over NFSv$vers differs"
+          timeout 300 cmp /tmp/huge /mnt/nfs/huge.$vers || fail "32 MiB read back over NFSv$vers differs"
           rm /mnt/nfs/huge.$vers
-          huge=", 64 MiB (written in $huge_write s, read in $((t2 - t1)) s, compared in $(( $(date +%s) - t2 )) s)"
+          huge=", 32 MiB (written in $huge_write s, read in $((t2 - t1)) s, compared in $(( $(date +%s) - t2 )) s)"
         fi
         line=$(xprt_line)
         echo "mountstats after reading: $line"

@@ -12,7 +12,6 @@
  * otherwise, printing what happened.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,16 +71,8 @@ static int server(struct rdma_addrinfo *res)
 		die("rdma_accept");
 	if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status)
 		die("the client's done");
-	/*
-	 * The client disconnects now. Waited for a while only: the C siw as the passive side does
-	 * not always report it (see srq-limit.c), and this tool is about the Read.
-	 */
-	struct pollfd p = { .fd = id->channel->fd, .events = POLLIN };
-	struct rdma_cm_event *ev;
-
-	if (poll(&p, 1, 5000) > 0 && !rdma_get_cm_event(id->channel, &ev))
-		rdma_ack_cm_event(ev);
-	rdma_disconnect(id);
+	/* The client disconnects now. */
+	cm_tool_passive_close(id, 5000);
 	ibv_dereg_mr(mr);
 	rdma_dereg_mr(dmr);
 	rdma_destroy_ep(id);

@@ -186,19 +186,8 @@ static int server(struct rdma_addrinfo *res)
 					    round == 1 ? "not below the limit" : "limit disarmed");
 	}
 
-	/*
-	 * The client disconnects once it has the bye (as rping's client does). Waited for a
-	 * while only: the C siw as the passive side does not always report it (seen with an
-	 * SRQ), and this tool is about the SRQ.
-	 */
-	struct pollfd cp = { .fd = id->channel->fd, .events = POLLIN };
-	struct rdma_cm_event *cev;
-
-	if (poll(&cp, 1, 5000) > 0 && !rdma_get_cm_event(id->channel, &cev))
-		rdma_ack_cm_event(cev);
-	else
-		printf("no DISCONNECTED within 5 s\n"), fflush(stdout);
-	rdma_disconnect(id);
+	/* The client disconnects once it has the bye (as rping's client does). */
+	cm_tool_passive_close(id, 5000);
 	rdma_destroy_qp(id);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
