@@ -210,8 +210,8 @@ pub(crate) struct Qp {
     /// Raises its asynchronous events.
     events: QpEvents,
     flags: AtomicU32,
-    /// A transmission found the socket full and waits for its `write_space`.
-    tx_blocked: AtomicBool,
+    /// What starts the transmitter again.
+    tx_wake: TxWake,
     #[pin]
     inner: SpinLockBh<Inner>,
     #[pin]
@@ -228,6 +228,14 @@ pub(crate) struct Qp {
     /// The device's QPs by number, and whether this QP is listed there ([`Qp::list`]).
     table: Arc<QpTable>,
     listed: AtomicBool,
+}
+
+/// What starts a QP's transmitter again, besides a process's doorbell.
+struct TxWake {
+    /// A transmission found the socket full and waits for its `write_space`.
+    blocked: AtomicBool,
+    /// Send requests were queued in RTS since the transmitter was last started for a chain.
+    queued: AtomicBool,
 }
 
 /// A device's QPs by number: what iw_cm finds them by (`iw_get_qp`, with interrupts
@@ -349,7 +357,10 @@ impl Qp {
                 srq,
                 events,
                 flags: AtomicU32::new(0),
-                tx_blocked: AtomicBool::new(false),
+                tx_wake: TxWake {
+                    blocked: AtomicBool::new(false),
+                    queued: AtomicBool::new(false),
+                },
                 inner <- new_spinlock_bh!(
                     Inner {
                         engine: None,
@@ -578,8 +589,8 @@ impl Qp {
     /// has. Room that came before the flag was up had no one to tell, so it is looked for
     /// once more after.
     fn wait_for_room(&self, socket: &TcpSocket) {
-        self.tx_blocked.store(true, Ordering::SeqCst);
-        if socket.is_writeable() && self.tx_blocked.swap(false, Ordering::SeqCst) {
+        self.tx_wake.blocked.store(true, Ordering::SeqCst);
+        if socket.is_writeable() && self.tx_wake.blocked.swap(false, Ordering::SeqCst) {
             self.kick();
         }
     }
@@ -690,8 +701,8 @@ impl Qp {
         match state {
             State::Error => self.flushed(request.wr_id, request.op.wc_opcode()),
             State::Rts => {
-                // `post_send` has no `Arc` of the QP: the device's table has one.
-                self.kick();
+                // The transmitter starts once for the chain (`send_chain_end`).
+                self.tx_wake.queued.store(true, Ordering::Release);
             }
             _ => {}
         }
@@ -861,6 +872,15 @@ impl QueuePair for Qp {
 
     fn post_send(&self, wr: &SendWr<'_>) -> Result {
         self.post_send_inner(wr)
+    }
+
+    fn send_chain_end(&self) {
+        // As the C siw: the work item transmits a kernel QP's chain (a poster may not be able
+        // to sleep). A chain queued by another poster meanwhile goes with this start.
+        // `post_send` has no `Arc` of the QP: the device's table has one.
+        if self.tx_wake.queued.swap(false, Ordering::AcqRel) {
+            self.kick();
+        }
     }
 
     fn destroy(&self) {

@@ -18,6 +18,12 @@
 //!
 //! Every request is signaled: an unsignaled one would hold its slot forever.
 //!
+//! # Posting
+//!
+//! A send request is checked and filled into the C structure its opcode needs, with its slot
+//! claimed (`send_wr`); then it is posted alone ([`KernelQp::post_send`]) or with others in
+//! one call ([`SendChain`]), which lets the device start on them together.
+//!
 //! # Who takes completions
 //!
 //! A queue pair created without a handler queues its completions for [`KernelQp::poll`] and
@@ -30,26 +36,31 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::{
-    client::{AtomicCap, ProtectionDomain},
+    client::ProtectionDomain,
     dma_buffer::DmaBuffer,
-    fast_reg::{Access, FastRegMr, Mapped, Registered},
-    mapped_pages::MappedPages,
+    fast_reg::{FastRegMr, Registered},
 };
 use crate::{
     bindings,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_mutex,
+    new_spinlock,
     prelude::*,
     rdma::fixed_ring::FixedRing,
-    sync::{Arc, Completion, Mutex},
+    sync::{Arc, Completion, SpinLock},
     time::Jiffies,
     types::Opaque,
 };
+
+mod send_chain;
+mod send_wr;
+
 use core::{
     ptr::NonNull,
     sync::atomic::{AtomicU32, Ordering},
 };
+pub use send_chain::{SendChain, CHAIN_LEN};
+pub use send_wr::{RegionSge, Remote, SendWr, Sge};
 
 /// Queue depths of a kernel queue pair.
 #[derive(Debug, Clone, Copy)]
@@ -58,166 +69,6 @@ pub struct QpCaps {
     pub max_send_wr: u32,
     /// Receive work requests outstanding at once.
     pub max_recv_wr: u32,
-}
-
-/// Local memory of a work request: `len` bytes at `offset` in `buffer`.
-pub struct Sge<'a> {
-    /// The buffer.
-    pub buffer: &'a Arc<DmaBuffer>,
-    /// Offset of the first byte.
-    pub offset: usize,
-    /// Length in bytes (zero for a zero-length message).
-    pub len: usize,
-}
-
-/// Local memory of a work request reached through a fast-registration region: `len` bytes at
-/// `offset` of the region's current registration (counted from its first byte, `iova`).
-///
-/// The range is checked against the registration when the request is posted, and the request
-/// keeps the registered memory until it completes, whatever happens to the region meanwhile.
-pub struct RegionSge<'a> {
-    /// The region, registered (`SendWr::RegPages` or `SendWr::RegMr` posted before).
-    pub mr: &'a Arc<FastRegMr>,
-    /// Offset of the first byte in the registration.
-    pub offset: usize,
-    /// Length in bytes (at least one).
-    pub len: usize,
-}
-
-/// Remote memory of an RDMA or atomic operation, as advertised by the peer.
-#[derive(Debug, Clone, Copy)]
-pub struct Remote {
-    /// Address (the peer's tagged offset).
-    pub addr: u64,
-    /// Key of the peer's memory region.
-    pub rkey: u32,
-}
-
-/// A send queue work request (`struct ib_send_wr` and its extensions).
-pub enum SendWr<'a> {
-    /// Send, optionally solicited.
-    Send {
-        /// The message.
-        local: Sge<'a>,
-        /// Ask for a solicited event at the receiver.
-        solicited: bool,
-    },
-    /// Send with immediate data.
-    SendWithImm {
-        /// The message.
-        local: Sge<'a>,
-        /// The immediate value.
-        imm: u32,
-    },
-    /// Send that invalidates the peer's `rkey`.
-    SendWithInv {
-        /// The message.
-        local: Sge<'a>,
-        /// The key to invalidate at the receiver.
-        rkey: u32,
-    },
-    /// RDMA Write.
-    Write {
-        /// Source.
-        local: Sge<'a>,
-        /// Sink.
-        remote: Remote,
-    },
-    /// RDMA Write followed by immediate data.
-    WriteWithImm {
-        /// Source.
-        local: Sge<'a>,
-        /// Sink.
-        remote: Remote,
-        /// The immediate value.
-        imm: u32,
-    },
-    /// RDMA Read.
-    Read {
-        /// Sink.
-        local: Sge<'a>,
-        /// Source.
-        remote: Remote,
-    },
-    /// RDMA Read into a registered region: on iWARP the sink of a Read must be registered with
-    /// remote write access (the Read Response is tagged with the sink's key), so the local
-    /// DMA key of an [`Sge`] does not do.
-    ReadIntoRegion {
-        /// Sink.
-        local: RegionSge<'a>,
-        /// Source.
-        remote: Remote,
-    },
-    /// Compare and swap of the 64-bit word at `remote`; the original lands in `local` (8 bytes).
-    CmpSwap {
-        /// Where the original value lands.
-        local: Sge<'a>,
-        /// The word.
-        remote: Remote,
-        /// Compared with the word.
-        compare: u64,
-        /// Stored when equal.
-        swap: u64,
-    },
-    /// Fetch and add on the 64-bit word at `remote`; the original lands in `local` (8 bytes).
-    FetchAdd {
-        /// Where the original value lands.
-        local: Sge<'a>,
-        /// The word.
-        remote: Remote,
-        /// Added to the word.
-        add: u64,
-    },
-    /// Compare and swap under masks.
-    MaskedCmpSwap {
-        /// Where the original value lands.
-        local: Sge<'a>,
-        /// The word.
-        remote: Remote,
-        /// Compared with the word under `compare_mask`.
-        compare: u64,
-        /// Bits taking part in the comparison.
-        compare_mask: u64,
-        /// Stored under `swap_mask` when equal.
-        swap: u64,
-        /// Bits that are swapped.
-        swap_mask: u64,
-    },
-    /// Fetch and add of independent fields: a set bit in `field_boundary` ends a field.
-    MaskedFetchAdd {
-        /// Where the original value lands.
-        local: Sge<'a>,
-        /// The word.
-        remote: Remote,
-        /// Added to the word.
-        add: u64,
-        /// Field boundaries (carries stop there).
-        field_boundary: u64,
-    },
-    /// Registers `buffer` in `mr` with `access`; the new key is `mr.rkey()` afterwards.
-    RegMr {
-        /// The region.
-        mr: &'a Arc<FastRegMr>,
-        /// The memory.
-        buffer: &'a Arc<DmaBuffer>,
-        /// Rights granted.
-        access: Access,
-    },
-    /// Registers `pages` in `mr` with `access`; the new key is `mr.rkey()` afterwards and the
-    /// first byte is at `mr.iova()`.
-    RegPages {
-        /// The region.
-        mr: &'a Arc<FastRegMr>,
-        /// The memory.
-        pages: &'a Arc<MappedPages>,
-        /// Rights granted.
-        access: Access,
-    },
-    /// Invalidates the current registration of `mr`.
-    LocalInv {
-        /// The region.
-        mr: &'a Arc<FastRegMr>,
-    },
 }
 
 /// Status of a work completion (`enum ib_wc_status`).
@@ -383,8 +234,10 @@ struct Slots {
 #[pin_data]
 struct QpShared {
     cqes: KVec<Opaque<bindings::ib_cqe>>,
+    /// Taken for a moment at every post and completion, never across a call into the device
+    /// or while a slot's memory is let go (which may unmap it).
     #[pin]
-    slots: Mutex<Slots>,
+    slots: SpinLock<Slots>,
     #[pin]
     doorbell: Completion,
     caps: QpCaps,
@@ -440,7 +293,8 @@ impl QpShared {
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
             if self.handler.is_some() {
-                Self::release(&mut slots, index);
+                // Holds nothing any more (taken above).
+                let _ = Self::release(&mut slots, index);
                 for_handler = Some(done);
             } else {
                 // Cannot fail: a slot in use has no completion queued yet (see `Slots`).
@@ -466,32 +320,41 @@ impl QpShared {
         } else {
             (slots.sends, self.caps.max_send_wr)
         };
-        if count >= max {
+        let index = if count < max { slots.free.pop() } else { None };
+        let Some(index) = index.filter(|&i| i < slots.posted.len()) else {
+            drop(slots);
+            // What the request would have used goes outside the lock.
+            drop(slot);
             return Err(EAGAIN);
-        }
-        let index = slots.free.pop().ok_or(EAGAIN)?;
-        let is_recv = slot.is_recv;
-        *slots.posted.get_mut(index).ok_or(EINVAL)? = Some(slot);
-        if is_recv {
+        };
+        if slot.is_recv {
             slots.recvs += 1;
         } else {
             slots.sends += 1;
         }
+        if let Some(entry) = slots.posted.get_mut(index) {
+            *entry = Some(slot);
+        }
         Ok(index)
     }
 
-    /// Gives back a slot (its request completed and was taken, or was never posted).
-    fn release(slots: &mut Slots, index: usize) {
-        if let Some(entry) = slots.posted.get_mut(index) {
-            if let Some(slot) = entry.take() {
-                if slot.is_recv {
-                    slots.recvs -= 1;
-                } else {
-                    slots.sends -= 1;
-                }
-                let _ = slots.free.push(index);
-            }
+    /// Gives back a slot (its request completed and was taken, or was never posted). The slot
+    /// is returned to be dropped once the lock is let go: what it holds may unmap memory.
+    fn release(slots: &mut Slots, index: usize) -> Option<Slot> {
+        let slot = slots.posted.get_mut(index)?.take()?;
+        if slot.is_recv {
+            slots.recvs -= 1;
+        } else {
+            slots.sends -= 1;
         }
+        let _ = slots.free.push(index);
+        Some(slot)
+    }
+
+    /// Gives back the slot of a request that was not posted.
+    fn unclaim(&self, index: usize) {
+        let slot = Self::release(&mut self.slots.lock(), index);
+        drop(slot);
     }
 
     fn cqe(&self, index: usize) -> Result<*mut bindings::ib_cqe> {
@@ -580,7 +443,7 @@ impl KernelQp {
         let shared = KBox::pin_init(
             pin_init!(QpShared {
                 cqes,
-                slots <- new_mutex!(Slots {
+                slots <- new_spinlock!(Slots {
                     posted,
                     free,
                     done,
@@ -698,262 +561,18 @@ impl KernelQp {
 
     fn unclaim_on_error(&self, index: usize, ret: i32) -> Result {
         if ret != 0 {
-            QpShared::release(&mut self.shared.slots.lock(), index);
+            self.shared.unclaim(index);
         }
         to_result(ret)
-    }
-
-    /// Posts `wr` on the send queue; its completion carries `tag`.
-    pub fn post_send(&self, wr: &SendWr<'_>, tag: u64) -> Result {
-        use bindings::*;
-        let mut rdma = ib_rdma_wr::default();
-        let mut atomic = ib_atomic_wr::default();
-        let mut reg = ib_reg_wr::default();
-        let mut sge = ib_sge::default();
-        let mut buffer = None;
-        let mut mr = None;
-        let mut held = None;
-        let mut invalidates = None;
-        let mut local = |l: &Sge<'_>| -> Result<c_int> {
-            self.check_pd(l.buffer)?;
-            sge = l.buffer.sge(l.offset, l.len)?;
-            buffer = Some(l.buffer.clone());
-            Ok(if l.len == 0 { 0 } else { 1 })
-        };
-        // Atomics the device cannot do are refused here: a provider without them may not
-        // recover from a request it refuses (the C siw's send queue stays blocked).
-        let caps = self.pd.device().caps();
-        let masked = matches!(
-            wr,
-            SendWr::MaskedCmpSwap { .. } | SendWr::MaskedFetchAdd { .. }
-        );
-        let atomic_local = |l: &Sge<'_>| -> Result {
-            let cap = if masked {
-                caps.masked_atomic
-            } else {
-                caps.atomic
-            };
-            if cap == AtomicCap::None {
-                Err(crate::error::code::EOPNOTSUPP)
-            } else if l.len != 8 {
-                Err(crate::error::code::EINVAL)
-            } else {
-                Ok(())
-            }
-        };
-        // Fills a `REG_MR` request for `region`, which must be in our PD, mapped by `map`.
-        let reg_mr = |reg: &mut ib_reg_wr,
-                      region: &Arc<FastRegMr>,
-                      access: Access,
-                      map: &dyn Fn(&FastRegMr) -> Result<Mapped>|
-         -> Result {
-            if !Arc::ptr_eq(region.pd(), &self.pd) {
-                return Err(crate::error::code::EINVAL);
-            }
-            let mapped = map(region)?;
-            reg.wr.opcode = ib_wr_opcode_IB_WR_REG_MR;
-            (reg.mr, reg.key, reg.access) = (mapped.mr, mapped.key, access.bits() as c_int);
-            Ok(())
-        };
-        // Which of the request structures is posted.
-        enum Kind {
-            Rdma,
-            Atomic,
-            Reg,
-        }
-        let kind = match wr {
-            SendWr::Send {
-                local: l,
-                solicited,
-            } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND;
-                if *solicited {
-                    rdma.wr.send_flags |= ib_send_flags_IB_SEND_SOLICITED as c_int;
-                }
-                Kind::Rdma
-            }
-            SendWr::SendWithImm { local: l, imm } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND_WITH_IMM;
-                rdma.wr.ex.imm_data = imm.to_be();
-                Kind::Rdma
-            }
-            SendWr::SendWithInv { local: l, rkey } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_SEND_WITH_INV;
-                rdma.wr.ex.invalidate_rkey = *rkey;
-                Kind::Rdma
-            }
-            SendWr::Write { local: l, remote } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_WRITE;
-                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
-                Kind::Rdma
-            }
-            SendWr::WriteWithImm {
-                local: l,
-                remote,
-                imm,
-            } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM;
-                rdma.wr.ex.imm_data = imm.to_be();
-                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
-                Kind::Rdma
-            }
-            SendWr::Read { local: l, remote } => {
-                rdma.wr.num_sge = local(l)?;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
-                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
-                Kind::Rdma
-            }
-            SendWr::ReadIntoRegion { local: l, remote } => {
-                if !Arc::ptr_eq(l.mr.pd(), &self.pd) || l.len == 0 {
-                    return Err(crate::error::code::EINVAL);
-                }
-                let (s, keep) = l.mr.local_sge(l.offset, l.len)?;
-                sge = s;
-                held = Some(keep);
-                mr = Some(l.mr.clone());
-                rdma.wr.num_sge = 1;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
-                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
-                Kind::Rdma
-            }
-            SendWr::CmpSwap {
-                local: l,
-                remote,
-                compare,
-                swap,
-            } => {
-                atomic_local(l)?;
-                atomic.wr.num_sge = local(l)?;
-                atomic.wr.opcode = ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP;
-                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
-                (atomic.compare_add, atomic.swap) = (*compare, *swap);
-                Kind::Atomic
-            }
-            SendWr::FetchAdd {
-                local: l,
-                remote,
-                add,
-            } => {
-                atomic_local(l)?;
-                atomic.wr.num_sge = local(l)?;
-                atomic.wr.opcode = ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD;
-                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
-                atomic.compare_add = *add;
-                Kind::Atomic
-            }
-            SendWr::MaskedCmpSwap {
-                local: l,
-                remote,
-                compare,
-                compare_mask,
-                swap,
-                swap_mask,
-            } => {
-                atomic_local(l)?;
-                atomic.wr.num_sge = local(l)?;
-                atomic.wr.opcode = ib_wr_opcode_IB_WR_MASKED_ATOMIC_CMP_AND_SWP;
-                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
-                (atomic.compare_add, atomic.compare_add_mask) = (*compare, *compare_mask);
-                (atomic.swap, atomic.swap_mask) = (*swap, *swap_mask);
-                Kind::Atomic
-            }
-            SendWr::MaskedFetchAdd {
-                local: l,
-                remote,
-                add,
-                field_boundary,
-            } => {
-                atomic_local(l)?;
-                atomic.wr.num_sge = local(l)?;
-                atomic.wr.opcode = ib_wr_opcode_IB_WR_MASKED_ATOMIC_FETCH_AND_ADD;
-                (atomic.remote_addr, atomic.rkey) = (remote.addr, remote.rkey);
-                (atomic.compare_add, atomic.compare_add_mask) = (*add, *field_boundary);
-                Kind::Atomic
-            }
-            SendWr::RegMr {
-                mr: region,
-                buffer: b,
-                access,
-            } => {
-                reg_mr(&mut reg, region, *access, &|r| r.map(b))?;
-                mr = Some((*region).clone());
-                Kind::Reg
-            }
-            SendWr::RegPages {
-                mr: region,
-                pages,
-                access,
-            } => {
-                reg_mr(&mut reg, region, *access, &|r| r.map_pages(pages))?;
-                mr = Some((*region).clone());
-                Kind::Reg
-            }
-            SendWr::LocalInv { mr: region } => {
-                if !Arc::ptr_eq(region.pd(), &self.pd) {
-                    return Err(crate::error::code::EINVAL);
-                }
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_LOCAL_INV;
-                let key = region.rkey();
-                rdma.wr.ex.invalidate_rkey = key;
-                invalidates = Some(key);
-                mr = Some((*region).clone());
-                Kind::Rdma
-            }
-        };
-        // A registration mapped above but not posted never reached the device: it ends here.
-        let new_key = matches!(kind, Kind::Reg).then_some(reg.key);
-        let unposted = |mr: &Option<Arc<FastRegMr>>| {
-            if let (Some(key), Some(region)) = (new_key, mr) {
-                region.registration_ended(key);
-            }
-        };
-        let region = mr.clone();
-        let index = match self.shared.claim(Slot {
-            tag,
-            is_recv: false,
-            buffer,
-            mr,
-            held,
-            invalidates,
-        }) {
-            Ok(index) => index,
-            Err(e) => {
-                unposted(&region);
-                return Err(e);
-            }
-        };
-        let cqe = self.shared.cqe(index)?;
-        let head: &mut ib_send_wr = match kind {
-            Kind::Rdma => &mut rdma.wr,
-            Kind::Atomic => &mut atomic.wr,
-            Kind::Reg => &mut reg.wr,
-        };
-        head.__bindgen_anon_1.wr_cqe = cqe;
-        head.send_flags |= ib_send_flags_IB_SEND_SIGNALED as c_int;
-        if head.num_sge > 0 {
-            head.sg_list = &mut sge;
-        }
-        let mut bad = core::ptr::null();
-        // SAFETY: `qp` is valid; the request (inside its extended structure, as the opcode
-        // requires) and `sge` live across the call; buffers and regions stay alive until the
-        // request completes (its slot holds them).
-        let ret = unsafe { ib_post_send(self.qp.as_ptr(), head, &mut bad) };
-        if ret != 0 {
-            unposted(&region);
-        }
-        self.unclaim_on_error(index, ret)
     }
 
     /// Takes the oldest completion, if any (never one of a queue pair with a handler).
     pub fn poll(&self) -> Option<WorkCompletion> {
         let mut slots = self.shared.slots.lock();
         let (index, wc) = slots.done.pop()?;
-        QpShared::release(&mut slots, index);
+        let slot = QpShared::release(&mut slots, index);
+        drop(slots);
+        drop(slot);
         Some(wc)
     }
 

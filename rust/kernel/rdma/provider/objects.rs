@@ -138,6 +138,11 @@ pub trait QueuePair: Send + Sync {
         Err(EOPNOTSUPP)
     }
 
+    /// A chain of send work requests was handed over: `post_send` took each of them, or all
+    /// of them up to the one it refused. A provider that starts its transmitter here rather
+    /// than per request sends the chain together.
+    fn send_chain_end(&self) {}
+
     /// The doorbell: an empty `post_send` from user space, whose provider library wrote its
     /// work requests into a send queue shared with the kernel and asks the provider to look.
     fn doorbell(&self) -> Result {

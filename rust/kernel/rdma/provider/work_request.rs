@@ -312,8 +312,8 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
     })
 }
 
-/// `post_send`: hands the chain to the QP one request at a time; the first refused one is
-/// reported in `bad`.
+/// `post_send`: hands the chain to the QP one request at a time, then tells it the chain
+/// ended; the first refused one is reported in `bad`.
 ///
 /// # Safety
 ///
@@ -340,11 +340,13 @@ pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
         if let Err(e) = posted {
             // SAFETY: `bad` is valid for writes.
             unsafe { *bad = wr };
+            queue.send_chain_end();
             return e.to_errno();
         }
         // SAFETY: As above.
         wr = unsafe { (*wr).next };
     }
+    queue.send_chain_end();
     0
 }
 

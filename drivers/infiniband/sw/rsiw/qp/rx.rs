@@ -40,7 +40,7 @@ impl TcpCallbacks for Qp {
     }
 
     fn write_space(&self) {
-        if self.tx_blocked.swap(false, Ordering::SeqCst) {
+        if self.tx_wake.blocked.swap(false, Ordering::SeqCst) {
             self.kick();
         }
     }

@@ -56,7 +56,7 @@ use kernel::{
             device_removal::DeviceUse,
             dma_buffer::DmaBuffer,
             fast_reg::Access,
-            kernel_qp::{QpCaps, RemoteInvalidation, SendWr, Sge},
+            kernel_qp::{QpCaps, RemoteInvalidation, SendChain, SendWr, Sge},
             mapped_pages::MappedPages,
         },
         fixed_ring::FixedRing,
@@ -526,14 +526,21 @@ impl Endpoint {
         counters: &Counters,
     ) -> Result {
         let (xprt, rqst, layout, plan) = (call.xprt, call.rqst, call.layout, *call.plan);
-        let mut chunks = Chunks::new()?;
+        let qp = self.id.qp().map_err(|_| ENOTCONN)?;
+        // The registrations and the Send go in one chain. A request of it not posted fails
+        // the call, whose send buffer and record are let go here.
+        let ignore = |_| {};
+        let mut chain = qp.send_chain(&ignore);
+        let mut chunks = Chunks::new();
         let record = if plan.call == CallChunks::Inline && plan.reply == ReplyChunks::Inline {
             None
         } else {
-            Some(self.register(xprt, rqst, layout, &plan, &mut chunks, counters)?)
+            Some(self.register(&mut chain, xprt, rqst, layout, &plan, &mut chunks, counters)?)
         };
-        let result = self.post_call(call, buffer, index, &chunks, counters);
+        let result = self.post_call(&mut chain, call, buffer, index, &chunks, counters);
         if result.is_err() {
+            // The registrations go before their invalidations.
+            let _ = chain.post();
             if let Some(record) = record {
                 self.abandon(record);
             }
@@ -561,9 +568,10 @@ impl Endpoint {
     }
 
     /// Encodes the header and the inline part of `call` into send buffer `index` and posts
-    /// the Send.
+    /// the Send, the last request of `chain`.
     fn post_call(
         &self,
+        chain: &mut SendChain<'_>,
         call: &Call<'_, '_>,
         buffer: &Arc<DmaBuffer>,
         index: usize,
@@ -591,6 +599,8 @@ impl Endpoint {
         let header = header.get(..header_len).ok_or(EINVAL)?;
         let ranges = inline_ranges(call.layout, plan);
         if let Some(fragments) = &call.fragments {
+            // The registrations first, the Sends on their own.
+            chain.post().map_err(|_| ENOTCONN)?;
             let last = (buffer, index);
             return self.post_fragments(call, fragments, last, header, &ranges, counters);
         }
@@ -610,8 +620,10 @@ impl Endpoint {
         }
         let len = fill(buffer, header, &rqst.snd_buf(), &ranges)?;
         Counters::add(&counters.pullup_copy, len - header_len);
-        call.xprt
-            .send_as(sending, total, || self.post_buffer(buffer, index, len))
+        call.xprt.send_as(sending, total, || {
+            self.add_buffer(chain, buffer, index, len)?;
+            chain.post().map_err(|_| ENOTCONN)
+        })
     }
 
     /// Sends `call` over the Sends of `fragments`, in order: the others from send buffers
@@ -719,6 +731,20 @@ impl Endpoint {
 
     /// Posts the first `len` bytes of send buffer `index` (`buffer`) as one Send.
     fn post_buffer(&self, buffer: &Arc<DmaBuffer>, index: usize, len: usize) -> Result {
+        let ignore = |_| {};
+        let mut chain = self.id.qp()?.send_chain(&ignore);
+        self.add_buffer(&mut chain, buffer, index, len)?;
+        chain.post().map_err(|_| ENOTCONN)
+    }
+
+    /// Adds the Send of the first `len` bytes of send buffer `index` (`buffer`) to `chain`.
+    fn add_buffer(
+        &self,
+        chain: &mut SendChain<'_>,
+        buffer: &Arc<DmaBuffer>,
+        index: usize,
+        len: usize,
+    ) -> Result {
         let send = SendWr::Send {
             local: Sge {
                 buffer,
@@ -727,9 +753,8 @@ impl Endpoint {
             },
             solicited: false,
         };
-        self.id
-            .qp()?
-            .post_send(&send, SendTag::Send(index).encode())
+        chain
+            .add(&send, SendTag::Send(index).encode())
             .map_err(|_| ENOTCONN)
     }
 

@@ -25,12 +25,13 @@
 //! bytes are copied into the connection's bounce buffers and RDMA Written from there: a reply
 //! is assembled from the head, pages and tail of `rq_res`, pages that may be the page cache's,
 //! and a copy keeps their lifetime out of the device's hands for a cost the software device
-//! pays anyway. The reply's Send is posted right after its Writes, which the queue pair delivers
-//! first, and the thread waits for the Writes only then ([`PendingWrites`]), so a READ's
-//! reply does not wait a completion round between them. Every Write stays within the client's
-//! segment; a Write chunk smaller than the
-//! data, or a reply that fits neither inline nor the Reply chunk, earns `ERR_CHUNK` (RFC 8166,
-//! section 4.5: the Responder cannot send the reply the Requester provided for).
+//! pays anyway. The reply's Send goes in one chain with its Writes (the queue pair delivers
+//! them first, and the device sends them together), and the thread does not wait for the
+//! Writes ([`PendingWrites`]): their last completion puts the bounce buffers back in the pool,
+//! as svcrdma's Send context lets its pages go on completion.
+//! Every Write stays within the client's segment; a Write chunk smaller than the data, or a
+//! reply that fits neither inline nor the Reply chunk, earns `ERR_CHUNK` (RFC 8166, section
+//! 4.5: the Responder cannot send the reply the Requester provided for).
 
 use super::rdma::{OpGuard, Rdma, BOUNCE_SIZE};
 use crate::proto::{
@@ -44,7 +45,7 @@ use kernel::{
     rdma::consumer::{
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
-        kernel_qp::{KernelQp, RegionSge, Remote, SendWr, Sge},
+        kernel_qp::{KernelQp, RegionSge, Remote, SendChain, SendWr, Sge},
     },
     sunrpc::{svc_xprt::SvcRqst, xprt::XdrBuf},
     sync::Arc,
@@ -205,7 +206,11 @@ pub(crate) fn pull(
     let page_count = len.div_ceil(PAGE_SIZE);
     let mut mrs: KVec<Arc<FastRegMr>> = KVec::with_capacity(pieces, GFP_KERNEL)?;
     let mut op = rdma.begin()?;
-    let posted = post_reads(qp, rdma, rqst, &mut op, chunk, first, len, &mut mrs);
+    let unposted = |tag| rdma.ops().completed(tag, false);
+    let mut chain = qp.send_chain(&unposted);
+    let posted = post_reads(&mut chain, rdma, rqst, &mut op, chunk, first, len, &mut mrs);
+    let posted = posted.and(chain.post());
+    drop(chain);
     let read = op.wait(give_up);
     if read == Err(ETIMEDOUT) {
         rqst.give_up_pages(first, page_count);
@@ -228,7 +233,7 @@ pub(crate) fn pull(
 /// the Reads of `chunk`'s segments into them, in order.
 #[allow(clippy::too_many_arguments)]
 fn post_reads(
-    qp: &KernelQp,
+    chain: &mut SendChain<'_>,
     rdma: &Rdma,
     rqst: &SvcRqst<'_>,
     op: &mut OpGuard<'_>,
@@ -245,7 +250,7 @@ fn post_reads(
         let mr = rdma.take_mr()?;
         mrs.push(mr.clone(), GFP_KERNEL)?;
         op.post(
-            qp,
+            chain,
             &SendWr::RegPages {
                 mr: &mr,
                 pages: &pages,
@@ -271,7 +276,7 @@ fn post_reads(
                 .checked_add(done as u64)
                 .ok_or(EINVAL)?;
             op.post(
-                qp,
+                chain,
                 &SendWr::ReadIntoRegion {
                     local: RegionSge {
                         mr,
@@ -297,13 +302,17 @@ fn invalidate(qp: &KernelQp, rdma: &Rdma, mrs: &[Arc<FastRegMr>], give_up: &dyn 
         return Ok(());
     }
     let mut op = rdma.begin()?;
+    let unposted = |tag| rdma.ops().completed(tag, false);
+    let mut chain = qp.send_chain(&unposted);
     let mut posted = Ok(());
     for mr in mrs {
-        posted = op.post(qp, &SendWr::LocalInv { mr });
+        posted = op.post(&mut chain, &SendWr::LocalInv { mr });
         if posted.is_err() {
             break;
         }
     }
+    let posted = posted.and(chain.post());
+    drop(chain);
     let waited = op.wait(give_up);
     posted.and(waited)
 }
@@ -387,43 +396,36 @@ pub(crate) struct Written {
     pub(crate) reply: Option<KVec<Segment>>,
 }
 
-/// The RDMA Writes of a reply, posted and not waited for: the reply's Send goes right after
-/// them on the same queue pair, which delivers them first, and the thread waits for them once
-/// the Send is posted ([`PendingWrites::finish`]), so that the Send does not wait for a
-/// completion round. Dropped unfinished, the op's slot goes with its last completion and the
-/// bounce buffers are not reused (the queue pair's slots keep them alive until then).
+/// The RDMA Writes of a reply, added to the chain its Send ends: the queue pair delivers them
+/// first. Nobody waits for them ([`PendingWrites::finish`]): their bounce buffers go back to
+/// the pool with their last completion. Dropped unfinished, the op's slot goes with its last
+/// completion and the bounce buffers are not reused (the queue pair's slots keep them alive
+/// until then).
 pub(crate) struct PendingWrites<'a> {
-    rdma: &'a Rdma,
     op: Option<OpGuard<'a>>,
     bounces: KVec<Arc<DmaBuffer>>,
 }
 
 impl PendingWrites<'_> {
-    /// Waits for the Writes; their bounce buffers go back to the pool if all of them
-    /// completed. `give_up` as [`OpGuard::wait`].
-    pub(crate) fn finish(mut self, give_up: &dyn Fn()) -> Result {
-        let Some(op) = self.op.take() else {
-            return Ok(());
-        };
-        op.wait(give_up)?;
-        for buffer in core::mem::take(&mut self.bounces) {
-            self.rdma.put_bounce(buffer);
+    /// Lets the Writes complete on their own, once the chain that holds them was posted.
+    pub(crate) fn finish(mut self) {
+        if let Some(op) = self.op.take() {
+            op.finish_later(core::mem::take(&mut self.bounces));
         }
-        Ok(())
     }
 }
 
-/// RDMA Writes the chunks of `plan` from `res`; returns the segments to report, each with the
-/// bytes written into it (the Write list's and the Reply chunk's), and the Writes to finish
-/// after the reply's Send was posted. A Write that could not be posted is waited for here
-/// (the op's others included) and fails the push.
+/// RDMA Writes the chunks of `plan` from `res`, added to `chain` (whose `unposted` hands the
+/// op's tags to [`super::rdma::Ops::completed`]); returns the segments to report, each with
+/// the bytes written into it (the Write list's and the Reply chunk's), and the Writes to
+/// finish after the reply's Send was posted. A Write that could not be added fails the push,
+/// after the chain was posted.
 pub(crate) fn push<'a>(
-    qp: &KernelQp,
+    chain: &mut SendChain<'_>,
     rdma: &'a Rdma,
     res: &XdrBuf<'_>,
     chunks: &CallChunks,
     plan: &ReplyPlan,
-    give_up: &dyn Fn(),
 ) -> Result<(Written, PendingWrites<'a>)> {
     let mut writes = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL)?;
     for chunk in chunks.writes.iter() {
@@ -443,7 +445,6 @@ pub(crate) fn push<'a>(
     let needs_writes = plan.payload.is_some() || plan.reply_chunk;
     if !needs_writes {
         let none = PendingWrites {
-            rdma,
             op: None,
             bounces: KVec::new(),
         };
@@ -455,14 +456,14 @@ pub(crate) fn push<'a>(
         if let (Some(payload), Some(chunk), Some(out)) =
             (&plan.payload, chunks.writes.first(), writes.first_mut())
         {
-            let mut pusher = Pusher::new(qp, rdma, &mut op, chunk, out, &mut bounces);
+            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, out, &mut bounces);
             res.for_each_segment_in(payload.clone(), |bytes| pusher.push(bytes))?;
             pusher.flush()?;
         }
         if plan.reply_chunk {
             let chunk = chunks.reply.as_ref().ok_or(EINVAL)?;
             let mut out = collect(chunk.iter().map(|s| Segment { length: 0, ..*s }))?;
-            let mut pusher = Pusher::new(qp, rdma, &mut op, chunk, &mut out, &mut bounces);
+            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, &mut out, &mut bounces);
             for range in plan.rest.iter().filter(|r| !r.is_empty()) {
                 res.for_each_segment_in(range.clone(), |bytes| pusher.push(bytes))?;
             }
@@ -472,20 +473,21 @@ pub(crate) fn push<'a>(
         Ok(())
     })();
     let pending = PendingWrites {
-        rdma,
         op: Some(op),
         bounces,
     };
     if let Err(e) = posted {
-        let _ = pending.finish(give_up);
+        // What was added goes (or is handed back) before the op is let go.
+        let _ = chain.post();
+        pending.finish();
         return Err(e);
     }
     Ok((Written { writes, reply }, pending))
 }
 
 /// Copies bytes into bounce buffers and RDMA Writes them into a chunk's segments, in order.
-struct Pusher<'a, 'b> {
-    qp: &'a KernelQp,
+struct Pusher<'a, 'b, 'c> {
+    chain: &'a mut SendChain<'c>,
     rdma: &'a Rdma,
     op: &'a mut OpGuard<'b>,
     segments: &'a [Segment],
@@ -500,9 +502,9 @@ struct Pusher<'a, 'b> {
     bounces: &'a mut KVec<Arc<DmaBuffer>>,
 }
 
-impl<'a, 'b> Pusher<'a, 'b> {
+impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
     fn new(
-        qp: &'a KernelQp,
+        chain: &'a mut SendChain<'c>,
         rdma: &'a Rdma,
         op: &'a mut OpGuard<'b>,
         segments: &'a [Segment],
@@ -510,7 +512,7 @@ impl<'a, 'b> Pusher<'a, 'b> {
         bounces: &'a mut KVec<Arc<DmaBuffer>>,
     ) -> Self {
         Self {
-            qp,
+            chain,
             rdma,
             op,
             segments,
@@ -569,7 +571,7 @@ impl<'a, 'b> Pusher<'a, 'b> {
                 .checked_add(u64::from(self.segment_used))
                 .ok_or(EINVAL)?;
             self.op.post(
-                self.qp,
+                self.chain,
                 &SendWr::Write {
                     local: Sge {
                         buffer: &bounce,

@@ -45,7 +45,7 @@ use super::{
     buffers::{Buffers, Received, CONTINUED_TAG, CREDITS, RECVS, SENDS},
     chunks::{self, CallChunks, ReadPlan, Unserved},
     listener::Listener,
-    rdma::{Rdma, OPS, OP_WRS},
+    rdma::{Rdma, OPS, OP_TAG, OP_WRS},
     Receiver, WithBackchannel,
 };
 use crate::{
@@ -89,7 +89,7 @@ use kernel::{
         cm::{CmId, ConnParam, ReceivedParam},
         device_removal::DeviceUse,
         dma_buffer::DmaBuffer,
-        kernel_qp::{QpCaps, SendWr, Sge},
+        kernel_qp::{QpCaps, SendChain, SendWr, Sge},
     },
     sunrpc::{
         svc_xprt::{ArgPlacement, Kind, SvcRqst, SvcTransport, SvcXprt},
@@ -110,7 +110,7 @@ static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 mod properties;
 mod send;
 use properties::{Exchange, Exchanged};
-use send::encode_header;
+use send::{encode_header, reply_header_len};
 
 /// Room for the header of an error reply (the fixed words and an error body), or of a message
 /// without chunks.
@@ -749,12 +749,12 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         };
         let rest_len = plan.rest_len();
         // The header as it goes inline: the Write list, no Reply chunk.
-        let header_len = encode_header(revision, xid, grant, &chunks.writes, None, false)?.len();
+        let header_len = reply_header_len(revision, &chunks.writes, None)?;
         let send_limit = xprt.send_limit();
         let mut continued = false;
         if header_len + rest_len > send_limit {
             let reply = chunks.reply.as_deref();
-            let nomsg_len = encode_header(revision, xid, grant, &chunks.writes, reply, true)?.len();
+            let nomsg_len = reply_header_len(revision, &chunks.writes, reply)?;
             // The Write chunks were checked: the core chooses between the Reply chunk (which
             // must be used when it holds the reply) and, in Version 2, continuation.
             let holds = chunks::reply_chunk_holds(chunks, rest_len) && nomsg_len <= send_limit;
@@ -781,11 +781,17 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             }
         }
         let give_up = || Self::give_up(xprt);
-        let (written, writes) = match xprt
-            .id
-            .qp()
-            .and_then(|qp| chunks::push(qp, &xprt.rdma, &res, chunks, &plan, &give_up))
-        {
+        let qp = match xprt.id.qp() {
+            Ok(qp) => qp,
+            Err(e) => {
+                give_up();
+                return Err(e);
+            }
+        };
+        // The Writes and the Send go in one chain.
+        let unposted = |tag| xprt.unposted(tag);
+        let mut chain = qp.send_chain(&unposted);
+        let (written, writes) = match chunks::push(&mut chain, &xprt.rdma, &res, chunks, &plan) {
             Ok(pushed) => pushed,
             Err(e) => {
                 pr_info!(
@@ -805,26 +811,40 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             plan.reply_chunk,
         )?;
         let sent = if continued {
-            xprt.send_continued(&res, &plan, &header, chunks.invalidate, xid, grant)
+            xprt.send_continued(
+                &mut chain,
+                &res,
+                &plan,
+                &header,
+                chunks.invalidate,
+                xid,
+                grant,
+            )
         } else {
-            xprt.send(&header, chunks.invalidate, |buffer, mut offset| {
-                if plan.reply_chunk {
-                    return Ok(0);
-                }
-                for range in plan.rest.iter().filter(|r| !r.is_empty()) {
-                    res.for_each_segment_in(range.clone(), |segment| {
-                        buffer.write(offset, segment)?;
-                        offset += segment.len();
-                        Ok(())
-                    })?;
-                }
-                Ok(offset - header.len())
-            })
+            xprt.send_in(
+                &mut chain,
+                &header,
+                chunks.invalidate,
+                |buffer, mut offset| {
+                    if plan.reply_chunk {
+                        return Ok(0);
+                    }
+                    for range in plan.rest.iter().filter(|r| !r.is_empty()) {
+                        res.for_each_segment_in(range.clone(), |segment| {
+                            buffer.write(offset, segment)?;
+                            offset += segment.len();
+                            Ok(())
+                        })?;
+                    }
+                    Ok(offset - header.len())
+                },
+            )
         };
-        // The Writes went before the Send on the queue pair; their bounce buffers are free
-        // once they completed.
-        let writes_done = writes.finish(&give_up);
-        match sent.and(writes_done) {
+        // The Writes went before the Send on the queue pair (posted, if the Send could not
+        // be, here); their bounce buffers go back to the pool once they completed.
+        let posted = chain.post();
+        writes.finish();
+        match sent.and(posted) {
             Ok(()) => Ok(total),
             Err(e) => {
                 pr_info!(

@@ -3,10 +3,13 @@
 //! The RDMA operations of a connection's chunks, and the waiters of the threads that post them.
 //!
 //! A server thread that moves a chunk posts a batch of work requests (registrations, RDMA
-//! Reads or Writes, invalidations) as one [`Op`] and sleeps until every one of them completed:
-//! the call's pages or the reply's bounce buffers are then the thread's again. The
-//! completions arrive in the connection's [`Receiver`](super::Receiver), which routes them by
-//! tag ([`OP_TAG`] and the op's slot) to the op; the last one wakes the thread. A failed or
+//! Reads or Writes, invalidations) as one [`Op`], in chains ([`SendChain`]: the device starts
+//! on them together). For Reads and invalidations it sleeps until every one of them completed:
+//! the call's pages are then the thread's again. A reply's Writes it does not wait for
+//! ([`OpGuard::finish_later`]): their last completion puts their bounce buffers back in the
+//! pool. The completions arrive in the connection's [`Receiver`](super::Receiver), which
+//! routes them by tag ([`OP_TAG`] and the op's slot) to the op; the last one wakes the thread
+//! or ends the op. A failed or
 //! flushed completion fails the op (and the connection is closed); the connection's teardown
 //! drains its queue pair, so every op posted completes one way or the other.
 //!
@@ -29,7 +32,7 @@ use kernel::{
             client::ProtectionDomain,
             dma_buffer::DmaBuffer,
             fast_reg::FastRegMr,
-            kernel_qp::{KernelQp, SendWr},
+            kernel_qp::{SendChain, SendWr},
         },
         fixed_ring::FixedRing,
     },
@@ -65,6 +68,10 @@ pub(crate) struct Op {
     failed: AtomicBool,
     /// Whether its thread stopped waiting: the last completion frees the slot.
     abandoned: AtomicBool,
+    /// Bounce buffers the op's requests read, for the last completion to put back in the
+    /// pool (an op its thread does not wait for: [`OpGuard::finish_later`]).
+    #[pin]
+    returns: Mutex<KVec<Arc<DmaBuffer>>>,
     #[pin]
     done: Completion,
 }
@@ -89,6 +96,10 @@ pub(crate) struct Ops {
     slots: Mutex<KVec<Option<Arc<Op>>>>,
     #[pin]
     slot_freed: CondVar,
+    /// The bounce buffer pool: here, for the last completion of an op to give its buffers
+    /// back to.
+    #[pin]
+    bounces: Mutex<FixedRing<Arc<DmaBuffer>>>,
 }
 
 /// The ops, MRs and bounce buffers of one connection.
@@ -100,8 +111,6 @@ pub(crate) struct Rdma {
     ops: Arc<Ops>,
     #[pin]
     mrs: Mutex<FixedRing<Arc<FastRegMr>>>,
-    #[pin]
-    bounces: Mutex<FixedRing<Arc<DmaBuffer>>>,
 }
 
 impl Rdma {
@@ -117,6 +126,7 @@ impl Rdma {
             try_pin_init!(Ops {
                 slots <- new_mutex!(slots),
                 slot_freed <- new_condvar!(),
+                bounces <- new_mutex!(bounces),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -126,7 +136,6 @@ impl Rdma {
                 region_pages,
                 ops,
                 mrs <- new_mutex!(mrs),
-                bounces <- new_mutex!(bounces),
             }? Error),
             GFP_KERNEL,
         )
@@ -163,15 +172,10 @@ impl Rdma {
 
     /// A bounce buffer from the pool, or a new one.
     pub(crate) fn take_bounce(&self) -> Result<Arc<DmaBuffer>> {
-        if let Some(buffer) = self.bounces.lock().pop() {
+        if let Some(buffer) = self.ops.bounces.lock().pop() {
             return Ok(buffer);
         }
         DmaBuffer::new(&self.pd, BOUNCE_SIZE)
-    }
-
-    /// Gives back a bounce buffer no work request uses.
-    pub(crate) fn put_bounce(&self, buffer: Arc<DmaBuffer>) {
-        let _ = self.bounces.lock().push(buffer);
     }
 
     /// Starts an op: takes a free slot, waiting for one if need be. `ETIMEDOUT` if none came
@@ -182,6 +186,7 @@ impl Rdma {
                 pending: AtomicUsize::new(1),
                 failed: AtomicBool::new(false),
                 abandoned: AtomicBool::new(false),
+                returns <- new_mutex!(KVec::new()),
                 done <- Completion::new(),
             }),
             GFP_KERNEL,
@@ -215,7 +220,8 @@ impl Rdma {
 }
 
 impl Ops {
-    /// Work request of op slot `tag` completed; `ok` if it succeeded. Runs from the CQ work.
+    /// Work request of op slot `tag` completed; `ok` if it succeeded. Runs from the CQ work,
+    /// and from the posting thread for a request the device did not take.
     pub(crate) fn completed(&self, tag: u64, ok: bool) {
         let slot = (tag & !OP_TAG) as usize;
         let mut slots = self.slots.lock();
@@ -233,21 +239,34 @@ impl Ops {
                     *entry = None;
                 }
                 self.slot_freed.notify_all();
+                self.put_bounces(&op);
             }
+        }
+    }
+
+    /// Puts the bounce buffers `op` read back in the pool: none of its requests runs any more.
+    /// A full pool lets them go.
+    fn put_bounces(&self, op: &Op) {
+        let returned = core::mem::take(&mut *op.returns.lock());
+        let mut pool = self.bounces.lock();
+        for buffer in returned {
+            let _ = pool.push(buffer);
         }
     }
 }
 
 impl OpGuard<'_> {
-    /// Posts `wr` on `qp` as part of the op. On failure the op has failed and nothing more
-    /// should be posted; what was posted still has to be waited for ([`OpGuard::wait`]).
-    pub(crate) fn post(&mut self, qp: &KernelQp, wr: &SendWr<'_>) -> Result {
+    /// Adds `wr` to `chain` as part of the op. On failure the op has failed and nothing more
+    /// should be posted; what was added still has to be posted and waited for
+    /// ([`OpGuard::wait`]). The chain's `unposted` must hand each tag of the op's requests it
+    /// does not post to [`Ops::completed`] as a failure.
+    pub(crate) fn post(&mut self, chain: &mut SendChain<'_>, wr: &SendWr<'_>) -> Result {
         if self.posted >= OP_WRS {
             self.op.failed.store(true, Ordering::Relaxed);
             return Err(E2BIG);
         }
         self.op.pending.fetch_add(1, Ordering::AcqRel);
-        match qp.post_send(wr, OP_TAG | self.slot as u64) {
+        match chain.add(wr, OP_TAG | self.slot as u64) {
             Ok(()) => {
                 self.posted += 1;
                 Ok(())
@@ -286,6 +305,18 @@ impl OpGuard<'_> {
             // The last completion frees the slot (it runs under the lock we hold).
             self.op.abandoned.store(true, Ordering::Relaxed);
             false
+        }
+    }
+
+    /// Lets the op finish without its thread: the bounce buffers `bounces` its requests read
+    /// go back to the pool with its last completion, which frees the slot. A failed request
+    /// has the connection closed by the receiver, as for any failed completion.
+    pub(crate) fn finish_later(mut self, bounces: KVec<Arc<DmaBuffer>>) {
+        self.posting_done();
+        *self.op.returns.lock() = bounces;
+        if self.release() {
+            // Every request completed already.
+            self.ops.put_bounces(&self.op);
         }
     }
 

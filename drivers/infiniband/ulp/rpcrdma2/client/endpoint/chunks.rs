@@ -24,12 +24,13 @@ pub(super) struct Chunks {
 }
 
 impl Chunks {
-    pub(super) fn new() -> Result<Self> {
-        Ok(Self {
-            reads: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
-            write: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
-            reply: KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?,
-        })
+    /// No segments; nothing is allocated until one is pushed (most calls go inline).
+    pub(super) fn new() -> Self {
+        Self {
+            reads: KVec::new(),
+            write: KVec::new(),
+            reply: KVec::new(),
+        }
     }
 
     pub(super) fn push(&mut self, usage: Use, target: Segment) -> Result {
@@ -67,9 +68,12 @@ impl Chunks {
 
 impl Endpoint {
     /// Registers the memory behind the chunks of `plan` and fills `chunks` with their
-    /// segments; returns the call's record.
+    /// segments; returns the call's record. The registrations are added to `chain`, which
+    /// the call's Send ends; on failure, they are posted before the record is abandoned.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn register(
         &self,
+        chain: &mut SendChain<'_>,
         xprt: &Xprt<ClientTransport>,
         rqst: &Rqst<'_>,
         layout: &CallLayout,
@@ -158,7 +162,6 @@ impl Endpoint {
                 return Err(if e == ENOMEM { ENOBUFS } else { e });
             }
         };
-        let qp = self.id.qp()?;
         let regions = pieces.iter().zip(mrs).zip(mapped);
         for (registered, ((&(part, _, len), mr), pages)) in regions.enumerate() {
             let Some((_, usage)) = parts.get(part) else {
@@ -168,7 +171,7 @@ impl Endpoint {
                 Use::Read(_) => Access::REMOTE_READ,
                 Use::Write | Use::Reply => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
             };
-            let posted = qp.post_send(
+            let posted = chain.add(
                 &SendWr::RegPages {
                     mr: &mr,
                     pages: &pages,
@@ -185,6 +188,8 @@ impl Endpoint {
                 if registered == 0 {
                     regs.discard_unregistered(record);
                 } else {
+                    // The registrations go before their invalidations.
+                    let _ = chain.post();
                     self.abandon(record);
                 }
                 return Err(ENOTCONN);

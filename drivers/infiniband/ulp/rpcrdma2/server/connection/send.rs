@@ -26,21 +26,55 @@ impl<C: WithBackchannel> Connection<C> {
         invalidate: Option<u32>,
         body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
     ) -> Result<usize> {
-        let _posting = self.buffers.posting.lock();
-        self.post_one(header, invalidate, 0, body)
+        let qp = self.id.qp()?;
+        let unposted = |tag| self.unposted(tag);
+        let mut chain = qp.send_chain(&unposted);
+        self.send_in(&mut chain, header, invalidate, body)
     }
 
-    /// Posts one Send as [`Self::send`] does, its completion tagged with `tag` besides the send
-    /// buffer's index; the caller holds [`Buffers::posting`].
-    fn post_one(
+    /// Sends as [`Self::send`] does, the Send last in `chain` (whose `unposted` is
+    /// [`Self::unposted`]), and posts the chain.
+    pub(in crate::server) fn send_in(
         &self,
+        chain: &mut SendChain<'_>,
+        header: &[u8],
+        invalidate: Option<u32>,
+        body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
+    ) -> Result<usize> {
+        let _posting = self.buffers.posting.lock();
+        let added = self.add_one(chain, header, invalidate, 0, body);
+        let posted = chain.post();
+        let len = added?;
+        posted?;
+        if invalidate.is_some() {
+            self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(len)
+    }
+
+    /// A request of the connection's send queue that the device did not take: handled as its
+    /// failed completion is (an op's fails the op, a Send's buffer goes back).
+    pub(in crate::server) fn unposted(&self, tag: u64) {
+        if tag & OP_TAG != 0 {
+            self.rdma.ops().completed(tag, false);
+        } else {
+            self.buffers.send_completed(tag);
+        }
+    }
+
+    /// Adds one Send as [`Self::send`] describes it to `chain`, its completion tagged with
+    /// `tag` besides the send buffer's index; the caller holds [`Buffers::posting`] until the
+    /// chain is posted.
+    fn add_one(
+        &self,
+        chain: &mut SendChain<'_>,
         header: &[u8],
         invalidate: Option<u32>,
         tag: u64,
         body: impl FnOnce(&Arc<DmaBuffer>, usize) -> Result<usize>,
     ) -> Result<usize> {
         let index = self.buffers.take_send().ok_or(ENOBUFS)?;
-        let posted = (|| -> Result<usize> {
+        let added = (|| -> Result<usize> {
             let buffer = self.buffers.sends.get(index).ok_or(EINVAL)?;
             buffer.write(0, header)?;
             let len = header.len() + body(buffer, header.len())?;
@@ -56,25 +90,25 @@ impl<C: WithBackchannel> Connection<C> {
                     solicited: false,
                 },
             };
-            self.id.qp()?.post_send(&send, index as u64 | tag)?;
-            if invalidate.is_some() {
-                self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
-            }
+            chain.add(&send, index as u64 | tag)?;
             Ok(len)
         })();
-        if posted.is_err() {
+        if added.is_err() {
             self.buffers.send_done(index);
         }
-        posted
+        added
     }
 
     /// Sends a reply as a continued reply: the rest of `res` that `plan` sends inline, split
     /// over Sends of at most what the client receives, all but the last after a fragment header
     /// (`RDMA2_MSG`, `RDMA2_F_MORE`, no chunks) for `xid` granting `credits`, the last after
     /// `last_header`, invalidating `invalidate`. The Sends go out back to back, once the
-    /// continued reply before, if any, completed. Returns the bytes sent.
+    /// continued reply before, if any, completed; they are the last of `chain` (whose
+    /// `unposted` is [`Self::unposted`]), which is posted. Returns the bytes sent.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_continued(
         &self,
+        chain: &mut SendChain<'_>,
         res: &XdrBuf<'_>,
         plan: &chunks::ReplyPlan,
         last_header: &[u8],
@@ -101,43 +135,112 @@ impl<C: WithBackchannel> Connection<C> {
         let fragment = fragment.get(..fragment_len).ok_or(EINVAL)?;
         let count = split.count();
         self.buffers.begin_continued(count)?;
-        let mut posted = 0;
+        let mut added = 0;
         let mut sent = 0;
-        let result = {
-            let _posting = self.buffers.posting.lock();
-            split.fragments().try_for_each(|piece| {
-                let (header, invalidate) = if piece.more {
-                    (fragment, None)
-                } else {
-                    (last_header, invalidate)
-                };
-                let len = self.post_one(header, invalidate, CONTINUED_TAG, |buffer, start| {
-                    let mut offset = start;
-                    let ranges = plan.rest_piece(piece.offset, piece.len);
-                    for range in ranges.iter().filter(|r| !r.is_empty()) {
-                        res.for_each_segment_in(range.clone(), |segment| {
-                            buffer.write(offset, segment)?;
-                            offset += segment.len();
-                            Ok(())
-                        })?;
-                    }
-                    Ok(offset - start)
-                })?;
-                posted += 1;
-                sent += len;
-                Ok(())
-            })
-        };
+        let _posting = self.buffers.posting.lock();
+        let result = split.fragments().try_for_each(|piece| {
+            let (header, invalidate) = if piece.more {
+                (fragment, None)
+            } else {
+                (last_header, invalidate)
+            };
+            let len = self.add_one(chain, header, invalidate, CONTINUED_TAG, |buffer, start| {
+                let mut offset = start;
+                let ranges = plan.rest_piece(piece.offset, piece.len);
+                for range in ranges.iter().filter(|r| !r.is_empty()) {
+                    res.for_each_segment_in(range.clone(), |segment| {
+                        buffer.write(offset, segment)?;
+                        offset += segment.len();
+                        Ok(())
+                    })?;
+                }
+                Ok(offset - start)
+            })?;
+            added += 1;
+            sent += len;
+            Ok(())
+        });
+        // What was added is posted (or handed back to `unposted`) whatever happened.
+        let posted = chain.post();
         if let Err(e) = result {
-            // The slot goes with the completions of what was posted.
-            self.buffers.continued_sent(count - posted);
+            // The slot goes with the completions of what was added.
+            self.buffers.continued_sent(count - added);
             return Err(e);
+        }
+        posted?;
+        if invalidate.is_some() {
+            self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
         }
         self.continued_replies.fetch_add(1, Ordering::Relaxed);
         self.continued_sends
             .fetch_add(count as u64, Ordering::Relaxed);
         Ok(sent)
     }
+}
+
+/// A reply's header as encoded: on the stack when it fits (a reply with the few segments the
+/// Linux client offers), else allocated.
+pub(super) struct ReplyHeader {
+    inline: [u8; REPLY_HEADER_ROOM],
+    allocated: KVec<u8>,
+    len: usize,
+}
+
+/// Bytes of a reply header kept on the stack: a Write list and a Reply chunk of a dozen
+/// segments between them.
+const REPLY_HEADER_ROOM: usize = 256;
+
+/// Write chunks handed to the encoder without an allocation.
+const FEW_WRITE_CHUNKS: usize = 4;
+
+impl core::ops::Deref for ReplyHeader {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        let buf = if self.allocated.is_empty() {
+            &self.inline[..]
+        } else {
+            &self.allocated[..]
+        };
+        buf.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// Runs `f` on the chunk lists of a reply: the Write list `writes` and the Reply chunk `reply`
+/// (the encoder takes the Write list as slices: on the stack for a few chunks).
+fn with_reply_lists<R>(
+    writes: &[KVec<Segment>],
+    reply: Option<&[Segment]>,
+    f: impl FnOnce(ChunkListsRef<'_>) -> R,
+) -> Result<R> {
+    let lists = |writes| ChunkListsRef {
+        reads: &[],
+        writes,
+        reply,
+    };
+    if writes.len() <= FEW_WRITE_CHUNKS {
+        let mut refs: [&[Segment]; FEW_WRITE_CHUNKS] = [&[]; FEW_WRITE_CHUNKS];
+        for (r, chunk) in refs.iter_mut().zip(writes) {
+            *r = chunk;
+        }
+        let refs = refs.get(..writes.len()).ok_or(EINVAL)?;
+        return Ok(f(lists(refs)));
+    }
+    let mut refs = KVec::with_capacity(writes.len(), GFP_KERNEL)?;
+    for chunk in writes {
+        refs.push(&chunk[..], GFP_KERNEL)?;
+    }
+    Ok(f(lists(&refs)))
+}
+
+/// The length of a reply's header in `revision`'s layout with the Write list `writes` and the
+/// Reply chunk `reply`.
+pub(super) fn reply_header_len(
+    revision: Revision,
+    writes: &[KVec<Segment>],
+    reply: Option<&[Segment]>,
+) -> Result<usize> {
+    with_reply_lists(writes, reply, |lists| wire::header_len(revision, &lists))?.ok_or(EMSGSIZE)
 }
 
 /// Encodes a reply's header in `revision`'s layout: `RDMA_NOMSG` with the Reply chunk `reply`
@@ -150,30 +253,31 @@ pub(super) fn encode_header(
     writes: &[KVec<Segment>],
     reply: Option<&[Segment]>,
     nomsg: bool,
-) -> Result<KVec<u8>> {
-    let mut refs = KVec::with_capacity(writes.len(), GFP_KERNEL)?;
-    for chunk in writes {
-        refs.push(&chunk[..], GFP_KERNEL)?;
-    }
-    let lists = ChunkListsRef {
-        reads: &[],
-        writes: &refs,
-        reply,
-    };
-    let room = wire::header_len(revision, &lists).ok_or(EMSGSIZE)?;
-    let mut header = KVec::from_elem(0u8, room, GFP_KERNEL)?;
-    let outgoing = Outgoing {
-        xid,
-        credits,
-        direction: Direction::Reply,
-        body: if nomsg {
-            BodyRef::NoMsg(lists)
+) -> Result<ReplyHeader> {
+    with_reply_lists(writes, reply, |lists| {
+        let room = wire::header_len(revision, &lists).ok_or(EMSGSIZE)?;
+        let outgoing = Outgoing {
+            xid,
+            credits,
+            direction: Direction::Reply,
+            body: if nomsg {
+                BodyRef::NoMsg(lists)
+            } else {
+                BodyRef::Msg(lists)
+            },
+        };
+        let mut header = ReplyHeader {
+            inline: [0u8; REPLY_HEADER_ROOM],
+            allocated: KVec::new(),
+            len: 0,
+        };
+        let buf = if room <= REPLY_HEADER_ROOM {
+            &mut header.inline[..]
         } else {
-            BodyRef::Msg(lists)
-        },
-    };
-    let len = wire::encode(revision, &mut header, &outgoing).map_err(|_| EMSGSIZE)?;
-    let mut out = KVec::with_capacity(len, GFP_KERNEL)?;
-    out.extend_from_slice(header.get(..len).ok_or(EMSGSIZE)?, GFP_KERNEL)?;
-    Ok(out)
+            header.allocated = KVec::from_elem(0u8, room, GFP_KERNEL)?;
+            &mut header.allocated[..]
+        };
+        header.len = wire::encode(revision, buf, &outgoing).map_err(|_| EMSGSIZE)?;
+        Ok(header)
+    })?
 }
