@@ -170,7 +170,7 @@ for providers in "rsiw rsiw 4096 3 4.0 4.1 4.2" "siw siw 4096 4.1"; do
         line=$(xprt_line)
         echo "mountstats after writing: $line"
         set -- $line
-        [ "$2" = rdma ] && [ $# = 39 ] || fail "mountstats transport line: $line"
+        [ "$2" = rdma ] && [ $# = 40 ] || fail "mountstats transport line: $line"
         [ "${30}" = 1 ] && [ "${31}" = 1 ] && [ "${32}" = 1 ] && [ "${33}" = 0 ] &&
           [ "${35}" = 0 ] && [ "${36}" = 0 ] && [ "${37}" = 0 ] && [ "${38}" = 0 ] ||
           fail "not Version 1 after one refused Version 2 probe, or continued messages: $line"

@@ -9,7 +9,9 @@
 # mountstats line (column 30: the connection's version, 31: refused probes, 32 and 33:
 # RDMA2_CONNPROP sent and received, 34: the server's RBSIZ, 35 and 36: continued replies
 # received and their Sends) shows it. The server runs with
-# server_inline_threshold=1024 and the client with the default 4096: the server's RBSIZ of 1024
+# server_inline_threshold=1024 server_max_segment_size=262144 and the client with the default
+# 4096: the server's RSSIZ of 256 KiB bounds the client's segments (column 40: the longest
+# offered), and its RBSIZ of 1024
 # makes the client send the call that creates a 3,000-byte symlink, which its own threshold
 # would have sent inline and Version 1 sends with the target in a Read chunk, as a continued
 # call, target included (Message Continuation: up to four Sends, the last with the call's
@@ -81,22 +83,26 @@ xprt_line() {
   grep -A 30 'mounted on /mnt/nfs with fstype nfs' /proc/self/mountstats | grep 'xprt:'
 }
 
-# check_xprt WHEN: the transport's line has our 39 columns, speaks version $want, no probe was
+# check_xprt WHEN: the transport's line has our 40 columns, speaks version $want, no probe was
 # refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls or replies, in
-# Version 1) and the server's RBSIZ is $rbsiz; writes its Read, Write and Reply chunk counts, the
-# bytes pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
+# Version 1) and the server's RBSIZ is $rbsiz; with $rssiz set (the server's RSSIZ), no segment
+# the client offered (column 40: the longest) was longer; writes its Read, Write and Reply chunk
+# counts, the bytes pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
 check_xprt() {
   when=$1
   line=$(xprt_line)
   echo "mountstats $when: $line"
   set -- $line
-  [ "$2" = rdma ] && [ $# = 39 ] || fail "mountstats transport line ($when): $line"
+  [ "$2" = rdma ] && [ $# = 40 ] || fail "mountstats transport line ($when): $line"
   [ "${30}" = "$want" ] || fail "the transport speaks RPC-over-RDMA version ${30}, not $want: $line"
   [ "${31}" = 0 ] || fail "the server refused ${31} Version 2 probes: $line"
   if [ "$want" = 2 ]; then
     [ "${32}" -ge 1 ] && [ "${33}" -ge 1 ] ||
       fail "RDMA2_CONNPROP did not go both ways ($when: ${32} sent, ${33} received): $line"
     [ "${34}" = "$rbsiz" ] || fail "the server's RBSIZ is ${34}, not $rbsiz: $line"
+    [ -z "$rssiz" ] || [ "${40}" -le "$rssiz" ] ||
+      fail "the client offered a segment of ${40} bytes to a server whose RSSIZ is $rssiz: $line"
+    echo "${40}" >>/tmp/segments
   else
     [ "${32}" = 0 ] && [ "${33}" = 0 ] && [ "${34}" = 0 ] ||
       fail "RDMA2_CONNPROP on a Version 1 transport: $line"
@@ -273,10 +279,18 @@ no_v2_errors() {
 want=2
 rbsiz=1024
 continued=0
-start_with version=2 server_inline_threshold=1024
-dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes)' ||
-  fail "rpcrdma2 did not take server_inline_threshold=1024"
+start_with version=2 server_inline_threshold=1024 server_max_segment_size=262144
+dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes, Version 2 segments of up to 262144 bytes, 16 per call)' ||
+  fail "rpcrdma2 did not take server_inline_threshold=1024 server_max_segment_size=262144"
+# The server's RSSIZ of 256 KiB bounds the client's segments (check_xprt), 1 MiB READs and
+# WRITEs included.
+rssiz=262144
+rm -f /tmp/segments
 pass 4.1
+longest=$(sort -n /tmp/segments | tail -n 1)
+[ "$longest" = "$rssiz" ] ||
+  fail "the longest segment the client offered is $longest bytes, not the server's RSSIZ of $rssiz"
+echo "segments: the longest the client offered is $longest bytes, the server's RSSIZ"
 recall
 pass 3
 capture rpcrdma2-v2-server-rbsiz-1024
@@ -286,8 +300,8 @@ dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 (draft-01)" ||
 dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v2 (draft-01)' ||
   fail "the server did not log a Version 2 client"
 # Both sides' properties, and the client's send threshold down to the server's RBSIZ.
-dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024; RDMA2_CONNPROP 1 sent, 1 received" ||
-  fail "the client did not log the server's properties (RBSIZ 1024) and its thresholds following them"
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), takes segments of 262144 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024, offer segments of up to 262144 bytes, 8 per call; RDMA2_CONNPROP 1 sent, 1 received" ||
+  fail "the client did not log the server's properties (RBSIZ 1024, RSSIZ 262144) and its thresholds and segments following them"
 dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Simple; we send up to 1024 inline; RDMA2_CONNPROP 1 sent, 1 received' ||
   fail "the server did not log the client's properties (RBSIZ 4096)"
 no_v2_errors
@@ -320,6 +334,7 @@ dmesg | grep -q 'rpcrdma2: backchannel: [1-9][0-9]* callbacks sent in RPC-over-R
 # 4 KiB come continued.
 dmesg -c >/dev/null
 rbsiz=4096
+rssiz=1048576
 start_with version=2 inline_threshold=1024 server_inline_threshold=4096
 ln -s "$target" /srv/export/link.c || fail "a 3000-byte symlink on the server"
 mkdir -p /srv/export/some && (cd /srv/export/some && seq 400 | xargs touch) ||
@@ -343,7 +358,7 @@ rm -rf /srv/export/link.c /srv/export/some
 dmesg | grep 'rpcrdma2: .*transport properties' | tail -n 2
 dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline' ||
   fail "the server's send threshold did not follow the client's RBSIZ of 1024"
-dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024" ||
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), takes segments of 1048576 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024, offer segments of up to 1048576 bytes, 8 per call" ||
   fail "the client did not log the server's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload
@@ -357,6 +372,7 @@ echo "continued replies: the client received $client_continued, the server sent 
 
 want=1
 rbsiz=0
+rssiz=
 dmesg -c >/dev/null
 start_with inline_threshold=1024 version=1
 dmesg | grep -q 'rpcrdma2: client transport "rdma" registered (RPC-over-RDMA Version 1 only' ||

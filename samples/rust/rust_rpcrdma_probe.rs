@@ -42,9 +42,9 @@
 //! properties (an unknown property is ignored, a bad value earns `RDMA2_ERR_BAD_PROPVAL`, a
 //! second `RDMA2_CONNPROP` after a complete one `RDMA2_ERR_INVAL_HTYPE`), malformed chunk lists
 //! (`RDMA2_ERR_BAD_XDR`, `RDMA2_ERR_WRITE_CHUNKS`, `RDMA2_ERR_SEGMENTS` with the server's
-//! limits), Message Continuation broken three ways (`RDMA2_ERR_INVAL_CONT`: `RDMA2_F_MORE`
-//! with chunks or on `RDMA2_NOMSG`, a sequence whose XID changes, a sequence longer than the
-//! server reassembles), `RDMA2_F_TPMORE` on a call (`RDMA2_ERR_INVAL_HTYPE`), and a first
+//! limits, per chunk and, its `RCSIZ`, in the header), Message Continuation broken three ways
+//! (`RDMA2_ERR_INVAL_CONT`: `RDMA2_F_MORE` with chunks or on `RDMA2_NOMSG`, a sequence whose
+//! XID changes, a sequence longer than the server reassembles), `RDMA2_F_TPMORE` on a call (`RDMA2_ERR_INVAL_HTYPE`), and a first
 //! message longer than the 1024 bytes the draft allows (section 4.2.3: the server drops the
 //! connection, as a Version 1 server's smaller receive would). The server's own
 //! `RDMA2_CONNPROP` messages are counted and skipped wherever they come. Then the credit
@@ -1050,6 +1050,26 @@ const V2_CASES: &[V2Case] = &[
                     m = m.put(&segment(0x1234 + i, 64))?;
                 }
                 m.put(&[0, 0])?.null_call(x)
+            },
+            V2Expect::Error(RDMA2_ERR_SEGMENTS, "ERR_SEGMENTS")
+        ),
+        expect: V2Expect::Error(RDMA2_ERR_SEGMENTS, "ERR_SEGMENTS"),
+        fresh: false,
+    },
+    // Within the per-chunk limit, over the server's RCSIZ (16) in the header together.
+    V2Case {
+        name: "v2-header-segments-17",
+        run: v2_one!(
+            |x| {
+                let mut m = Xdr::new().v2_header(x, RDMA2_MSG, 0)?.put(&[0, 0, 1, 9])?;
+                for i in 0..9 {
+                    m = m.put(&segment(0x1234 + i, 64))?;
+                }
+                m = m.put(&[0, 1, 8])?;
+                for i in 9..17 {
+                    m = m.put(&segment(0x1234 + i, 64))?;
+                }
+                m.null_call(x)
             },
             V2Expect::Error(RDMA2_ERR_SEGMENTS, "ERR_SEGMENTS")
         ),

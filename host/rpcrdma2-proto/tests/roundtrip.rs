@@ -52,6 +52,7 @@ fn big_limits() -> ChunkLimits {
         max_read_chunks: 64,
         max_write_chunks: 64,
         max_segments: 64,
+        max_header_segments: u32::MAX,
     }
 }
 

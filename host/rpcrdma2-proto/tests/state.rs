@@ -12,7 +12,10 @@ use proto::error::*;
 use proto::inline_threshold::InlineThresholds;
 use proto::negotiation::*;
 use proto::payload_format::*;
-use proto::properties::{PeerProperties, PropSet, Property, ReverseSupport};
+use proto::properties::{
+    PeerProperties, PropSet, Property, ReverseSupport, DEFAULT_MAX_SEGMENT_COUNT,
+    DEFAULT_MAX_SEGMENT_SIZE,
+};
 use proto::property_exchange::*;
 use proto::reply_choice::*;
 use proto::reverse::*;
@@ -535,6 +538,8 @@ fn local_properties_go_in_one_first_message_and_read_back() {
     let local = LocalProperties {
         send_size: 4096,
         recv_buffer_size: 1024,
+        max_segment_size: 65536,
+        max_segment_count: 12,
         reverse: ReverseSupport::Simple,
     };
     let props = local.properties();
@@ -564,10 +569,14 @@ fn local_properties_go_in_one_first_message_and_read_back() {
     assert_eq!(x.peer().recv_buffer_size, 1024);
     assert_eq!(x.peer().send_size, 4096);
     assert_eq!(x.peer().reverse, ReverseSupport::Simple);
+    assert_eq!(x.peer().max_segment_size, 65536);
+    assert_eq!(x.peer().max_segment_count, 12);
     // Sizes below the draft's minimum go out as the minimum.
     let small = LocalProperties {
         send_size: 0,
         recv_buffer_size: 512,
+        max_segment_size: DEFAULT_MAX_SEGMENT_SIZE,
+        max_segment_count: DEFAULT_MAX_SEGMENT_COUNT,
         reverse: ReverseSupport::None,
     };
     assert_eq!(
@@ -907,4 +916,44 @@ mod tpmore {
         };
         assert_eq!(e, V2Error::BadPropval);
     }
+}
+
+#[test]
+fn segment_limits_follow_the_peers_rssiz_and_rcsiz() {
+    let page = 4096;
+    let mut peer = PeerProperties::DEFAULT;
+    // Defaults: 1 MiB segments, 16 of them; our regions and count bound them.
+    assert_eq!(
+        segment_limits(256 * 1024, page, 8, &peer),
+        Some(SegmentLimits {
+            span: 256 * 1024,
+            count: 8
+        })
+    );
+    // A peer taking 64 KiB segments, at most 4: so are ours.
+    peer.max_segment_size = 65536;
+    peer.max_segment_count = 4;
+    assert_eq!(
+        segment_limits(256 * 1024, page, 8, &peer),
+        Some(SegmentLimits {
+            span: 65536,
+            count: 4
+        })
+    );
+    // An RSSIZ that is not whole pages is rounded down to them.
+    peer.max_segment_size = 3 * page + 100;
+    assert_eq!(
+        segment_limits(256 * 1024, page, 8, &peer).map(|l| l.span),
+        Some(3 * page)
+    );
+    // Below one page, or no segment at all: no chunks.
+    peer.max_segment_size = page - 1;
+    assert_eq!(segment_limits(256 * 1024, page, 8, &peer), None);
+    peer.max_segment_size = 65536;
+    peer.max_segment_count = 0;
+    assert_eq!(segment_limits(256 * 1024, page, 8, &peer), None);
+    assert_eq!(
+        segment_limits(256 * 1024, 0, 8, &PeerProperties::DEFAULT),
+        None
+    );
 }

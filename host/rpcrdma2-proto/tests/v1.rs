@@ -214,6 +214,7 @@ fn limits_are_enforced() {
         max_read_chunks: 1,
         max_write_chunks: 1,
         max_segments: 1,
+        max_header_segments: u32::MAX,
     };
     let c = V1DecodeConfig { limits, ..cfg() };
     let two_read_chunks = words(&[XID, 1, 8, 0, 1, 0, 1, 1, 0, 0, 1, 4, 1, 1, 0, 0, 0, 0, 0]);

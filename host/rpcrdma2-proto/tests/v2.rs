@@ -273,6 +273,7 @@ fn chunk_limit_errors_carry_local_limits() {
         max_read_chunks: 1,
         max_write_chunks: 1,
         max_segments: 2,
+        max_header_segments: u32::MAX,
     };
     let c = V2DecodeConfig { limits, ..cfg() };
     let reads = msg(0, &[0, 1, 0, 1, 1, 0, 0, 1, 4, 1, 1, 0, 0, 0, 0, 0], &[]);
@@ -292,6 +293,36 @@ fn chunk_limit_errors_carry_local_limits() {
     );
     let bad = msg(0, &[0, 1, 2, 1, 1, 0, 0, 0, 0, 0], &[]);
     assert_eq!(v2_reply(decode(&bad, &c).unwrap_err()), V2Error::BadXdr);
+}
+
+#[test]
+fn header_segment_limit_counts_every_list() {
+    // A Write chunk of 2 segments and a Reply chunk of 2: 4 in the header.
+    let seg = [1, 1, 0, 0];
+    let mut body = vec![0, 0, 1, 2];
+    body.extend_from_slice(&seg);
+    body.extend_from_slice(&seg);
+    body.extend_from_slice(&[0, 1, 2]);
+    body.extend_from_slice(&seg);
+    body.extend_from_slice(&seg);
+    let buf = msg(0, &body, &[]);
+    let three = V2DecodeConfig {
+        limits: ChunkLimits::with_header_segments(3),
+        ..cfg()
+    };
+    assert_eq!(
+        v2_reply(decode(&buf, &three).unwrap_err()),
+        V2Error::Segments { max_segments: 3 }
+    );
+    let four = V2DecodeConfig {
+        limits: ChunkLimits::with_header_segments(4),
+        ..cfg()
+    };
+    let m = decode(&buf, &four).unwrap();
+    let V2Body::Msg { chunks, .. } = m.body else {
+        panic!("not a MSG: {:?}", m.body);
+    };
+    assert_eq!(chunks.lists.segment_count(), 4);
 }
 
 fn connprop(flags: u32, props: &[u32]) -> Vec<u8> {

@@ -62,10 +62,10 @@ use crate::proto::{
     continuation::{Reassembled, MAX_SENT_FRAGMENTS},
     error::{ErrorBody, ErrorReply, V2Error},
     negotiation::{ClientNegotiation, ClientOutcome, ServerVersionMemory, FIRST_MESSAGE_MAX},
-    properties::PeerProperties,
+    properties::{PeerProperties, DEFAULT_MAX_SEGMENT_COUNT, DEFAULT_MAX_SEGMENT_SIZE},
     property_exchange::{
-        receive_threshold, send_threshold, split_properties, ExchangeEvent, LocalProperties,
-        PropertyExchange,
+        receive_threshold, segment_limits, send_threshold, split_properties, ExchangeEvent,
+        LocalProperties, PropertyExchange, SegmentLimits,
     },
     v2::{self, Credit, Flags},
     version::{Version, VersionRange},
@@ -74,6 +74,7 @@ use crate::proto::{
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     c_str, new_condvar, new_mutex,
+    page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::kernel_qp::RemoteInvalidation,
     str::CStr,
@@ -96,7 +97,7 @@ use backchannel::Backchannel;
 use connect::ConnectWork;
 use endpoint::Endpoint;
 use receive::{Reassembly, Receiver};
-use registration::{Finished, HeldReply, ReplyKind};
+use registration::{Finished, HeldReply, ReplyKind, MAX_REGIONS};
 
 /// Bytes of our send and receive buffers: the largest inline threshold, and the default (the C
 /// implementations').
@@ -331,6 +332,8 @@ pub(crate) struct Counters {
     pub(crate) continued_replies: AtomicU64,
     /// The Sends (fragments) those replies came in.
     pub(crate) continued_fragments: AtomicU64,
+    /// The longest segment a call offered (bounded by a Version 2 server's `RSSIZ`).
+    pub(crate) largest_segment: AtomicU32,
 }
 
 impl Counters {
@@ -937,9 +940,10 @@ impl Transport for ClientTransport {
         // size (`RBSIZ`, 0 until its properties arrived); then the calls sent over several
         // Sends (Message Continuation) and their Sends, and the continued replies received and
         // the Sends they came in; then the regions the server invalidated (Send With
-        // Invalidate), which needed no local invalidation.
+        // Invalidate), which needed no local invalidation; then the longest segment a call
+        // offered.
         stats.print(format_args!(
-            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {} {} {} {}",
+            " {} {} {} {} {} {} {} 0 {} {} {} 0 0 {} {} {} 0 {} {} {} {} {} {} {} {} {} {} {}",
             get(&c.read_chunks),
             get(&c.write_chunks),
             get(&c.reply_chunks),
@@ -962,7 +966,8 @@ impl Transport for ClientTransport {
             get(&c.continued_sends),
             get(&c.continued_replies),
             get(&c.continued_fragments),
-            get(&c.remote_invs)
+            get(&c.remote_invs),
+            c.largest_segment.load(Ordering::Relaxed)
         ));
     }
 }

@@ -23,10 +23,11 @@
 //! host crate where they are tested and fuzzed; [`client`] and [`server`] are the transports
 //! that drive them. Documentation: `Documentation/rpcrdma2.rst`.
 
-use crate::proto::version::Version;
+use crate::proto::{properties::DEFAULT_MAX_SEGMENT_SIZE, version::Version};
 use kernel::{
     error::code::{EBUSY, EEXIST},
     module_param::StrParam,
+    page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::device_removal,
     sunrpc::{
@@ -43,6 +44,7 @@ mod server;
 
 kernel::module_param_str!(INLINE_THRESHOLD, "inline_threshold");
 kernel::module_param_str!(SERVER_INLINE_THRESHOLD, "server_inline_threshold");
+kernel::module_param_str!(SERVER_MAX_SEGMENT_SIZE, "server_max_segment_size");
 kernel::module_param_str!(COEXIST, "coexist");
 kernel::module_param_str!(VERSION, "version");
 
@@ -89,6 +91,23 @@ fn inline_threshold(param: &StrParam, name: &str, default: u32) -> Result<u32> {
         Some(n) if (min..=max).contains(&n) => Ok(n),
         _ => {
             pr_err!("{name} is from {min} to {max} bytes, not {text}\n");
+            Err(EINVAL)
+        }
+    }
+}
+
+/// The largest RDMA segment the server tells Version 2 clients it takes (`RSSIZ`,
+/// `modprobe rpcrdma2 server_max_segment_size=262144`): from one page to the draft's default,
+/// 1 MiB, which it is when not given.
+fn max_segment_size(param: &StrParam) -> Result<u32> {
+    let (min, max) = (PAGE_SIZE as u32, DEFAULT_MAX_SEGMENT_SIZE);
+    let Some(text) = param.get() else {
+        return Ok(max);
+    };
+    match text.to_str().ok().and_then(|t| t.trim().parse().ok()) {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => {
+            pr_err!("server_max_segment_size is from {min} to {max} bytes, not {text}\n");
             Err(EINVAL)
         }
     }
@@ -168,6 +187,7 @@ impl kernel::Module for Rpcrdma2 {
             "server_inline_threshold",
             threshold,
         )?);
+        server::set_max_segment_size(max_segment_size(&SERVER_MAX_SEGMENT_SIZE)?);
         let client_version = version(&VERSION)?;
         client::set_version(client_version);
         let devices = device_removal::Registration::new()?;
@@ -210,8 +230,11 @@ impl kernel::Module for Rpcrdma2 {
         let server = register_server::<server::RdmaClass>(module)?;
         pr_info!(
             "server transport \"rdma\" registered (ident 256, RPC-over-RDMA Versions 1 and 2, with \
-             its backchannel, inline threshold {} bytes)\n",
-            server::inline_threshold()
+             its backchannel, inline threshold {} bytes, Version 2 segments of up to {} bytes, \
+             {} per call)\n",
+            server::inline_threshold(),
+            server::max_segment_size(),
+            server::MAX_SEGMENT_COUNT
         );
         Ok(Rpcrdma2 {
             _server: ServerRegistration::Rdma { _server: server },

@@ -45,6 +45,7 @@
 //! reassembles it and serves it as an inline call with the last Send's chunks; a broken
 //! sequence earns `RDMA2_ERR_INVAL_CONT` ([`connection`]). Replies are never continued.
 
+use crate::proto::properties::{DEFAULT_MAX_SEGMENT_COUNT, DEFAULT_MAX_SEGMENT_SIZE};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     c_str,
@@ -93,6 +94,25 @@ pub(crate) fn set_inline_threshold(bytes: u32) {
 /// The server's inline threshold of new connections.
 pub(crate) fn inline_threshold() -> u32 {
     INLINE_THRESHOLD.load(Ordering::Relaxed)
+}
+
+/// The largest RDMA segment a Version 2 client is told the server takes (`RSSIZ`): the draft's
+/// default unless `server_max_segment_size` says less. The server serves segments of any size
+/// (it moves them in pieces of its own), so it takes a larger one all the same.
+static MAX_SEGMENT_SIZE: AtomicU32 = AtomicU32::new(DEFAULT_MAX_SEGMENT_SIZE);
+
+/// The most segments a Version 2 client's call may carry (`RCSIZ`, the draft's default): the
+/// server refuses a call with more with `RDMA2_ERR_SEGMENTS`.
+pub(crate) const MAX_SEGMENT_COUNT: u32 = DEFAULT_MAX_SEGMENT_COUNT;
+
+/// Sets the `RSSIZ` the server advertises (the module's init, before the class is registered).
+pub(crate) fn set_max_segment_size(bytes: u32) {
+    MAX_SEGMENT_SIZE.store(bytes, Ordering::Relaxed);
+}
+
+/// The `RSSIZ` the server advertises.
+pub(crate) fn max_segment_size() -> u32 {
+    MAX_SEGMENT_SIZE.load(Ordering::Relaxed)
 }
 
 /// A server class and the client class of its connections' backchannel

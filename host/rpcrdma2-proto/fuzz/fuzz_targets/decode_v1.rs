@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
             max_read_chunks: 16,
             max_write_chunks: 16,
             max_segments: 16,
+            max_header_segments: u32::MAX,
         },
         ..Default::default()
     };

@@ -78,6 +78,7 @@ fn round_trip(h: &wire::Header<'_>) {
         max_read_chunks: u32::MAX,
         max_write_chunks: u32::MAX,
         max_segments: u32::MAX,
+        max_header_segments: u32::MAX,
     };
     let again = wire::decode(&buf, &limits).unwrap();
     assert_eq!((again.revision, again.xid), (h.revision, h.xid));

@@ -208,6 +208,12 @@ pub(crate) struct Endpoint {
     /// The largest message we expect from the server inline, and plan replies around: what we
     /// told the server we receive, in Version 2 at most its send size (`SBSIZ`).
     recv_limit: AtomicUsize,
+    /// Bytes one segment of a chunk covers at most: a region's, in Version 2 at most the
+    /// server's `RSSIZ` (in whole pages).
+    segment_span: AtomicUsize,
+    /// Segments one call offers at most: [`MAX_REGIONS`], in Version 2 at most the server's
+    /// `RCSIZ` (0 when the server takes no segment we can make: then no call has chunks).
+    segment_count: AtomicUsize,
     /// The call sent over several Sends that has not had its reply nor been released:
     /// [`CONTINUED`] and its XID, or 0. Never more than one.
     continued: AtomicU64,
@@ -313,6 +319,8 @@ impl Endpoint {
                 region_pages,
                 send_limit: AtomicUsize::new(send_limit),
                 recv_limit: AtomicUsize::new(threshold as usize),
+                segment_span: AtomicUsize::new(region_pages as usize * PAGE_SIZE),
+                segment_count: AtomicUsize::new(MAX_REGIONS),
                 continued: AtomicU64::new(0),
                 receiver,
                 _device_use: device_use,
@@ -336,6 +344,18 @@ impl Endpoint {
     pub(crate) fn set_limits(&self, send: usize, recv: usize) {
         self.send_limit.store(send, Ordering::Relaxed);
         self.recv_limit.store(recv, Ordering::Relaxed);
+    }
+
+    /// Bytes a region of ours maps at most.
+    pub(crate) fn region_bytes(&self) -> usize {
+        self.region_pages as usize * PAGE_SIZE
+    }
+
+    /// Sets what a segment covers and how many a call offers at most: the Version 2 server's
+    /// `RSSIZ` and `RCSIZ` say what it takes.
+    pub(crate) fn set_segment_limits(&self, span: usize, count: usize) {
+        self.segment_span.store(span, Ordering::Relaxed);
+        self.segment_count.store(count, Ordering::Relaxed);
     }
 
     /// Takes the one continued call's place for call `xid`; `false` if another has it.

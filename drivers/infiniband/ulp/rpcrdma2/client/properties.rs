@@ -50,6 +50,9 @@ impl ClientTransport {
         let local = LocalProperties {
             send_size: threshold,
             recv_buffer_size: threshold,
+            // What the client takes is a server's callbacks: never any chunk.
+            max_segment_size: DEFAULT_MAX_SEGMENT_SIZE,
+            max_segment_count: DEFAULT_MAX_SEGMENT_COUNT,
             reverse: super::backchannel::REVERSE,
         };
         let props = local.properties();
@@ -123,16 +126,26 @@ impl ClientTransport {
         let peer = *exchange.state.peer();
         let (send, recv) = Self::apply_properties(xprt, generation, &peer);
         if event == ExchangeEvent::PeerDone {
+            let segments = xprt
+                .with_endpoint(generation, |endpoint| endpoint.region_bytes())
+                .and_then(|region| segment_limits_of(region, &peer));
+            let (span, count) = segments.map_or((0, 0), |l| (l.span, l.count));
             pr_info!(
                 "{}: RPC-over-RDMA v2 transport properties: the server receives {} bytes \
-                 (RBSIZ), sends {} (SBSIZ), reverse direction {:?}; we send up to {} inline, \
-                 take up to {}; RDMA2_CONNPROP {} sent, {} received\n",
+                 (RBSIZ), sends {} (SBSIZ), takes segments of {} bytes (RSSIZ), {} per call \
+                 (RCSIZ), reverse direction {:?}; we send up to {} inline, take up to {}, \
+                 offer segments of up to {} bytes, {} per call; RDMA2_CONNPROP {} sent, {} \
+                 received\n",
                 ServerName(xprt),
                 peer.recv_buffer_size,
                 peer.send_size,
+                peer.max_segment_size,
+                peer.max_segment_count,
                 peer.reverse,
                 send,
                 recv,
+                span,
+                count,
                 exchange.sent,
                 exchange.state.peer_messages()
             );
@@ -152,7 +165,12 @@ impl ClientTransport {
         let threshold = inline_threshold();
         let send = send_threshold(threshold, peer) as usize;
         let recv = receive_threshold(threshold, peer) as usize;
-        xprt.with_endpoint(generation, |endpoint| endpoint.set_limits(send, recv));
+        xprt.with_endpoint(generation, |endpoint| {
+            endpoint.set_limits(send, recv);
+            let limits = segment_limits_of(endpoint.region_bytes(), peer);
+            let (span, count) = limits.map_or((0, 0), |l| (l.span as usize, l.count as usize));
+            endpoint.set_segment_limits(span, count);
+        });
         xprt.backchannel.connected(send, Revision::V2Draft01);
         xprt.counters
             .peer_rbsiz
@@ -193,4 +211,15 @@ impl ClientTransport {
             }
         }
     }
+}
+
+/// What our chunks may use toward the server of `peer`, for regions of `region` bytes (see
+/// [`segment_limits`]).
+fn segment_limits_of(region: usize, peer: &PeerProperties) -> Option<SegmentLimits> {
+    segment_limits(
+        u32::try_from(region).unwrap_or(u32::MAX),
+        PAGE_SIZE as u32,
+        MAX_REGIONS as u32,
+        peer,
+    )
 }

@@ -88,16 +88,40 @@ pub struct ChunkLimits {
     pub max_write_chunks: u32,
     /// Most segments in any one chunk (`RDMA2_ERR_SEGMENTS`).
     pub max_segments: u32,
+    /// Most segments in the three lists together: the `RCSIZ` an endpoint
+    /// advertises (`RDMA2_ERR_SEGMENTS`).
+    pub max_header_segments: u32,
 }
 
 impl ChunkLimits {
     /// Generous defaults: 16 segments per chunk (the draft's default
-    /// `RCSIZ`), 8 Read chunks, 8 Write chunks.
+    /// `RCSIZ`), 8 Read chunks, 8 Write chunks, no limit on the header's
+    /// total.
     pub const DEFAULT: Self = Self {
         max_read_chunks: 8,
         max_write_chunks: 8,
         max_segments: 16,
+        max_header_segments: u32::MAX,
     };
+
+    /// The defaults, with at most `rcsiz` segments in a header (the `RCSIZ`
+    /// advertised).
+    pub const fn with_header_segments(rcsiz: u32) -> Self {
+        Self {
+            max_header_segments: rcsiz,
+            ..Self::DEFAULT
+        }
+    }
+
+    /// The most segments a message may carry, as `RDMA2_ERR_SEGMENTS`
+    /// reports it.
+    pub const fn segment_limit(&self) -> u32 {
+        if self.max_segments < self.max_header_segments {
+            self.max_segments
+        } else {
+            self.max_header_segments
+        }
+    }
 }
 
 impl Default for ChunkLimits {
@@ -502,11 +526,27 @@ impl<'a> ChunkLists<'a> {
         } else {
             None
         };
-        Ok(Self {
+        let lists = Self {
             reads,
             writes,
             reply,
-        })
+        };
+        if lists.segment_count() > u64::from(limits.max_header_segments) {
+            return Err(ChunkError::TooManySegments);
+        }
+        Ok(lists)
+    }
+
+    /// Segments in the three lists together.
+    pub fn segment_count(&self) -> u64 {
+        let reads = self.reads.segments().count() as u64;
+        let writes: u64 = self
+            .writes
+            .chunks()
+            .map(|c| c.segments().count() as u64)
+            .sum();
+        let reply = self.reply.map_or(0, |c| c.segments().count() as u64);
+        reads + writes + reply
     }
 
     /// Whether all three lists are empty (absent Reply chunk).

@@ -160,6 +160,11 @@ pub struct LocalProperties {
     pub send_size: u32,
     /// `RBSIZ`: the largest message this endpoint receives inline.
     pub recv_buffer_size: u32,
+    /// `RSSIZ`: the largest RDMA segment this endpoint sends or receives.
+    pub max_segment_size: u32,
+    /// `RCSIZ`: the most segments this endpoint takes in a Requester's
+    /// header.
+    pub max_segment_count: u32,
     /// `BRS`: the reverse-direction messages this endpoint takes.
     pub reverse: ReverseSupport,
 }
@@ -167,13 +172,45 @@ pub struct LocalProperties {
 impl LocalProperties {
     /// The set to send, for [`split_properties`]. Sizes below the draft's
     /// minimum are sent as the minimum, which every peer receives anyway.
-    pub fn properties(&self) -> [Property<'static>; 3] {
+    pub fn properties(&self) -> [Property<'static>; 5] {
         [
             Property::RecvBufferSize(self.recv_buffer_size.max(MIN_BUFFER_SIZE)),
             Property::SendSize(self.send_size.max(MIN_BUFFER_SIZE)),
+            Property::MaxSegmentSize(self.max_segment_size),
+            Property::MaxSegmentCount(self.max_segment_count),
             Property::Reverse(self.reverse),
         ]
     }
+}
+
+/// What a Requester's chunks may use toward a peer (draft sections 5.2.3
+/// and 5.2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentLimits {
+    /// Bytes one segment covers at most.
+    pub span: u32,
+    /// Segments one message carries at most.
+    pub count: u32,
+}
+
+/// The segments a Requester whose regions each map at most `region_bytes`
+/// (whole pages of `page` bytes) and whose messages carry at most
+/// `local_count` segments offers `peer`: segments no longer than the peer's
+/// `RSSIZ` in whole pages, no more than its `RCSIZ`. `None` if the peer
+/// takes no segment a region can make (an `RSSIZ` below one page, or an
+/// `RCSIZ` of zero): such a peer gets no chunks.
+pub fn segment_limits(
+    region_bytes: u32,
+    page: u32,
+    local_count: u32,
+    peer: &PeerProperties,
+) -> Option<SegmentLimits> {
+    let whole_pages = peer.max_segment_size.checked_div(page)?.checked_mul(page)?;
+    let limits = SegmentLimits {
+        span: region_bytes.min(whole_pages),
+        count: local_count.min(peer.max_segment_count),
+    };
+    (limits.span != 0 && limits.count != 0).then_some(limits)
 }
 
 /// The most an endpoint that sends at most `local_send` bytes inline sends

@@ -236,7 +236,7 @@ fn chunk_error_to_v2(e: super::chunk::ChunkError, limits: &ChunkLimits) -> V2Err
             max_chunks: limits.max_write_chunks,
         },
         ChunkError::TooManySegments => V2Error::Segments {
-            max_segments: limits.max_segments,
+            max_segments: limits.segment_limit(),
         },
     }
 }

@@ -411,7 +411,14 @@ impl<C: WithBackchannel> Connection<C> {
                 // Our properties go first, whatever the client's first message is.
                 Self::send_properties(xprt, &mut xprt.exchange.lock());
             }
-            wire::decode_as(revision, message, &ChunkLimits::DEFAULT, VERSIONS)
+            // Version 2 calls carry at most the segments our `RCSIZ` says.
+            let limits = match revision {
+                Revision::V2Draft01 => {
+                    ChunkLimits::with_header_segments(crate::server::MAX_SEGMENT_COUNT)
+                }
+                Revision::V1 => ChunkLimits::DEFAULT,
+            };
+            wire::decode_as(revision, message, &limits, VERSIONS)
         });
         if let Ok(header) = &decoded {
             if header.revision == Revision::V2Draft01 {

@@ -115,15 +115,17 @@ impl Endpoint {
                 }
             }
         }
-        // Each part in pieces of at most `region_pages` pages: one region, one segment each.
-        let span = self.region_pages as usize * PAGE_SIZE;
-        let mut pieces: KVec<(usize, usize, usize)> = KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?;
+        // Each part in pieces of at most a segment's span (whole pages, at most a region's):
+        // one region, one segment each, no more than the server takes.
+        let span = self.segment_span.load(Ordering::Relaxed);
+        let count = self.segment_count.load(Ordering::Relaxed).min(MAX_REGIONS);
+        let mut pieces: KVec<(usize, usize, usize)> = KVec::with_capacity(count, GFP_KERNEL)?;
         for (part, (pages, _)) in parts.iter().enumerate() {
             let mut from = 0;
-            let mut room = span - pages.offset();
+            let mut room = span.checked_sub(pages.offset()).ok_or(EMSGSIZE)?;
             while from < pages.len() {
                 let len = room.min(pages.len() - from);
-                if pieces.len() == MAX_REGIONS {
+                if pieces.len() >= count {
                     return Err(EMSGSIZE);
                 }
                 pieces.push((part, from, len), GFP_KERNEL)?;
@@ -195,6 +197,9 @@ impl Endpoint {
                 return Err(ENOTCONN);
             }
             chunks.push(*usage, segment)?;
+            counters
+                .largest_segment
+                .fetch_max(segment.length, Ordering::Relaxed);
             if let Use::Read(_) = usage {
                 Counters::add(&counters.rdma_request, len);
             }

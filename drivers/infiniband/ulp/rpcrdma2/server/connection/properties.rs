@@ -52,6 +52,8 @@ impl<C: WithBackchannel> Connection<C> {
         let local = LocalProperties {
             send_size: xprt.threshold,
             recv_buffer_size: xprt.threshold,
+            max_segment_size: crate::server::max_segment_size(),
+            max_segment_count: crate::server::MAX_SEGMENT_COUNT,
             reverse: super::super::backchannel::REVERSE,
         };
         let props = local.properties();
