@@ -131,6 +131,8 @@ struct Queues {
     work: WorkQueues,
     /// The regions each kind of access used last.
     mr_cache: MrCache,
+    /// The QP counter it is bound to, which its counts go to instead of the device's.
+    counter: Option<Arc<Counters>>,
 }
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
@@ -334,6 +336,7 @@ impl Qp {
             terms: None,
             work,
             mr_cache: MrCache::default(),
+            counter: None,
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -379,6 +382,31 @@ impl Qp {
             pr_debug!("QP {}: {:?} -> {:?}\n", self.qpn, queues.state, state);
             queues.state = state;
         }
+    }
+
+    /// Where the QP counts: its QP counter, or the device's counters (`queues` is under its
+    /// lock).
+    fn sink<'a>(&'a self, queues: &'a Queues) -> &'a Counters {
+        queues.counter.as_deref().unwrap_or(&self.counters)
+    }
+
+    /// Binds the QP to the QP counter `counter`, or unbinds it with `None`: its counts go
+    /// there from now on, what the engine counted so far to where it counted until now.
+    pub(crate) fn set_counter(&self, counter: Option<Arc<Counters>>) {
+        let mut inner = self.inner.lock();
+        let Inner { engine, queues, .. } = &mut *inner;
+        if let Some(e) = engine.as_mut() {
+            let sink = queues.counter.as_deref().unwrap_or(&self.counters);
+            e.take_stats(|s, n| sink.data(s, n));
+        }
+        queues.counter = counter;
+    }
+
+    /// Counts a connection the QP was set up with on `terms`.
+    pub(crate) fn count_established(&self, terms: &Terms) {
+        let inner = self.inner.lock();
+        self.sink(&inner.queues)
+            .established(terms.revision, terms.crc, terms.rtr);
     }
 
     /// Queues the QP's work.
@@ -547,7 +575,8 @@ impl Qp {
                             }
                             engine.set_fpdu_size(fpdu_size);
                             let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
-                            engine.take_tx_stats(|s, n| self.counters.data(s, n));
+                            let sink = self.sink(ctx.queues);
+                            engine.take_tx_stats(|s, n| sink.data(s, n));
                             if engine.is_terminated() {
                                 self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                             }
@@ -610,7 +639,8 @@ impl Qp {
         match engine.as_mut() {
             Some(e) => {
                 e.flush(&mut ctx);
-                e.take_stats(|s, n| self.counters.data(s, n));
+                let sink = self.sink(ctx.queues);
+                e.take_stats(|s, n| sink.data(s, n));
             }
             None => ctx.flush_queues(),
         }

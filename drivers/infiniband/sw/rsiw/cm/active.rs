@@ -209,7 +209,7 @@ fn connect_outcome(
                 let _ = socket.shutdown(Shutdown::Both);
             }
             if *connected {
-                count_established(&counters, "initiator", socket, &terms);
+                count_established(&qp, "initiator", socket, &terms);
             } else {
                 outcome(CmStat::Failed, "the QP could not take the connection");
             }
