@@ -25,6 +25,7 @@ use kernel::{
         memory_region::{DmaMemory, MemoryRegion, NewMr, UserPages},
         objects::{CqAttributes, PdId, QpHandle, QpInitAttributes, QpQueues, QueuePair},
         qp_counter::QpCounterId,
+        restrack::RestrackAttrs,
         shared_receive_queue::SrqAttributes,
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
@@ -506,6 +507,26 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
 
     fn iw_get_qp(&self, _dev: &Device, qpn: u32) -> Option<QpHandle> {
         self.kernel_qp(qpn).ok().map(|q| q.handle.clone())
+    }
+
+    fn fill_restrack_cm_id(
+        &self,
+        _dev: &Device,
+        id: usize,
+        attrs: &mut RestrackAttrs<'_>,
+    ) -> Result {
+        // A diagnostic: looking through the QPs costs the data path nothing.
+        let mut from = 0;
+        while let Some((qpn, qp)) = self.qp_table.find(from) {
+            if qp.has_cm_id(id) {
+                return qp.fill_restrack_connection(attrs);
+            }
+            let Some(next) = qpn.checked_add(1) else {
+                break;
+            };
+            from = next;
+        }
+        Ok(())
     }
 
     const PORT_COUNTERS: &'static [HwCounter] = crate::counters::NAMES;

@@ -402,6 +402,26 @@ impl Qp {
         queues.counter = counter;
     }
 
+    /// Whether its connection is the one of the iw_cm id whose identity is `key`.
+    pub(crate) fn has_cm_id(&self, key: usize) -> bool {
+        self.connection
+            .lock()
+            .as_ref()
+            .and_then(|c| c.cm_id.as_ref())
+            .is_some_and(|id| id.key() == key)
+    }
+
+    /// The detail of its connection for `rdma resource show cm_id`: the QP's number and the
+    /// terms the MPA exchange set up.
+    pub(crate) fn fill_restrack_connection(&self, attrs: &mut RestrackAttrs<'_>) -> Result {
+        let terms = self.inner.lock().queues.terms;
+        attrs.put_u32(c_str!("qpn"), self.qpn)?;
+        match terms {
+            Some(t) => put_terms(&t, attrs),
+            None => Ok(()),
+        }
+    }
+
     /// Counts a connection the QP was set up with on `terms`.
     pub(crate) fn count_established(&self, terms: &Terms) {
         let inner = self.inner.lock();
@@ -941,27 +961,10 @@ impl QueuePair for Qp {
             attrs.put_u32(c_str!("rq_used"), u32::try_from(rq).unwrap_or(u32::MAX))?;
         }
         attrs.put_u32(c_str!("srq"), u32::from(self.srq.is_some()))?;
-        let Some(t) = terms else {
-            return Ok(());
-        };
-        attrs.put_u32(c_str!("mpa_rev"), t.revision.into())?;
-        attrs.put_u32(c_str!("mpa_crc"), u32::from(t.crc))?;
-        attrs.put_u32(c_str!("ird"), t.ird.into())?;
-        attrs.put_u32(c_str!("ord"), t.ord.into())?;
-        attrs.put_u32(c_str!("large_fpdus"), u32::from(t.large_fpdus))?;
-        let (p2p, rtr) = match t.rtr {
-            RtrState::None => (0, c_str!("none")),
-            RtrState::Sent(kind) | RtrState::Received(kind) => (
-                1,
-                match kind {
-                    RtrKind::Send => c_str!("send"),
-                    RtrKind::Write => c_str!("write"),
-                    RtrKind::Read => c_str!("read"),
-                },
-            ),
-        };
-        attrs.put_u32(c_str!("p2p"), p2p)?;
-        attrs.put_str(c_str!("rtr"), rtr)
+        match terms {
+            Some(t) => put_terms(&t, attrs),
+            None => Ok(()),
+        }
     }
 
     fn doorbell(&self) -> Result {
@@ -996,4 +999,26 @@ impl QueuePair for Qp {
         }
         Ok(())
     }
+}
+
+/// Adds the terms a connection was set up on to the driver's detail of a resource.
+fn put_terms(t: &Terms, attrs: &mut RestrackAttrs<'_>) -> Result {
+    attrs.put_u32(c_str!("mpa_rev"), t.revision.into())?;
+    attrs.put_u32(c_str!("mpa_crc"), u32::from(t.crc))?;
+    attrs.put_u32(c_str!("ird"), t.ird.into())?;
+    attrs.put_u32(c_str!("ord"), t.ord.into())?;
+    attrs.put_u32(c_str!("large_fpdus"), u32::from(t.large_fpdus))?;
+    let (p2p, rtr) = match t.rtr {
+        RtrState::None => (0, c_str!("none")),
+        RtrState::Sent(kind) | RtrState::Received(kind) => (
+            1,
+            match kind {
+                RtrKind::Send => c_str!("send"),
+                RtrKind::Write => c_str!("write"),
+                RtrKind::Read => c_str!("read"),
+            },
+        ),
+    };
+    attrs.put_u32(c_str!("p2p"), p2p)?;
+    attrs.put_str(c_str!("rtr"), rtr)
 }

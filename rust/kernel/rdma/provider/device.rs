@@ -59,7 +59,10 @@ use super::{
         counter_alloc_stats_callback, counter_bind_qp_callback, counter_dealloc_callback,
         counter_unbind_qp_callback, counter_update_stats_callback, QpCounterId,
     },
-    restrack::{fill_res_mr_entry_callback, fill_res_qp_entry_callback},
+    restrack::{
+        fill_res_cm_id_entry_callback, fill_res_mr_entry_callback, fill_res_qp_entry_callback,
+        RestrackAttrs,
+    },
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
         query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer,
@@ -280,6 +283,18 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// iWARP: the QP numbered `qpn`, if it exists.
     fn iw_get_qp(&self, _dev: &Device, _qpn: u32) -> Option<QpHandle> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// iWARP: adds the driver's detail of the connection of the iw_cm id whose
+    /// [`IwCmId::key`](super::iw_provider::IwCmId::key) is `id` to `rdma resource show cm_id`
+    /// ([`super::restrack`]); nothing for an id it has no connection of.
+    fn fill_restrack_cm_id(
+        &self,
+        _dev: &Device,
+        _id: usize,
+        _attrs: &mut RestrackAttrs<'_>,
+    ) -> Result {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 

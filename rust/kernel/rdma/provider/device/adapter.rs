@@ -277,6 +277,9 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_IW_GET_QP {
             ops.iw_get_qp = Some(iw_get_qp_callback::<T>);
         }
+        if T::HAS_FILL_RESTRACK_CM_ID {
+            ops.fill_res_cm_id_entry = Some(fill_res_cm_id_entry_callback::<T>);
+        }
         ops
     };
 }
@@ -363,6 +366,7 @@ mod ops_checks {
         assert!(QUERIES.iw_add_ref.is_none() && QUERIES.fill_res_qp_entry.is_none());
         assert!(QUERIES.alloc_hw_port_stats.is_none() && QUERIES.get_hw_stats.is_none());
         assert!(QUERIES.counter_bind_qp.is_none() && QUERIES.counter_update_stats.is_none());
+        assert!(QUERIES.fill_res_cm_id_entry.is_none());
         assert!(QUERIES.size_ib_pd == 0 && QUERIES.size_ib_cq == 0 && QUERIES.size_ib_qp == 0);
 
         assert!(WITH_CQS.alloc_pd.is_some() && WITH_CQS.dealloc_pd.is_some());
