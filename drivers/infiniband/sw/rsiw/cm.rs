@@ -159,6 +159,9 @@ fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
         if let Some(bytes) = frame.get(..n) {
             let _ = socket.send(bytes, MsgFlags::NOSIGNAL);
         }
+        if let Ok(peer) = socket.peer_addr() {
+            pr_debug!("{peer}: TERMINATE sent for a failed MPA exchange: {error:?}\n");
+        }
     }
 }
 
@@ -552,6 +555,7 @@ impl Pending {
             this.close();
             return;
         };
+        pr_debug!("{remote}: MPA Request received (IRD {ird} ORD {ord})\n");
         // The ULP answers when it will: no deadline until then.
         drop(this.deadline.cancel());
         this.leave_exchange();

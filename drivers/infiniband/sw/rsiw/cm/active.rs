@@ -285,6 +285,9 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         .request(param.private_data, &mut frame)
         .map_err(|_| EINVAL)?;
     socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
+    if let Ok(peer) = socket.peer_addr() {
+        pr_debug!("{peer}: MPA Request sent ({len} bytes)\n");
+    }
     let socket = Arc::new(socket, GFP_KERNEL)?;
     let shared = socket.clone();
     let connecting = Arc::pin_init(
