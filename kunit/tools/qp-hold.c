@@ -57,7 +57,9 @@ static int server(struct rdma_addrinfo *res)
 		die("registering");
 	if (rdma_post_recv(id, NULL, buf, SIZE, mr))
 		die("rdma_post_recv");
-	if (rdma_accept(id, NULL))
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1 };
+
+	if (rdma_accept(id, &cp))
 		die("rdma_accept");
 	for (m = 0; m < MESSAGES; m++) {
 		if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status || wc.byte_len != SIZE) {
@@ -100,7 +102,9 @@ static int client(struct rdma_addrinfo *res)
 
 	if (!mr)
 		die("registering");
-	if (rdma_connect(id, NULL))
+	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1 };
+
+	if (rdma_connect(id, &cp))
 		die("rdma_connect");
 	for (m = 0; m < MESSAGES; m++) {
 		for (i = 0; i < SIZE; i++)
