@@ -160,8 +160,8 @@ impl QpCounters {
         )
     }
 
-    /// The counts of counter `id`, or of a new counter (with the smallest id no live counter
-    /// has) when `None`; `ENOENT` for an id that is not live.
+    /// The counts of counter `id`, or, when `None`, of a counter made for the call (with the
+    /// smallest id no live counter has); `ENOENT` for an id that is not live.
     pub(crate) fn get_or_make(
         &self,
         id: Option<QpCounterId>,

@@ -391,7 +391,7 @@ impl Qp {
     }
 
     /// Binds the QP to the QP counter `counter`, or unbinds it with `None`: its counts go
-    /// there from now on, what the engine counted so far to where it counted until now.
+    /// there from this call on; what the engine counted before goes where it counted before.
     pub(crate) fn set_counter(&self, counter: Option<Arc<Counters>>) {
         let mut inner = self.inner.lock();
         let Inner { engine, queues, .. } = &mut *inner;

@@ -308,10 +308,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Binds `qp` to the QP counter `counter` of `port` ([`super::qp_counter`]), to a new
-    /// counter when `None`, whose counts the driver makes. From then on the QP counts there and
-    /// not in the port's values. Returns the counter's id: `counter` when given, otherwise one
-    /// no live counter of the device has. On an error nothing is bound and nothing is made.
+    /// Binds `qp` to the QP counter `counter` of `port` ([`super::qp_counter`]), or, when
+    /// `None`, to a counter whose counts the driver makes for the call. From then on the QP
+    /// counts there and not in the port's values. Returns the counter's id: `counter` when
+    /// given, otherwise one no live counter of the device has. On an error nothing is bound
+    /// and nothing is made.
     fn bind_qp_counter(
         &self,
         _dev: &Device,
