@@ -296,7 +296,8 @@ impl<T: Send + Sync + 'static, L: LockContext> XArray<T, L> {
     }
 
     /// The object at the lowest index of `from` or above, with its index and a reference of
-    /// its own: `find(0)`, then `find(i + 1)` after index `i`, visits each object once.
+    /// its own: `find(0)`, then `find(i + 1)` after index `i`, visits once each object that
+    /// stays in the table meanwhile.
     pub fn find(&self, from: u32) -> Option<(u32, Arc<T>)> {
         let mut index = from as c_ulong;
         // SAFETY: `xa` is initialised (type invariant).
