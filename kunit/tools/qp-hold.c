@@ -7,8 +7,10 @@
  *   qp-hold server ADDR PORT        takes 20 Sends of 4096 bytes
  *   qp-hold client ADDR PORT SRC    sends them, then holds the connection
  *
- * The client sends 20 messages of 4096 bytes, a pattern each, one at a time (each Send
- * completes before the next is posted); the server checks each byte for byte. Then the client
+ * The server posts a receive for each of the 20 messages before it accepts (a Send that
+ * finds no receive posted would end the connection). The client sends 20 messages of 4096
+ * bytes, a pattern each, one at a time (each Send completes before the next is posted); the
+ * server checks each byte for byte. Then the client
  * prints "sent" and holds the connection until the file /tmp/qp-hold.go exists (60 s at
  * most), disconnects and ends; the server ends after the DISCONNECTED. Exits 0 when all held,
  * 1 otherwise.
@@ -38,10 +40,11 @@ static int server(struct rdma_addrinfo *res)
 {
 	struct ibv_qp_init_attr qi = {
 		.qp_type = IBV_QPT_RC, .sq_sig_all = 1,
-		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 2, .max_recv_wr = MESSAGES, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct rdma_cm_id *listen_id, *id;
-	static unsigned char buf[SIZE];
+	static unsigned char buf[MESSAGES][SIZE];
 	struct ibv_wc wc;
 	int m, i;
 
@@ -51,30 +54,31 @@ static int server(struct rdma_addrinfo *res)
 	fflush(stdout);
 	if (rdma_get_request(listen_id, &id))
 		die("rdma_get_request");
-	struct ibv_mr *mr = rdma_reg_msgs(id, buf, SIZE);
+	struct ibv_mr *mr = rdma_reg_msgs(id, buf, sizeof(buf));
 
 	if (!mr)
 		die("registering");
-	if (rdma_post_recv(id, NULL, buf, SIZE, mr))
-		die("rdma_post_recv");
+	for (m = 0; m < MESSAGES; m++)
+		if (rdma_post_recv(id, (void *)(uintptr_t)m, buf[m], SIZE, mr))
+			die("rdma_post_recv");
 	struct rdma_conn_param cp = { .responder_resources = 1, .initiator_depth = 1 };
 
 	if (rdma_accept(id, &cp))
 		die("rdma_accept");
 	for (m = 0; m < MESSAGES; m++) {
-		if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status || wc.byte_len != SIZE) {
-			fprintf(stderr, "FAIL: message %d: %s, %u bytes\n", m,
-				ibv_wc_status_str(wc.status), wc.byte_len);
+		if (rdma_get_recv_comp(id, &wc) <= 0 || wc.status || wc.byte_len != SIZE ||
+		    wc.wr_id != (uint64_t)m) {
+			fprintf(stderr, "FAIL: message %d: %s, %u bytes, receive %llu\n", m,
+				ibv_wc_status_str(wc.status), wc.byte_len,
+				(unsigned long long)wc.wr_id);
 			return 1;
 		}
 		for (i = 0; i < SIZE; i++) {
-			if (buf[i] != pattern(m, i)) {
+			if (buf[m][i] != pattern(m, i)) {
 				fprintf(stderr, "FAIL: message %d byte %d\n", m, i);
 				return 1;
 			}
 		}
-		if (m + 1 < MESSAGES && rdma_post_recv(id, NULL, buf, SIZE, mr))
-			die("rdma_post_recv");
 	}
 	printf("received %d messages of %d bytes\n", MESSAGES, SIZE);
 	fflush(stdout);
