@@ -49,6 +49,8 @@ gcc -O2 -Wall -Werror -o "$out/tools/cm-cycles" "$RSIW_TOP/kunit/tools/cm-cycles
 bins+=("$out/tools/cm-cycles")
 gcc -O2 -Wall -Werror -o "$out/tools/mpa-trickle" "$RSIW_TOP/kunit/tools/mpa-trickle.c"
 bins+=("$out/tools/mpa-trickle")
+gcc -O2 -Wall -Werror -o "$out/tools/qp-hold" "$RSIW_TOP/kunit/tools/qp-hold.c" -libverbs -lrdmacm
+bins+=("$out/tools/qp-hold")
 
 for f in "${bins[@]}" "${libs[@]}"; do
   copy "$f"
@@ -66,6 +68,7 @@ install -m 0755 "$out/tools/reg-mr-abuse" "$root/usr/bin/reg-mr-abuse"
 install -m 0755 "$out/tools/verbs-churn" "$root/usr/bin/verbs-churn"
 install -m 0755 "$out/tools/cm-cycles" "$root/usr/bin/cm-cycles"
 install -m 0755 "$out/tools/mpa-trickle" "$root/usr/bin/mpa-trickle"
+install -m 0755 "$out/tools/qp-hold" "$root/usr/bin/qp-hold"
 # mount.nfs is setuid-style and the kernel calls /sbin/mount.nfs*; modprobe is looked up in /sbin.
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs"
 ln -sf /usr/sbin/mount.nfs "$root/sbin/mount.nfs4"

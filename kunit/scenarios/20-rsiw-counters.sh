@@ -1,4 +1,4 @@
-# timeout: 420
+# timeout: 600
 # What the standard tools show of rsiw: the port counters of `rdma statistic show link` (and
 # the port's hw_counters in sysfs) move by what known transfers between rsiw0 and rsiw1 must
 # make them move: rping -V (20 rounds of 4 KiB, each an RDMA Read and an RDMA Write), then
@@ -8,7 +8,11 @@
 # refused request (MPA Reject) and a reply refused with a TERMINATE are counted where they
 # happen; no CRC error anywhere. During a timed ib_write_bw, `rdma -dd resource show qp` shows
 # each QP's detail: queue depths and use, MPA revision and CRC, IRD/ORD, peer-to-peer and RTR;
-# `rdma -dd resource show mr` each MR's kind, validity, rights and range.
+# `rdma -dd resource show mr` each MR's kind, validity, rights and range. Counters of chosen
+# QPs (`rdma statistic qp`, auto mode): while a connection of qp-hold (20 Sends of 4 KiB) lives,
+# each side's counter holds exactly its QP's counts, and the port's values moved by as much;
+# `rdma -dd resource show cm_id` shows the MPA terms of both cm_ids. By hand: bind, unbind, and
+# refusals of a missing QP, a second bind and a second unbind.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -236,6 +240,111 @@ for want in 'kind user' 'valid 1' 'length [1-9]'; do
   grep -q "$want" /tmp/res-mr.log || fail "rdma -dd resource show mr: no '$want'"
 done
 echo "rdma resource show qp: state, queue depths, MPA revision and CRC, IRD/ORD, model and RTR"
+
+# Counters of chosen QPs (`rdma statistic qp`) and the cm_ids' detail. qp_value FILE NAME: the
+# value after NAME in the output of `rdma statistic qp show` saved in FILE.
+qp_value() {
+  tr -s ' \n' '\n\n' <$1 | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }' | grep . ||
+    { cat $1; fail "rdma statistic qp show: no $2"; }
+}
+# hold_run TAG: qp-hold between rsiw0 (client) and rsiw1 (server): 20 Sends of 4096 bytes,
+# then the connection stays until hold_end; the client's QP number in $hold_qpn.
+hold_run() {
+  rm -f /tmp/qp-hold.go
+  wait_port_free 7300 || fail "$1: the previous qp-hold's listener stayed"
+  qp-hold server $ADDR1 7300 >/tmp/qp-hold-server.log 2>&1 &
+  hold_server=$!
+  wait_port 7300 $ADDR1 || fail "$1: qp-hold server did not listen"
+  qp-hold client $ADDR1 7300 $ADDR0 >/tmp/qp-hold-client.log 2>&1 &
+  hold_client=$!
+  for _ in $(seq 100); do
+    grep -q '^received' /tmp/qp-hold-server.log && grep -q '^sent' /tmp/qp-hold-client.log && break
+    sleep 0.2
+  done
+  grep -q '^received' /tmp/qp-hold-server.log && grep -q '^sent' /tmp/qp-hold-client.log || {
+    cat /tmp/qp-hold-client.log /tmp/qp-hold-server.log; fail "$1: qp-hold's transfer"; }
+  hold_qpn=$(sed -n 's/^sent .* qp \([0-9]*\)$/\1/p' /tmp/qp-hold-client.log)
+  [ -n "$hold_qpn" ] || fail "$1: qp-hold client printed no QP number"
+}
+hold_end() {
+  touch /tmp/qp-hold.go
+  wait $hold_client || { cat /tmp/qp-hold-client.log; fail "$1: qp-hold client failed"; }
+  wait $hold_server || { cat /tmp/qp-hold-server.log; fail "$1: qp-hold server failed"; }
+}
+
+# Auto mode: each user QP of the port is bound, when it moves to INIT, to the counter of its
+# type (RC), made for the first. Each device has one QP of the connection, so its counter
+# holds exactly that QP's counts: what the client sent the server received, at least the
+# messages' bytes, no Read, one MPA exchange of revision 2 each.
+rdma statistic qp set link rsiw0/1 auto type on || fail "rdma statistic qp set rsiw0 auto type on"
+rdma statistic qp set link rsiw1/1 auto type on || fail "rdma statistic qp set rsiw1 auto type on"
+snapshot h
+hold_run "qp-hold, auto mode"
+snapshot i
+rdma statistic qp show link rsiw0/1 >/tmp/qpc0.log || fail "rdma statistic qp show link rsiw0/1"
+rdma statistic qp show link rsiw1/1 >/tmp/qpc1.log || fail "rdma statistic qp show link rsiw1/1"
+rdma -dd resource show cm_id >/tmp/res-cm.log 2>&1 || fail "rdma -dd resource show cm_id"
+rdma statistic qp show >/tmp/stat-all.log 2>&1 || fail "rdma statistic qp show"
+hold_end "qp-hold, auto mode"
+snapshot j
+cat /tmp/qpc0.log /tmp/qpc1.log
+grep -q "cntn" /tmp/qpc0.log && grep -q "cntn" /tmp/qpc1.log || fail "no QP counter bound"
+grep -qw "$hold_qpn" /tmp/qpc0.log || fail "rsiw0's QP counter does not list QP $hold_qpn"
+c_sent=$(qp_value /tmp/qpc0.log fpdus_sent)
+c_bytes=$(qp_value /tmp/qpc0.log fpdu_bytes_sent)
+s_recv=$(qp_value /tmp/qpc1.log fpdus_received)
+s_bytes=$(qp_value /tmp/qpc1.log fpdu_bytes_received)
+echo "qp counters: client QP $hold_qpn sent $c_sent FPDUs ($c_bytes bytes), server QP received $s_recv ($s_bytes bytes)"
+[ "$c_sent" -ge 20 ] || fail "client QP counter: $c_sent FPDUs sent, expected at least 20"
+[ "$c_bytes" -ge $((20 * 4096)) ] || fail "client QP counter: $c_bytes bytes sent"
+[ "$c_sent" -eq "$s_recv" ] && [ "$c_bytes" -eq "$s_bytes" ] ||
+  fail "client QP counter sent $c_sent/$c_bytes, server QP counter received $s_recv/$s_bytes"
+for n in fpdus_received fpdu_bytes_received read_requests_sent crc_errors mpa_failed; do
+  v=$(qp_value /tmp/qpc0.log $n); [ "$v" = 0 ] || fail "client QP counter: $n $v, expected 0"
+done
+for n in fpdus_sent fpdu_bytes_sent read_requests_received terminate_sent_mpa; do
+  v=$(qp_value /tmp/qpc1.log $n); [ "$v" = 0 ] || fail "server QP counter: $n $v, expected 0"
+done
+for f in /tmp/qpc0.log /tmp/qpc1.log; do
+  v=$(qp_value $f mpa_established_rev2); [ "$v" = 1 ] || fail "$f: mpa_established_rev2 $v"
+done
+echo "  each QP counter: one MPA exchange of revision 2; the client's only sent, the server's only received"
+# The port's values are the device's plus its QP counters': while the QPs live they moved by
+# exactly what the counters hold, and the counts stay with the port after the QPs go.
+expect_eq rsiw0 fpdus_sent h i $c_sent
+expect_eq rsiw0 fpdu_bytes_sent h i $c_bytes
+expect_eq rsiw1 fpdus_received h i $s_recv
+expect_eq rsiw0 mpa_established_rev2 h i 1
+expect_min rsiw0 fpdus_sent h j $c_sent
+conserved h j
+grep -q "link rsiw0/1 cntn" /tmp/stat-all.log && grep -q "link rsiw1/1 cntn" /tmp/stat-all.log ||
+  { cat /tmp/stat-all.log; fail "rdma statistic qp show: not both devices' QP counters"; }
+# The cm_ids of the connection show rsiw's MPA terms (the listener's has none).
+cat /tmp/res-cm.log
+for want in 'mpa_rev 2' 'mpa_crc 0' 'ird [0-9]' 'ord [0-9]' 'p2p 0' 'rtr none' 'comm qp-hold'; do
+  grep -q "$want" /tmp/res-cm.log || fail "rdma -dd resource show cm_id: no '$want'"
+done
+[ "$(grep -c 'mpa_rev 2' /tmp/res-cm.log)" -ge 2 ] || fail "rdma resource show cm_id: not both sides' terms"
+echo "rdma resource show cm_id: MPA revision and CRC, IRD/ORD, model and RTR of both sides"
+rdma statistic qp show link rsiw0/1 | grep -q cntn && fail "a QP counter outlived its QPs"
+
+# By hand: a QP is bound to a counter of its own and unbound; what makes no sense is refused.
+rdma statistic qp set link rsiw0/1 auto off || fail "rdma statistic qp set auto off"
+rdma statistic qp set link rsiw1/1 auto off || fail "rdma statistic qp set auto off"
+hold_run "qp-hold, bound by hand"
+rdma statistic qp bind link rsiw0/1 lqpn 999999 2>/dev/null && fail "bound a QP that does not exist"
+rdma statistic qp bind link rsiw0/1 lqpn $hold_qpn || fail "rdma statistic qp bind lqpn $hold_qpn"
+rdma statistic qp bind link rsiw0/1 lqpn $hold_qpn 2>/dev/null && fail "bound a bound QP again"
+rdma statistic qp show link rsiw0/1 >/tmp/qpc0.log
+cat /tmp/qpc0.log
+cntn=$(qp_value /tmp/qpc0.log cntn)
+v=$(qp_value /tmp/qpc0.log fpdus_sent)
+[ "$v" = 0 ] || fail "a counter bound after the transfer counts $v FPDUs sent"
+rdma statistic qp unbind link rsiw0/1 cntn $cntn lqpn $hold_qpn || fail "rdma statistic qp unbind"
+rdma statistic qp unbind link rsiw0/1 cntn $cntn lqpn $hold_qpn 2>/dev/null && fail "unbound twice"
+rdma statistic qp show link rsiw0/1 | grep -q cntn && fail "the counter outlived its unbinding"
+hold_end "qp-hold, bound by hand"
+echo "rdma statistic qp bind/unbind by hand: counter $cntn of QP $hold_qpn; a missing QP, a second bind and a second unbind refused"
 
 rdma statistic show link rsiw0/1
 rdma statistic show link rsiw1/1

@@ -295,6 +295,28 @@ impl<T: Send + Sync + 'static, L: LockContext> XArray<T, L> {
         found
     }
 
+    /// The object at the lowest index of `from` or above, with its index and a reference of
+    /// its own: `find(0)`, then `find(i + 1)` after index `i`, visits once each object that
+    /// stays in the table meanwhile.
+    pub fn find(&self, from: u32) -> Option<(u32, Arc<T>)> {
+        let mut index = from as c_ulong;
+        // SAFETY: `xa` is initialised (type invariant).
+        let flags = unsafe { L::lock(self.xa()) };
+        // SAFETY: As above; `index` is valid for writes.
+        let entry = unsafe { bindings::xa_find_present(self.xa(), &mut index) };
+        let found = match u32::try_from(index) {
+            Ok(index) if !entry.is_null() => {
+                // SAFETY: As in `get`.
+                let borrowed = unsafe { Arc::<T>::borrow(entry) };
+                Some((index, Arc::from(borrowed)))
+            }
+            _ => None,
+        };
+        // SAFETY: Locked above.
+        unsafe { L::unlock(self.xa(), flags) };
+        found
+    }
+
     /// Takes the object under `index` out of the table; later lookups do not find it.
     pub fn remove(&self, index: u32) -> Option<Arc<T>> {
         // SAFETY: `xa` is initialised (type invariant).

@@ -8,8 +8,8 @@
 //! them ([`work_request`]), reports completions ([`completion_queue`]) and asynchronous events
 //! ([`async_event`]), runs iWARP connections for iw_cm ([`iw_provider`]), serves user space
 //! ([`user`], [`user_map`]), and may offer settings ([`device_settings`]), hardware counters
-//! ([`hw_stats`]), its own detail of its resources ([`restrack`]) and an `rdma link` type
-//! ([`link`]).
+//! ([`hw_stats`]) and counters of chosen QPs ([`qp_counter`]), its own detail of its resources
+//! ([`restrack`]) and an `rdma link` type ([`link`]).
 //!
 //! The two sides of the RDMA core see the same C objects from opposite ends (a consumer posts
 //! the work request a provider executes), so each is a module of its own: a driver's author
@@ -29,6 +29,7 @@ pub mod iw_provider;
 pub mod link;
 pub mod memory_region;
 pub mod objects;
+pub mod qp_counter;
 pub mod restrack;
 pub mod shared_receive_queue;
 pub mod user;

@@ -159,12 +159,15 @@ fn send_terminate(socket: &TcpSocket, error: HandshakeError, crc: bool) {
         if let Some(bytes) = frame.get(..n) {
             let _ = socket.send(bytes, MsgFlags::NOSIGNAL);
         }
+        if let Ok(peer) = socket.peer_addr() {
+            pr_debug!("{peer}: TERMINATE sent for a failed MPA exchange: {error:?}\n");
+        }
     }
 }
 
 /// Counts and logs a connection set up by an MPA exchange (`role` says which side we were).
-fn count_established(counters: &Counters, role: &str, socket: &TcpSocket, terms: &Terms) {
-    counters.established(terms.revision, terms.crc, terms.rtr);
+fn count_established(qp: &Qp, role: &str, socket: &TcpSocket, terms: &Terms) {
+    qp.count_established(terms);
     if let Ok(peer) = socket.peer_addr() {
         pr_debug!(
             "{peer}: MPA revision {} established as {role}: CRC {}, IRD {} ORD {}, RTR {:?}\n",
@@ -552,6 +555,7 @@ impl Pending {
             this.close();
             return;
         };
+        pr_debug!("{remote}: MPA Request received (IRD {ird} ORD {ord})\n");
         // The ULP answers when it will: no deadline until then.
         drop(this.deadline.cancel());
         this.leave_exchange();
@@ -754,7 +758,7 @@ fn rtr_received(cm: &Cm, socket: &Arc<TcpSocket>, a: AwaitingRtr, received: Rece
         let _ = socket.shutdown(Shutdown::Both);
     }
     if *connected {
-        count_established(&cm.counters, "responder", socket, &terms);
+        count_established(&qp, "responder", socket, &terms);
     } else {
         count_failed(cm, socket, "RTR response or attach failed");
     }
@@ -841,7 +845,7 @@ pub(crate) fn accept(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>) 
         let _ = socket.shutdown(Shutdown::Both);
     }
     if *connected {
-        count_established(&cm.counters, "responder", &socket, &terms);
+        count_established(&qp, "responder", &socket, &terms);
     } else {
         count_failed(cm, &socket, "accept failed");
     }

@@ -8,12 +8,22 @@
 //! ([`PerCpuCounters`]): no lock, no atomic read-modify-write, no cache line shared between
 //! CPUs; a read (the RDMA core asks at most every 10 ms) sums the CPUs' copies. The counts
 //! live as long as the device: they start at 0 when it is added.
+//!
+//! A QP bound to a QP counter (`rdma statistic qp`, [`kernel::rdma::provider::qp_counter`])
+//! counts in that counter's [`Counters`] instead, which have the same names: the QP holds the
+//! counter it counts in under the lock its data path takes anyway, so binding costs the data
+//! path nothing, and each event is counted once, where the RDMA core expects it (the port's
+//! values it shows are the device's plus every QP counter's, live or freed). The device's
+//! [`QpCounters`] finds a counter by its id.
 
 use kernel::{
-    c_str,
+    c_str, new_mutex,
     prelude::*,
-    rdma::provider::hw_stats::{HwCounter, PerCpuCounters},
-    sync::Arc,
+    rdma::provider::{
+        hw_stats::{HwCounter, PerCpuCounters},
+        qp_counter::QpCounterId,
+    },
+    sync::{Arc, Mutex},
 };
 
 use crate::proto::{qp_engine::RtrState, stats::Stat};
@@ -128,5 +138,70 @@ impl Counters {
         for (i, v) in values.iter_mut().enumerate() {
             *v = self.0.sum(i);
         }
+    }
+}
+
+/// The QP counters of a device that have QPs bound, by id.
+#[pin_data]
+pub(crate) struct QpCounters {
+    /// The live counters; `None` is a free slot.
+    #[pin]
+    live: Mutex<KVec<Option<(QpCounterId, Arc<Counters>)>>>,
+}
+
+impl QpCounters {
+    /// None yet.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                live <- new_mutex!(KVec::new(), "QpCounters::live"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The counts of counter `id`, or, when `None`, of a counter made for the call (with the
+    /// smallest id no live counter has); `ENOENT` for an id that is not live.
+    pub(crate) fn get_or_make(
+        &self,
+        id: Option<QpCounterId>,
+    ) -> Result<(QpCounterId, Arc<Counters>)> {
+        if let Some(id) = id {
+            return Ok((id, self.get(id).ok_or(ENOENT)?));
+        }
+        let mut live = self.live.lock();
+        let mut n = 1u32;
+        while live.iter().flatten().any(|(i, _)| i.get() == n) {
+            n = n.checked_add(1).ok_or(ENOSPC)?;
+        }
+        let id = QpCounterId::new(n).ok_or(ENOSPC)?;
+        let counts = Counters::new()?;
+        let entry = Some((id, counts.clone()));
+        match live.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = entry,
+            None => live.push(entry, GFP_KERNEL)?,
+        }
+        Ok((id, counts))
+    }
+
+    /// Counter `id` is gone: its counts go with its last QP.
+    pub(crate) fn remove(&self, id: QpCounterId) {
+        let mut live = self.live.lock();
+        if let Some(slot) = live
+            .iter_mut()
+            .find(|slot| slot.as_ref().is_some_and(|(i, _)| *i == id))
+        {
+            *slot = None;
+        }
+    }
+
+    /// The counts of counter `id`, if it is live.
+    pub(crate) fn get(&self, id: QpCounterId) -> Option<Arc<Counters>> {
+        self.live
+            .lock()
+            .iter()
+            .flatten()
+            .find(|(i, _)| *i == id)
+            .map(|(_, c)| c.clone())
     }
 }

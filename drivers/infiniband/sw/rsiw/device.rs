@@ -24,6 +24,8 @@ use kernel::{
         iw_provider::{IwCmId, IwConnParam},
         memory_region::{DmaMemory, MemoryRegion, NewMr, UserPages},
         objects::{CqAttributes, PdId, QpHandle, QpInitAttributes, QpQueues, QueuePair},
+        qp_counter::QpCounterId,
+        restrack::RestrackAttrs,
         shared_receive_queue::SrqAttributes,
         user::{UserData, UserVerb},
         user_map::{UserMapping, UserMemory},
@@ -34,7 +36,7 @@ use kernel::{
 
 use crate::{
     cm::{self, Cm},
-    counters::Counters,
+    counters::{Counters, QpCounters},
     cq::Cq,
     mr::MrTable,
     qp::{Qp, QpTable},
@@ -118,6 +120,8 @@ struct RsiwDevice {
     queue: Arc<OwnedQueue>,
     /// What `rdma statistic` shows.
     counters: Arc<Counters>,
+    /// The QP counters with QPs bound (`rdma statistic qp`).
+    qp_counters: Arc<QpCounters>,
 }
 
 impl Drop for RsiwDevice {
@@ -289,6 +293,7 @@ pub(crate) fn create(
             cm: Cm::new(queue.clone(), counters.clone())?,
             queue: queue.clone(),
             counters,
+            qp_counters: QpCounters::new()?,
         },
         GFP_KERNEL,
     )?;
@@ -504,6 +509,26 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
         self.kernel_qp(qpn).ok().map(|q| q.handle.clone())
     }
 
+    fn fill_restrack_cm_id(
+        &self,
+        _dev: &Device,
+        id: usize,
+        attrs: &mut RestrackAttrs<'_>,
+    ) -> Result {
+        // A diagnostic: looking through the QPs costs the data path nothing.
+        let mut from = 0;
+        while let Some((qpn, qp)) = self.qp_table.find(from) {
+            if qp.has_cm_id(id) {
+                return qp.fill_restrack_connection(attrs);
+            }
+            let Some(next) = qpn.checked_add(1) else {
+                break;
+            };
+            from = next;
+        }
+        Ok(())
+    }
+
     const PORT_COUNTERS: &'static [HwCounter] = crate::counters::NAMES;
 
     fn port_counters(&self, _dev: &Device, port: u32, values: &mut [u64]) -> Result {
@@ -511,6 +536,43 @@ impl kernel::rdma::provider::device::Driver for RsiwDevice {
             return Err(EINVAL);
         }
         self.counters.fill(values);
+        Ok(())
+    }
+
+    fn bind_qp_counter(
+        &self,
+        _dev: &Device,
+        counter: Option<QpCounterId>,
+        port: u32,
+        qp: &Qp,
+    ) -> Result<QpCounterId> {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        let (id, counts) = self.qp_counters.get_or_make(counter)?;
+        qp.set_counter(Some(counts));
+        Ok(id)
+    }
+
+    fn unbind_qp_counter(&self, _dev: &Device, qp: &Qp) {
+        qp.set_counter(None);
+    }
+
+    fn dealloc_qp_counter(&self, _dev: &Device, counter: QpCounterId) {
+        self.qp_counters.remove(counter);
+    }
+
+    fn qp_counter_values(
+        &self,
+        _dev: &Device,
+        counter: QpCounterId,
+        port: u32,
+        values: &mut [u64],
+    ) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        self.qp_counters.get(counter).ok_or(ENOENT)?.fill(values);
         Ok(())
     }
 

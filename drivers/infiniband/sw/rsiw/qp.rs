@@ -131,6 +131,8 @@ struct Queues {
     work: WorkQueues,
     /// The regions each kind of access used last.
     mr_cache: MrCache,
+    /// The QP counter it is bound to, which its counts go to instead of the device's.
+    counter: Option<Arc<Counters>>,
 }
 
 /// The engine's per-slot state, on the heap (too big for a kernel stack).
@@ -342,6 +344,7 @@ impl Qp {
             terms: None,
             work,
             mr_cache: MrCache::default(),
+            counter: None,
         };
         let own_kicker = kicker.clone();
         let qp = Arc::pin_init(
@@ -390,6 +393,51 @@ impl Qp {
             pr_debug!("QP {}: {:?} -> {:?}\n", self.qpn, queues.state, state);
             queues.state = state;
         }
+    }
+
+    /// Where the QP counts: its QP counter, or the device's counters (`queues` is under its
+    /// lock).
+    fn sink<'a>(&'a self, queues: &'a Queues) -> &'a Counters {
+        queues.counter.as_deref().unwrap_or(&self.counters)
+    }
+
+    /// Binds the QP to the QP counter `counter`, or unbinds it with `None`: its counts go
+    /// there from this call on; what the engine counted before goes where it counted before.
+    pub(crate) fn set_counter(&self, counter: Option<Arc<Counters>>) {
+        let mut inner = self.inner.lock();
+        let Inner { engine, queues, .. } = &mut *inner;
+        if let Some(e) = engine.as_mut() {
+            let sink = queues.counter.as_deref().unwrap_or(&self.counters);
+            e.take_stats(|s, n| sink.data(s, n));
+        }
+        queues.counter = counter;
+    }
+
+    /// Whether its connection is the one of the iw_cm id whose identity is `key`.
+    pub(crate) fn has_cm_id(&self, key: usize) -> bool {
+        self.connection
+            .lock()
+            .as_ref()
+            .and_then(|c| c.cm_id.as_ref())
+            .is_some_and(|id| id.key() == key)
+    }
+
+    /// The detail of its connection for `rdma resource show cm_id`: the QP's number and the
+    /// terms the MPA exchange set up.
+    pub(crate) fn fill_restrack_connection(&self, attrs: &mut RestrackAttrs<'_>) -> Result {
+        let terms = self.inner.lock().queues.terms;
+        attrs.put_u32(c_str!("qpn"), self.qpn)?;
+        match terms {
+            Some(t) => put_terms(&t, attrs),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a connection the QP was set up with on `terms`.
+    pub(crate) fn count_established(&self, terms: &Terms) {
+        let inner = self.inner.lock();
+        self.sink(&inner.queues)
+            .established(terms.revision, terms.crc, terms.rtr);
     }
 
     /// Queues the QP's work.
@@ -558,7 +606,8 @@ impl Qp {
                             }
                             engine.set_fpdu_size(fpdu_size);
                             let t = engine.transmit_by_reference(ctx, sq_head, out, budget);
-                            engine.take_tx_stats(|s, n| self.counters.data(s, n));
+                            let sink = self.sink(ctx.queues);
+                            engine.take_tx_stats(|s, n| sink.data(s, n));
                             if engine.is_terminated() {
                                 self.flags.fetch_or(flag::TERMINATED, Ordering::Relaxed);
                             }
@@ -621,7 +670,8 @@ impl Qp {
         match engine.as_mut() {
             Some(e) => {
                 e.flush(&mut ctx);
-                e.take_stats(|s, n| self.counters.data(s, n));
+                let sink = self.sink(ctx.queues);
+                e.take_stats(|s, n| sink.data(s, n));
             }
             None => ctx.flush_queues(),
         }
@@ -931,27 +981,10 @@ impl QueuePair for Qp {
             attrs.put_u32(c_str!("rq_used"), u32::try_from(rq).unwrap_or(u32::MAX))?;
         }
         attrs.put_u32(c_str!("srq"), u32::from(self.srq.is_some()))?;
-        let Some(t) = terms else {
-            return Ok(());
-        };
-        attrs.put_u32(c_str!("mpa_rev"), t.revision.into())?;
-        attrs.put_u32(c_str!("mpa_crc"), u32::from(t.crc))?;
-        attrs.put_u32(c_str!("ird"), t.ird.into())?;
-        attrs.put_u32(c_str!("ord"), t.ord.into())?;
-        attrs.put_u32(c_str!("large_fpdus"), u32::from(t.large_fpdus))?;
-        let (p2p, rtr) = match t.rtr {
-            RtrState::None => (0, c_str!("none")),
-            RtrState::Sent(kind) | RtrState::Received(kind) => (
-                1,
-                match kind {
-                    RtrKind::Send => c_str!("send"),
-                    RtrKind::Write => c_str!("write"),
-                    RtrKind::Read => c_str!("read"),
-                },
-            ),
-        };
-        attrs.put_u32(c_str!("p2p"), p2p)?;
-        attrs.put_str(c_str!("rtr"), rtr)
+        match terms {
+            Some(t) => put_terms(&t, attrs),
+            None => Ok(()),
+        }
     }
 
     fn doorbell(&self) -> Result {
@@ -986,4 +1019,26 @@ impl QueuePair for Qp {
         }
         Ok(())
     }
+}
+
+/// Adds the terms a connection was set up on to the driver's detail of a resource.
+fn put_terms(t: &Terms, attrs: &mut RestrackAttrs<'_>) -> Result {
+    attrs.put_u32(c_str!("mpa_rev"), t.revision.into())?;
+    attrs.put_u32(c_str!("mpa_crc"), u32::from(t.crc))?;
+    attrs.put_u32(c_str!("ird"), t.ird.into())?;
+    attrs.put_u32(c_str!("ord"), t.ord.into())?;
+    attrs.put_u32(c_str!("large_fpdus"), u32::from(t.large_fpdus))?;
+    let (p2p, rtr) = match t.rtr {
+        RtrState::None => (0, c_str!("none")),
+        RtrState::Sent(kind) | RtrState::Received(kind) => (
+            1,
+            match kind {
+                RtrKind::Send => c_str!("send"),
+                RtrKind::Write => c_str!("write"),
+                RtrKind::Read => c_str!("read"),
+            },
+        ),
+    };
+    attrs.put_u32(c_str!("p2p"), p2p)?;
+    attrs.put_str(c_str!("rtr"), rtr)
 }

@@ -27,8 +27,9 @@
 //! port's immutable data, port events), user contexts ([`super::user`]), protection domains,
 //! completion queues and queue pairs (create/destroy, [`super::objects`]) and user mappings
 //! ([`super::user_map`]), shared receive queues, memory regions, the iWARP connection
-//! manager's verbs, a port's hardware counters ([`super::hw_stats`]) and the provider's detail
-//! of its QPs in resource tracking ([`super::restrack`]). Everything else in `ib_device_ops`, and whatever a driver does not
+//! manager's verbs, a port's hardware counters ([`super::hw_stats`]) and counters of chosen QPs
+//! ([`super::qp_counter`]), and the provider's detail of its QPs in resource tracking
+//! ([`super::restrack`]). Everything else in `ib_device_ops`, and whatever a driver does not
 //! implement, is left unset: user space gets `EOPNOTSUPP` for those verbs, and the core counts
 //! the device as a kernel-verbs provider only if it has the mandatory ones (see
 //! [`crate::rdma::consumer::client`]).
@@ -54,7 +55,14 @@ use super::{
         modify_qp_callback, query_qp_callback, CompletionQueue, CqAttributes, CqContainer,
         PdContainer, PdId, QpContainer, QpHandle, QpInitAttributes, QpQueues, QueuePair,
     },
-    restrack::{fill_res_mr_entry_callback, fill_res_qp_entry_callback},
+    qp_counter::{
+        counter_alloc_stats_callback, counter_bind_qp_callback, counter_dealloc_callback,
+        counter_unbind_qp_callback, counter_update_stats_callback, QpCounterId,
+    },
+    restrack::{
+        fill_res_cm_id_entry_callback, fill_res_mr_entry_callback, fill_res_qp_entry_callback,
+        RestrackAttrs,
+    },
     shared_receive_queue::{
         create_srq_callback, destroy_srq_callback, modify_srq_callback, post_srq_recv_callback,
         query_srq_callback, SharedReceiveQueue, SrqAttributes, SrqContainer,
@@ -278,6 +286,18 @@ pub trait Driver: Send + Sync + Sized + 'static {
         crate::build_error(VTABLE_DEFAULT_ERROR)
     }
 
+    /// iWARP: adds the driver's detail of the connection of the iw_cm id whose
+    /// [`IwCmId::key`](super::iw_provider::IwCmId::key) is `id` to `rdma resource show cm_id`
+    /// ([`super::restrack`]); nothing for an id it has no connection of.
+    fn fill_restrack_cm_id(
+        &self,
+        _dev: &Device,
+        _id: usize,
+        _attrs: &mut RestrackAttrs<'_>,
+    ) -> Result {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
     /// The names of the port's hardware counters ([`super::hw_stats`]), in the order
     /// [`Driver::port_counters`] fills them in; a driver with that verb names at least one.
     const PORT_COUNTERS: &'static [HwCounter] = &[];
@@ -286,6 +306,41 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// `PORT_COUNTERS[i]`: `rdma statistic show link` and the port's `hw_counters` in sysfs.
     fn port_counters(&self, _dev: &Device, _port: u32, _values: &mut [u64]) -> Result {
         crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Binds `qp` to the QP counter `counter` of `port` ([`super::qp_counter`]), or, when
+    /// `None`, to a counter whose counts the driver makes for the call. From then on the QP
+    /// counts there and not in the port's values. Returns the counter's id: `counter` when
+    /// given, otherwise one no live counter of the device has. On an error nothing is bound
+    /// and nothing is made.
+    fn bind_qp_counter(
+        &self,
+        _dev: &Device,
+        _counter: Option<QpCounterId>,
+        _port: u32,
+        _qp: &Self::Qp,
+    ) -> Result<QpCounterId> {
+        crate::build_error(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Unbinds `qp` from its QP counter: it counts in the port's values again (called only for
+    /// a driver with `bind_qp_counter`, for a bound QP).
+    fn unbind_qp_counter(&self, _dev: &Device, _qp: &Self::Qp) {}
+
+    /// QP counter `counter` has no QP left and is read no more: the driver frees its counts
+    /// (called only for a driver with `bind_qp_counter`).
+    fn dealloc_qp_counter(&self, _dev: &Device, _counter: QpCounterId) {}
+
+    /// Fills in the values of QP counter `counter` of `port`, `values[i]` for
+    /// `PORT_COUNTERS[i]` (called only for a driver with `bind_qp_counter`).
+    fn qp_counter_values(
+        &self,
+        _dev: &Device,
+        _counter: QpCounterId,
+        _port: u32,
+        _values: &mut [u64],
+    ) -> Result {
+        Err(EINVAL)
     }
 
     /// The names of the device's settings, files in its sysfs directory

@@ -126,6 +126,12 @@ pub enum Up<'a> {
 pub struct ConnectedId(IwCmId);
 
 impl ConnectedId {
+    /// The identity of the id ([`IwCmId::key`]), by which the RDMA core's resource tracking
+    /// names its connection ([`Driver::fill_restrack_cm_id`](super::device::Driver)).
+    pub fn key(&self) -> usize {
+        self.0.key()
+    }
+
     /// Tells iw_cm the peer or the ULP started to close (DISCONNECT).
     pub fn disconnect(&self, status: Result) -> Result {
         // SAFETY: `iw_cm_event` is plain data for which all zeroes is valid.

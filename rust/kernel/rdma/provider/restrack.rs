@@ -10,10 +10,17 @@
 //! [`MemoryRegion::fill_restrack`](super::memory_region::MemoryRegion::fill_restrack) through
 //! [`RestrackAttrs`].
 //!
+//! An rdma_cm id (`rdma resource show cm_id`) is the connection manager's object, not the
+//! driver's: on an iWARP device the driver knows the iw_cm id under it, which it was handed
+//! to connect or accept, so the core's rdma_cm id is turned into that id's identity
+//! ([`IwCmId::key`](super::iw_provider::IwCmId::key)) for
+//! [`Driver::fill_restrack_cm_id`](super::device::Driver::fill_restrack_cm_id). The identity
+//! is only compared, never followed.
+//!
 //! C header: [`include/rdma/restrack.h`](srctree/include/rdma/restrack.h)
 
 use super::{
-    device::Driver,
+    device::{with_driver, Driver},
     memory_region::memory_region,
     objects::{queue_pair, QueuePair},
 };
@@ -96,6 +103,38 @@ pub(crate) unsafe extern "C" fn fill_res_mr_entry_callback(
         let mr = unsafe { memory_region(mr) };
         // SAFETY: `msg` is being filled for us (the caller's guarantee).
         unsafe { fill_nested(msg, |attrs| mr.fill_restrack(attrs)) }
+    })
+}
+
+/// `fill_res_cm_id_entry`: the driver's attributes of the connection of an rdma_cm id, in a
+/// nest of their own.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a message being filled and an rdma_cm id of one of our
+/// devices on which it holds a resource-tracking reference (the id, and the iw_cm id under it,
+/// are not destroyed before that reference is dropped).
+pub(crate) unsafe extern "C" fn fill_res_cm_id_entry_callback<T: Driver>(
+    msg: *mut bindings::sk_buff,
+    id: *mut bindings::rdma_cm_id,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: A live rdma_cm id (the caller's guarantee); the function returns its iw_cm
+        // id, or null for an id without one.
+        let iw = unsafe { bindings::rdma_iw_cm_id(id) };
+        if iw.is_null() {
+            return Ok(0);
+        }
+        // SAFETY: As above; the id's device is ours (the core calls its device's op).
+        let ibdev = unsafe { (*id).device };
+        let key = iw as usize;
+        // SAFETY: `msg` is being filled for us (the caller's guarantee); the device is ours
+        // and alive for the call.
+        unsafe {
+            fill_nested(msg, |attrs| {
+                with_driver::<T, _>(ibdev, |d, dev| d.fill_restrack_cm_id(dev, key, attrs))
+            })
+        }
     })
 }
 

@@ -209,7 +209,7 @@ fn connect_outcome(
                 let _ = socket.shutdown(Shutdown::Both);
             }
             if *connected {
-                count_established(&counters, "initiator", socket, &terms);
+                count_established(&qp, "initiator", socket, &terms);
             } else {
                 outcome(CmStat::Failed, "the QP could not take the connection");
             }
@@ -285,6 +285,9 @@ pub(crate) fn connect(cm: &Cm, qp: Arc<Qp>, id: IwCmId, param: &IwConnParam<'_>)
         .request(param.private_data, &mut frame)
         .map_err(|_| EINVAL)?;
     socket.send(frame.get(..len).ok_or(EINVAL)?, MsgFlags::NOSIGNAL)?;
+    if let Ok(peer) = socket.peer_addr() {
+        pr_debug!("{peer}: MPA Request sent ({len} bytes)\n");
+    }
     let socket = Arc::new(socket, GFP_KERNEL)?;
     let shared = socket.clone();
     let connecting = Arc::pin_init(

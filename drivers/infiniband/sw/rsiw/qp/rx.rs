@@ -24,7 +24,8 @@ impl TcpCallbacks for Qp {
                     });
                 }
                 wants_tx |= engine.wants_transmit();
-                engine.take_rx_stats(|s, n| self.counters.data(s, n));
+                let sink = self.sink(ctx.queues);
+                engine.take_rx_stats(|s, n| sink.data(s, n));
                 // Bytes after a failure are dropped: the stream is over.
                 slice.len()
             })

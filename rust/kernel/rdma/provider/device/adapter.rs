@@ -229,6 +229,14 @@ impl<T: Driver> Adapter<T> {
             ops.alloc_hw_port_stats = Some(alloc_hw_port_stats_callback::<T>);
             ops.get_hw_stats = Some(get_hw_stats_callback::<T>);
         }
+        crate::rdma::provider::qp_counter::check::<T>();
+        if T::HAS_BIND_QP_COUNTER {
+            ops.counter_bind_qp = Some(counter_bind_qp_callback::<T>);
+            ops.counter_unbind_qp = Some(counter_unbind_qp_callback::<T>);
+            ops.counter_dealloc = Some(counter_dealloc_callback::<T>);
+            ops.counter_alloc_stats = Some(counter_alloc_stats_callback::<T>);
+            ops.counter_update_stats = Some(counter_update_stats_callback::<T>);
+        }
         if T::HAS_CREATE_SRQ {
             ops.create_srq = Some(create_srq_callback::<T>);
             ops.modify_srq = Some(modify_srq_callback::<T>);
@@ -268,6 +276,9 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_IW_GET_QP {
             ops.iw_get_qp = Some(iw_get_qp_callback::<T>);
+        }
+        if T::HAS_FILL_RESTRACK_CM_ID {
+            ops.fill_res_cm_id_entry = Some(fill_res_cm_id_entry_callback::<T>);
         }
         ops
     };
@@ -354,6 +365,8 @@ mod ops_checks {
         assert!(QUERIES.iw_connect.is_none() && QUERIES.iw_get_qp.is_none());
         assert!(QUERIES.iw_add_ref.is_none() && QUERIES.fill_res_qp_entry.is_none());
         assert!(QUERIES.alloc_hw_port_stats.is_none() && QUERIES.get_hw_stats.is_none());
+        assert!(QUERIES.counter_bind_qp.is_none() && QUERIES.counter_update_stats.is_none());
+        assert!(QUERIES.fill_res_cm_id_entry.is_none());
         assert!(QUERIES.size_ib_pd == 0 && QUERIES.size_ib_cq == 0 && QUERIES.size_ib_qp == 0);
 
         assert!(WITH_CQS.alloc_pd.is_some() && WITH_CQS.dealloc_pd.is_some());
