@@ -50,7 +50,12 @@ perf_pair() {
   # perftest's rdma_cm port: a client started before the server listens is refused.
   wait_port 18515 $addr || { cat /tmp/perf-server.log; fail "$name: $tool server did not listen"; }
   start=$(date +%s)
-  timeout 120 $tool -R -d $cdev --source_ip $src "$@" $addr >/tmp/perf-client.log 2>&1 || {
+  # A connect refused at once, while the server listens, is tried once more a second later
+  # (and said so): a wildcard listener is set up device by device.
+  timeout 120 $tool -R -d $cdev --source_ip $src "$@" $addr >/tmp/perf-client.log 2>&1 ||
+    { [ $(( $(date +%s) - start )) -le 2 ] && grep -q 'Connection refused' /tmp/perf-client.log &&
+      kill -0 $server 2>/dev/null && echo "$name: $tool $*: connect refused, once more" &&
+      sleep 1 && timeout 120 $tool -R -d $cdev --source_ip $src "$@" $addr >/tmp/perf-client.log 2>&1; } || {
     cat /tmp/perf-client.log /tmp/perf-server.log; fail "$name: $tool $* failed"; }
   secs=$(( $(date +%s) - start ))
   wait $server || { cat /tmp/perf-server.log; fail "$name: $tool server failed"; }
