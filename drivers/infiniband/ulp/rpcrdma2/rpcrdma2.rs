@@ -79,11 +79,8 @@ fn coexist(param: &StrParam) -> Result<bool> {
     }
 }
 
-/// An inline threshold given at load time as `name` (`modprobe rpcrdma2 inline_threshold=1024`,
-/// `server_inline_threshold=1024` for the server alone): from RFC 8166's minimum, 1024 bytes,
-/// to the size of the transport's buffers; `default` when not given.
-fn inline_threshold(param: &StrParam, name: &str, default: u32) -> Result<u32> {
-    let (min, max) = (1024, client::INLINE_SIZE);
+/// A size in bytes given at load time as `name`, from `min` to `max`; `default` when not given.
+fn bytes_param(param: &StrParam, name: &str, (min, max): (u32, u32), default: u32) -> Result<u32> {
     let Some(text) = param.get() else {
         return Ok(default);
     };
@@ -96,21 +93,24 @@ fn inline_threshold(param: &StrParam, name: &str, default: u32) -> Result<u32> {
     }
 }
 
+/// An inline threshold given at load time as `name` (`modprobe rpcrdma2 inline_threshold=1024`,
+/// `server_inline_threshold=1024` for the server alone): from RFC 8166's minimum, 1024 bytes,
+/// to the size of the transport's buffers; `default` when not given.
+fn inline_threshold(param: &StrParam, name: &str, default: u32) -> Result<u32> {
+    bytes_param(param, name, (1024, client::INLINE_SIZE), default)
+}
+
 /// The largest RDMA segment the server tells Version 2 clients it takes (`RSSIZ`,
 /// `modprobe rpcrdma2 server_max_segment_size=262144`): from one page to the draft's default,
 /// 1 MiB, which it is when not given.
 fn max_segment_size(param: &StrParam) -> Result<u32> {
-    let (min, max) = (PAGE_SIZE as u32, DEFAULT_MAX_SEGMENT_SIZE);
-    let Some(text) = param.get() else {
-        return Ok(max);
-    };
-    match text.to_str().ok().and_then(|t| t.trim().parse().ok()) {
-        Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => {
-            pr_err!("server_max_segment_size is from {min} to {max} bytes, not {text}\n");
-            Err(EINVAL)
-        }
-    }
+    let max = DEFAULT_MAX_SEGMENT_SIZE;
+    bytes_param(
+        param,
+        "server_max_segment_size",
+        (PAGE_SIZE as u32, max),
+        max,
+    )
 }
 
 module! {
