@@ -21,19 +21,23 @@
 //! context ([`CallChunks`]) until the reply. The service tells which bytes of the reply are
 //! its bulk data (`xpo_result_payload`, a READ's data); they go to the first Write chunk, the
 //! rest of the reply inline (without the data item's XDR padding, section 3.4.6), or, if it
-//! does not fit the client's inline threshold, through the Reply chunk (`RDMA_NOMSG`). The
-//! bytes are copied into the connection's bounce buffers and RDMA Written from there: a reply
-//! is assembled from the head, pages and tail of `rq_res`, pages that may be the page cache's,
-//! and a copy keeps their lifetime out of the device's hands for a cost the software device
-//! pays anyway. The reply's Send goes in one chain with its Writes (the queue pair delivers
-//! them first, and the device sends them together), and the thread does not wait for the
-//! Writes ([`PendingWrites`]): their last completion puts the bounce buffers back in the pool,
-//! as svcrdma's Send context lets its pages go on completion.
+//! does not fit the client's inline threshold, through the Reply chunk (`RDMA_NOMSG`). Bulk
+//! data in the page part of `rq_res` (a READ's file data, often the page cache's pages) is
+//! written from where it is: the pages are mapped for the device with a reference held on
+//! each ([`MappedPages`]), registered in an MR of the connection, and the Writes read through
+//! it; the MR is invalidated after the reply's Send, and the pages stay the device's until
+//! then, whatever the service does with them (it lets its references go when the call ends).
+//! Anything else (the Reply chunk's bytes, head and tail, which the thread reuses) is copied
+//! into the connection's bounce buffers and written from there. The reply's Send goes in one
+//! chain with its Writes (the queue pair delivers them first, and the device sends them
+//! together), and the thread does not wait for the Writes ([`PendingWrites`]): their last
+//! completion puts the bounce buffers and MRs back in the pools, as svcrdma's Send context
+//! lets its pages go on completion.
 //! Every Write stays within the client's segment; a Write chunk smaller than the data, or a
 //! reply that fits neither inline nor the Reply chunk, earns `ERR_CHUNK` (RFC 8166, section
 //! 4.5: the Responder cannot send the reply the Requester provided for).
 
-use super::rdma::{OpGuard, Rdma, BOUNCE_SIZE};
+use super::rdma::{OpGuard, Rdma, Returns, BOUNCE_SIZE};
 use crate::proto::{
     chunk::{ChunkLists, ReadChunk, ReadList, Segment},
     xdr::roundup,
@@ -46,8 +50,12 @@ use kernel::{
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
         kernel_qp::{KernelQp, RegionSge, Remote, SendChain, SendWr, Sge},
+        mapped_pages::MappedPages,
     },
-    sunrpc::{svc_xprt::SvcRqst, xprt::XdrBuf},
+    sunrpc::{
+        svc_xprt::SvcRqst,
+        xprt::{XdrBuf, XdrPages, XdrPart},
+    },
     sync::Arc,
 };
 
@@ -397,21 +405,35 @@ pub(crate) struct Written {
 }
 
 /// The RDMA Writes of a reply, added to the chain its Send ends: the queue pair delivers them
-/// first. Nobody waits for them ([`PendingWrites::finish`]): their bounce buffers go back to
-/// the pool with their last completion. Dropped unfinished, the op's slot goes with its last
-/// completion and the bounce buffers are not reused (the queue pair's slots keep them alive
-/// until then).
+/// first. Nobody waits for them ([`PendingWrites::finish`]): their bounce buffers and MRs go
+/// back to the pools with their last completion. Dropped unfinished, the op's slot goes with
+/// its last completion and neither is reused (the queue pair's slots keep them alive until
+/// then).
 pub(crate) struct PendingWrites<'a> {
     op: Option<OpGuard<'a>>,
-    bounces: KVec<Arc<DmaBuffer>>,
+    returns: Returns,
 }
 
 impl PendingWrites<'_> {
-    /// Lets the Writes complete on their own, once the chain that holds them was posted.
-    pub(crate) fn finish(mut self) {
-        if let Some(op) = self.op.take() {
-            op.finish_later(core::mem::take(&mut self.bounces));
+    /// Ends the chain that holds the Writes (and the reply's Send, added after them): adds the
+    /// invalidation of each MR the Writes read through, posts the chain and lets the Writes
+    /// complete on their own. Returns what posting the chain returned.
+    pub(crate) fn finish(mut self, chain: &mut SendChain<'_>) -> Result {
+        let Some(mut op) = self.op.take() else {
+            return chain.post();
+        };
+        let mut added = Ok(());
+        for mr in self.returns.mrs.iter() {
+            // The queue pair runs them after the Writes before them. One that cannot be
+            // added fails the op: its MRs are then not reused.
+            added = op.post(chain, &SendWr::LocalInv { mr });
+            if added.is_err() {
+                break;
+            }
         }
+        let posted = chain.post();
+        op.finish_later(core::mem::take(&mut self.returns));
+        added.and(posted)
     }
 }
 
@@ -446,24 +468,29 @@ pub(crate) fn push<'a>(
     if !needs_writes {
         let none = PendingWrites {
             op: None,
-            bounces: KVec::new(),
+            returns: Returns::default(),
         };
         return Ok((Written { writes, reply }, none));
     }
-    let mut bounces = KVec::new();
+    let mut returns = Returns::default();
     let mut op = rdma.begin()?;
     let posted = (|| -> Result {
         if let (Some(payload), Some(chunk), Some(out)) =
             (&plan.payload, chunks.writes.first(), writes.first_mut())
         {
-            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, out, &mut bounces);
-            res.for_each_segment_in(payload.clone(), |bytes| pusher.push(bytes))?;
-            pusher.flush()?;
+            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, out, &mut returns);
+            match in_pages(res, payload)? {
+                Some((pages, from)) => pusher.push_pages(&pages, from, payload.len())?,
+                None => {
+                    res.for_each_segment_in(payload.clone(), |bytes| pusher.push(bytes))?;
+                    pusher.flush()?;
+                }
+            }
         }
         if plan.reply_chunk {
             let chunk = chunks.reply.as_ref().ok_or(EINVAL)?;
             let mut out = collect(chunk.iter().map(|s| Segment { length: 0, ..*s }))?;
-            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, &mut out, &mut bounces);
+            let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, &mut out, &mut returns);
             for range in plan.rest.iter().filter(|r| !r.is_empty()) {
                 res.for_each_segment_in(range.clone(), |bytes| pusher.push(bytes))?;
             }
@@ -474,18 +501,33 @@ pub(crate) fn push<'a>(
     })();
     let pending = PendingWrites {
         op: Some(op),
-        bounces,
+        returns,
     };
     if let Err(e) = posted {
         // What was added goes (or is handed back) before the op is let go.
-        let _ = chain.post();
-        pending.finish();
+        let _ = pending.finish(chain);
         return Err(e);
     }
     Ok((Written { writes, reply }, pending))
 }
 
-/// Copies bytes into bounce buffers and RDMA Writes them into a chunk's segments, in order.
+/// The page data of `res` and where `range` starts in it, if `range` lies in it: a READ's
+/// data, which the Writes then read where it is.
+fn in_pages<'a>(res: &XdrBuf<'a>, range: &Range<usize>) -> Result<Option<(XdrPages<'a>, usize)>> {
+    let layout = res.layout();
+    let start = layout.head_len();
+    let end = start.saturating_add(layout.page_len() as usize);
+    if range.is_empty() || range.start < start || range.end > end {
+        return Ok(None);
+    }
+    Ok(res
+        .pages(XdrPart::Pages)?
+        .map(|pages| (pages, range.start - start)))
+}
+
+/// RDMA Writes bytes into a chunk's segments, in order: from the pages they are in, through
+/// an MR registered over them ([`Pusher::push_pages`]), or copied into bounce buffers
+/// ([`Pusher::push`]).
 struct Pusher<'a, 'b, 'c> {
     chain: &'a mut SendChain<'c>,
     rdma: &'a Rdma,
@@ -499,7 +541,15 @@ struct Pusher<'a, 'b, 'c> {
     /// The bounce buffer being filled, and bytes in it.
     bounce: Option<Arc<DmaBuffer>>,
     fill: usize,
-    bounces: &'a mut KVec<Arc<DmaBuffer>>,
+    /// The bounce buffers and MRs used, kept until the op completed.
+    returns: &'a mut Returns,
+}
+
+/// The local memory of a Write.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Bounce(&'a Arc<DmaBuffer>),
+    Region(&'a Arc<FastRegMr>),
 }
 
 impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
@@ -509,7 +559,7 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
         op: &'a mut OpGuard<'b>,
         segments: &'a [Segment],
         written: &'a mut KVec<Segment>,
-        bounces: &'a mut KVec<Arc<DmaBuffer>>,
+        returns: &'a mut Returns,
     ) -> Self {
         Self {
             chain,
@@ -521,8 +571,36 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
             segment_used: 0,
             bounce: None,
             fill: 0,
-            bounces,
+            returns,
         }
+    }
+
+    /// Writes `len` bytes of `pages` from byte `from` where they are: registered in pieces
+    /// of at most an MR's reach, each read by the Writes through its MR (which keeps the
+    /// pages until its invalidation, added by [`PendingWrites::finish`], completed).
+    fn push_pages(&mut self, pages: &XdrPages<'_>, from: usize, len: usize) -> Result {
+        let region = self.rdma.region_bytes();
+        let mut done = 0;
+        while done < len {
+            let at = from + done;
+            // Pieces after the first start on a page boundary.
+            let in_page = (pages.offset() + at) % PAGE_SIZE;
+            let n = (len - done).min(region - in_page);
+            let mapped = MappedPages::of_xdr(self.rdma.pd(), pages, at, n)?;
+            let mr = self.rdma.take_mr()?;
+            self.returns.mrs.push(mr.clone(), GFP_KERNEL)?;
+            self.op.post(
+                self.chain,
+                &SendWr::RegPages {
+                    mr: &mr,
+                    pages: &mapped,
+                    access: Access::LOCAL_WRITE,
+                },
+            )?;
+            self.write(Source::Region(&mr), n)?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// Copies `bytes` in, writing each bounce buffer out as it fills.
@@ -533,7 +611,7 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
                 None => {
                     let bounce = self.rdma.take_bounce()?;
                     // Kept until the op completed, whatever happens.
-                    self.bounces.push(bounce.clone(), GFP_KERNEL)?;
+                    self.returns.bounces.push(bounce.clone(), GFP_KERNEL)?;
                     self.bounce = Some(bounce.clone());
                     self.fill = 0;
                     bounce
@@ -556,8 +634,16 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
         let Some(bounce) = self.bounce.take() else {
             return Ok(());
         };
+        self.write(Source::Bounce(&bounce), self.fill)?;
+        self.fill = 0;
+        Ok(())
+    }
+
+    /// Writes the first `len` bytes of `source` into the segments, from where the last Write
+    /// ended; `EMSGSIZE` if they are full.
+    fn write(&mut self, source: Source<'_>, len: usize) -> Result {
         let mut at = 0;
-        while at < self.fill {
+        while at < len {
             let segment = self.segments.get(self.segment).ok_or(EMSGSIZE)?;
             let room = (segment.length - self.segment_used) as usize;
             if room == 0 {
@@ -565,25 +651,34 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
                 self.segment_used = 0;
                 continue;
             }
-            let n = room.min(self.fill - at);
+            let n = room.min(len - at);
             let addr = segment
                 .offset
                 .checked_add(u64::from(self.segment_used))
                 .ok_or(EINVAL)?;
-            self.op.post(
-                self.chain,
-                &SendWr::Write {
+            let remote = Remote {
+                addr,
+                rkey: segment.handle,
+            };
+            let wr = match source {
+                Source::Bounce(buffer) => SendWr::Write {
                     local: Sge {
-                        buffer: &bounce,
+                        buffer,
                         offset: at,
                         len: n,
                     },
-                    remote: Remote {
-                        addr,
-                        rkey: segment.handle,
-                    },
+                    remote,
                 },
-            )?;
+                Source::Region(mr) => SendWr::WriteFromRegion {
+                    local: RegionSge {
+                        mr,
+                        offset: at,
+                        len: n,
+                    },
+                    remote,
+                },
+            };
+            self.op.post(self.chain, &wr)?;
             // `n <= room`, which fits a `u32`.
             self.segment_used += n as u32;
             if let Some(out) = self.written.get_mut(self.segment) {
@@ -591,7 +686,6 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
             }
             at += n;
         }
-        self.fill = 0;
         Ok(())
     }
 }

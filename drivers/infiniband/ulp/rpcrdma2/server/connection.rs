@@ -848,9 +848,9 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             )
         };
         // The Writes went before the Send on the queue pair (posted, if the Send could not
-        // be, here); their bounce buffers go back to the pool once they completed.
-        let posted = chain.post();
-        writes.finish();
+        // be, here), the invalidations of the MRs they read through after it; their bounce
+        // buffers and MRs go back to the pools once they completed.
+        let posted = writes.finish(&mut chain);
         match sent.and(posted) {
             Ok(()) => Ok(total),
             Err(e) => {

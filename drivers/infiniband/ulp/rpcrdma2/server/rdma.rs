@@ -6,8 +6,8 @@
 //! Reads or Writes, invalidations) as one [`Op`], in chains ([`SendChain`]: the device starts
 //! on them together). For Reads and invalidations it sleeps until every one of them completed:
 //! the call's pages are then the thread's again. A reply's Writes it does not wait for
-//! ([`OpGuard::finish_later`]): their last completion puts their bounce buffers back in the
-//! pool. The completions arrive in the connection's [`Receiver`](super::Receiver), which
+//! ([`OpGuard::finish_later`]): their last completion puts their bounce buffers and MRs back
+//! in the pools. The completions arrive in the connection's [`Receiver`](super::Receiver), which
 //! routes them by tag ([`OP_TAG`] and the op's slot) to the op; the last one wakes the thread
 //! or ends the op. A failed or
 //! flushed completion fails the op (and the connection is closed); the connection's teardown
@@ -19,9 +19,10 @@
 //!
 //! The memory the ops use is the connection's: fast-registration MRs for the sinks of RDMA
 //! Reads (on iWARP the sink of a Read must be registered with remote write access, the Read
-//! Response being tagged with its key), and bounce buffers the reply's chunk data is copied
-//! into for RDMA Writes (their source needs no registration: the local DMA key reaches them).
-//! Both are kept in small pools and allocated when the pool is empty.
+//! Response being tagged with its key) and for the pages of a reply's bulk data, which RDMA
+//! Writes read in place, and bounce buffers the rest of a reply's chunk data is copied into
+//! (their source needs no registration: the local DMA key reaches them). Both are kept in small
+//! pools and allocated when the pool is empty.
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
@@ -68,12 +69,22 @@ pub(crate) struct Op {
     failed: AtomicBool,
     /// Whether its thread stopped waiting: the last completion frees the slot.
     abandoned: AtomicBool,
-    /// Bounce buffers the op's requests read, for the last completion to put back in the
-    /// pool (an op its thread does not wait for: [`OpGuard::finish_later`]).
+    /// What the op's requests use, for the last completion to put back in the pools (an op
+    /// its thread does not wait for: [`OpGuard::finish_later`]).
     #[pin]
-    returns: Mutex<KVec<Arc<DmaBuffer>>>,
+    returns: Mutex<Returns>,
     #[pin]
     done: Completion,
+}
+
+/// What an op its thread does not wait for hands back to the connection's pools with its last
+/// completion.
+#[derive(Default)]
+pub(crate) struct Returns {
+    /// Bounce buffers its Writes read.
+    pub(crate) bounces: KVec<Arc<DmaBuffer>>,
+    /// MRs its Writes read through, their registrations invalidated by its last requests.
+    pub(crate) mrs: KVec<Arc<FastRegMr>>,
 }
 
 /// A slot of the connection's op table and the op in it, for one thread.
@@ -100,6 +111,9 @@ pub(crate) struct Ops {
     /// back to.
     #[pin]
     bounces: Mutex<FixedRing<Arc<DmaBuffer>>>,
+    /// The MR pool, for the same reason.
+    #[pin]
+    mrs: Mutex<FixedRing<Arc<FastRegMr>>>,
 }
 
 /// The ops, MRs and bounce buffers of one connection.
@@ -109,8 +123,6 @@ pub(crate) struct Rdma {
     /// Pages one MR maps: the device's fast-registration limit.
     region_pages: u32,
     ops: Arc<Ops>,
-    #[pin]
-    mrs: Mutex<FixedRing<Arc<FastRegMr>>>,
 }
 
 impl Rdma {
@@ -127,6 +139,7 @@ impl Rdma {
                 slots <- new_mutex!(slots),
                 slot_freed <- new_condvar!(),
                 bounces <- new_mutex!(bounces),
+                mrs <- new_mutex!(mrs),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -135,7 +148,6 @@ impl Rdma {
                 pd: pd.clone(),
                 region_pages,
                 ops,
-                mrs <- new_mutex!(mrs),
             }? Error),
             GFP_KERNEL,
         )
@@ -158,7 +170,7 @@ impl Rdma {
 
     /// An MR from the pool, or a new one.
     pub(crate) fn take_mr(&self) -> Result<Arc<FastRegMr>> {
-        if let Some(mr) = self.mrs.lock().pop() {
+        if let Some(mr) = self.ops.mrs.lock().pop() {
             return Ok(mr);
         }
         FastRegMr::new(&self.pd, self.region_pages)
@@ -167,7 +179,7 @@ impl Rdma {
     /// Gives back an MR whose registration was invalidated.
     pub(crate) fn put_mr(&self, mr: Arc<FastRegMr>) {
         // A full pool drops it.
-        let _ = self.mrs.lock().push(mr);
+        let _ = self.ops.mrs.lock().push(mr);
     }
 
     /// A bounce buffer from the pool, or a new one.
@@ -186,7 +198,7 @@ impl Rdma {
                 pending: AtomicUsize::new(1),
                 failed: AtomicBool::new(false),
                 abandoned: AtomicBool::new(false),
-                returns <- new_mutex!(KVec::new()),
+                returns <- new_mutex!(Returns::default()),
                 done <- Completion::new(),
             }),
             GFP_KERNEL,
@@ -239,18 +251,25 @@ impl Ops {
                     *entry = None;
                 }
                 self.slot_freed.notify_all();
-                self.put_bounces(&op);
+                self.put_back(&op);
             }
         }
     }
 
-    /// Puts the bounce buffers `op` read back in the pool: none of its requests runs any more.
-    /// A full pool lets them go.
-    fn put_bounces(&self, op: &Op) {
+    /// Puts what `op` used back in the pools: none of its requests runs any more. A full pool
+    /// lets them go, and so does a failed op its MRs: their invalidation may not have run.
+    fn put_back(&self, op: &Op) {
         let returned = core::mem::take(&mut *op.returns.lock());
         let mut pool = self.bounces.lock();
-        for buffer in returned {
+        for buffer in returned.bounces {
             let _ = pool.push(buffer);
+        }
+        drop(pool);
+        if !op.failed.load(Ordering::Relaxed) {
+            let mut pool = self.mrs.lock();
+            for mr in returned.mrs {
+                let _ = pool.push(mr);
+            }
         }
     }
 }
@@ -308,15 +327,15 @@ impl OpGuard<'_> {
         }
     }
 
-    /// Lets the op finish without its thread: the bounce buffers `bounces` its requests read
-    /// go back to the pool with its last completion, which frees the slot. A failed request
-    /// has the connection closed by the receiver, as for any failed completion.
-    pub(crate) fn finish_later(mut self, bounces: KVec<Arc<DmaBuffer>>) {
+    /// Lets the op finish without its thread: the bounce buffers and MRs `returns` its
+    /// requests used go back to the pools with its last completion, which frees the slot. A
+    /// failed request has the connection closed by the receiver, as for any failed completion.
+    pub(crate) fn finish_later(mut self, returns: Returns) {
+        *self.op.returns.lock() = returns;
         self.posting_done();
-        *self.op.returns.lock() = bounces;
         if self.release() {
             // Every request completed already.
-            self.ops.put_bounces(&self.op);
+            self.ops.put_back(&self.op);
         }
     }
 

@@ -110,6 +110,14 @@ pub enum SendWr<'a> {
         /// Source.
         remote: Remote,
     },
+    /// RDMA Write from a registered region: memory the caller does not own (a reply's pages)
+    /// is reached through a registration of it, which the request keeps until it completes.
+    WriteFromRegion {
+        /// Source.
+        local: RegionSge<'a>,
+        /// Sink.
+        remote: Remote,
+    },
     /// Compare and swap of the 64-bit word at `remote`; the original lands in `local` (8 bytes).
     CmpSwap {
         /// Where the original value lands.
@@ -324,7 +332,8 @@ impl KernelQp {
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
             }
-            SendWr::ReadIntoRegion { local: l, remote } => {
+            SendWr::ReadIntoRegion { local: l, remote }
+            | SendWr::WriteFromRegion { local: l, remote } => {
                 if !Arc::ptr_eq(l.mr.pd(), &self.pd) || l.len == 0 {
                     return Err(crate::error::code::EINVAL);
                 }
@@ -333,7 +342,11 @@ impl KernelQp {
                 held = Some(keep);
                 mr = Some(l.mr.clone());
                 rdma.wr.num_sge = 1;
-                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_READ;
+                rdma.wr.opcode = if matches!(wr, SendWr::ReadIntoRegion { .. }) {
+                    ib_wr_opcode_IB_WR_RDMA_READ
+                } else {
+                    ib_wr_opcode_IB_WR_RDMA_WRITE
+                };
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
             }
