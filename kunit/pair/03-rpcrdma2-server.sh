@@ -1,6 +1,6 @@
 # timeout: 1800
 # rpcrdma2's server transport on another host, mounted by the stock C client and by rpcrdma2's
-# own client.
+# own client (in Version 2, the module's default).
 #   a: NFS client (the C rpcrdma, or rpcrdma2)    b: NFS server: C nfsd over rpcrdma2, class
 #                                                    "rdma" ident 256 (the C rpcrdma never loaded)
 # Rounds (client, provider on both sides, server's inline threshold, NFS versions): the C
@@ -88,6 +88,10 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
         echo "mountstats after writing: $line"
         set -- $line
         [ "$2" = rdma ] || fail "mountstats transport line: $line"
+        # rpcrdma2's client and server speak Version 2 (column 30), the client's probe taken
+        # (31: none refused), one RDMA2_CONNPROP each way (32, 33).
+        [ $kind = c ] || { [ "${30}" = 2 ] && [ "${31}" = 0 ] && [ "${32}" = 1 ] && [ "${33}" = 1 ]; } ||
+          fail "rpcrdma2's client and server did not speak Version 2: $line"
         # Column 13: Read chunks; 16: the bytes they carried (counted by rpcrdma2's client,
         # not by the C client's).
         [ "${13}" -gt 0 ] || fail "the writes did not go as Read chunks: $line"

@@ -48,15 +48,15 @@ kernel::module_param_str!(SERVER_MAX_SEGMENT_SIZE, "server_max_segment_size");
 kernel::module_param_str!(COEXIST, "coexist");
 kernel::module_param_str!(VERSION, "version");
 
-/// The highest RPC-over-RDMA version the client speaks (`modprobe rpcrdma2 version=2`): with 2
-/// it probes for Version 2 on each new transport; 1, the default, never probes.
+/// The highest RPC-over-RDMA version the client speaks (`modprobe rpcrdma2 version=1`): with
+/// 2, the default, it probes for Version 2 on each new transport; with 1 it never probes.
 fn version(param: &StrParam) -> Result<Version> {
     let Some(text) = param.get() else {
-        return Ok(Version::V1);
+        return Ok(Version::V2);
     };
     match text.to_str().map(str::trim) {
-        Ok("1" | "") => Ok(Version::V1),
-        Ok("2") => Ok(Version::V2),
+        Ok("1") => Ok(Version::V1),
+        Ok("2" | "") => Ok(Version::V2),
         _ => {
             pr_err!("version is 1 or 2, not {text}\n");
             Err(EINVAL)
