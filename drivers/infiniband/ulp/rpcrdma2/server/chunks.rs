@@ -22,8 +22,8 @@
 //! its bulk data (`xpo_result_payload`, a READ's data); they go to the first Write chunk, the
 //! rest of the reply inline (without the data item's XDR padding, section 3.4.6), or, if it
 //! does not fit the client's inline threshold, through the Reply chunk (`RDMA_NOMSG`). Bulk
-//! data in the page part of `rq_res` (a READ's file data, often the page cache's pages) is
-//! written from where it is: the pages are mapped for the device with a reference held on
+//! data of a few pages or more in the page part of `rq_res` (a READ's file data, often the
+//! page cache's pages) is written from where it is: the pages are mapped for the device with a reference held on
 //! each ([`MappedPages`]), registered in an MR of the connection, and the Writes read through
 //! it; the MR is invalidated after the reply's Send, and the pages stay the device's until
 //! then, whatever the service does with them (it lets its references go when the call ends).
@@ -511,13 +511,18 @@ pub(crate) fn push<'a>(
     Ok((Written { writes, reply }, pending))
 }
 
-/// The page data of `res` and where `range` starts in it, if `range` lies in it: a READ's
-/// data, which the Writes then read where it is.
+/// Bulk data shorter than this is copied into a bounce buffer even when it is in pages: a
+/// registration and its invalidation cost two work requests and their completions, more than
+/// copying a few pages.
+const IN_PLACE_MIN: usize = 4 * PAGE_SIZE;
+
+/// The page data of `res` and where `range` starts in it, if `range` lies in it and is long
+/// enough to be written from there ([`IN_PLACE_MIN`]): a READ's data.
 fn in_pages<'a>(res: &XdrBuf<'a>, range: &Range<usize>) -> Result<Option<(XdrPages<'a>, usize)>> {
     let layout = res.layout();
     let start = layout.head_len();
     let end = start.saturating_add(layout.page_len() as usize);
-    if range.is_empty() || range.start < start || range.end > end {
+    if range.len() < IN_PLACE_MIN || range.start < start || range.end > end {
         return Ok(None);
     }
     Ok(res
