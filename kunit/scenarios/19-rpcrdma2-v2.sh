@@ -18,9 +18,10 @@
 # chunks; mountstats column 35: continued calls, 36: their Sends), which the server reassembles
 # and serves (it logs its count of continued calls and their messages when the connection
 # closes); and its SBSIZ of
-# 1024 makes the client plan chunks for replies larger than that. Files of 300 KiB and 4 MiB,
-# the symlink and the listing are written, read back after a remount and compared over NFSv4.1
-# and NFSv3. Between the two, the reverse direction in Version 2 (draft section 4.5): the client
+# 1024 makes the client plan chunks for replies larger than that. Files of 5000 bytes (whose
+# READ reply fits two of the client's receives: it comes continued, without a Write chunk;
+# columns 37 and 38), 300 KiB and 4 MiB, the symlink and the listing are written, read back
+# after a remount and compared over NFSv4.1 and NFSv3. Between the two, the reverse direction in Version 2 (draft section 4.5): the client
 # holds a file open for reading over NFSv4.1 (a read delegation, nfsd's callback path UP) and
 # the file is written on the server, so nfsd recalls the delegation over the Version 2
 # connection's backchannel (CB_SEQUENCE and CB_RECALL without RDMA2_F_RESPONSE, the client's
@@ -65,6 +66,7 @@ mkdir -p /mnt/nfs
 opts=proto=rdma,port=20049
 dd if=/dev/urandom of=/tmp/f300k bs=1k count=300 2>/dev/null
 dd if=/dev/urandom of=/tmp/f4m bs=1M count=4 2>/dev/null
+dd if=/dev/urandom of=/tmp/f5k bs=5000 count=1 2>/dev/null
 target=$(printf 'a-long-symlink-target-%04d/' $(seq 115) | head -c 3000)
 
 # start_with ARGS...: rpcrdma2 loaded with ARGS, both classes, and nfsd on "rdma 20049".
@@ -87,7 +89,8 @@ xprt_line() {
 # refused, RDMA2_CONNPROP went both ways in Version 2 (none, nor continued calls or replies, in
 # Version 1) and the server's RBSIZ is $rbsiz; with $rssiz set (the server's RSSIZ), no segment
 # the client offered (column 40: the longest) was longer; writes its Read, Write and Reply chunk
-# counts, the bytes pulled by RDMA Read, the continued calls and their Sends to /tmp/chunks.
+# counts, the bytes pulled by RDMA Read, the continued calls and their Sends, the continued
+# replies and their Sends to /tmp/chunks.
 check_xprt() {
   when=$1
   line=$(xprt_line)
@@ -109,7 +112,7 @@ check_xprt() {
     [ "${35}" = 0 ] && [ "${36}" = 0 ] && [ "${37}" = 0 ] && [ "${38}" = 0 ] ||
       fail "continued calls or replies on a Version 1 transport: $line"
   fi
-  echo "${13} ${14} ${15} ${16} ${35} ${36}" >/tmp/chunks
+  echo "${13} ${14} ${15} ${16} ${35} ${36} ${37} ${38}" >/tmp/chunks
 }
 
 # check_remote_invalidation WHEN: the client offers remote invalidation and the server takes it
@@ -141,7 +144,7 @@ pass() {
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
     fail "mount vers=$vers over rpcrdma2 (version $want) failed"
   grep -q "/mnt/nfs nfs.*proto=rdma" /proc/mounts || fail "not an RDMA mount"
-  for f in f300k f4m; do
+  for f in f5k f300k f4m; do
     timeout 300 cp /tmp/$f /mnt/nfs/$f.$vers || fail "writing $f over NFSv$vers (version $want)"
   done
   timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "3000-byte symlink over NFSv$vers"
@@ -166,7 +169,7 @@ pass() {
 
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
     fail "remount vers=$vers (version $want)"
-  for f in f300k f4m; do
+  for f in f5k f300k f4m; do
     timeout 300 cmp /tmp/$f /mnt/nfs/$f.$vers || fail "$f read back over NFSv$vers (version $want) differs"
     cmp /tmp/$f /srv/export/$f.$vers || fail "the server's copy of $f differs"
   done
@@ -180,9 +183,16 @@ pass() {
   set -- $(cat /tmp/chunks)
   [ "${2:-0}" -gt 0 ] || fail "no Write chunk used by the reads over NFSv$vers (version $want)"
   [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
+  if [ "$want" = 2 ]; then
+    # The 5000-byte file's READ reply fits two of the client's 4096-byte receives: it comes
+    # continued, its data copied into the pages, with no Write chunk.
+    [ "${7:-0}" -ge 1 ] && [ "${8:-0}" -ge $((2 * ${7:-0})) ] ||
+      fail "the 5000-byte file's READ reply came in no continued reply over NFSv$vers: ${7:-0} continued replies in ${8:-0} Sends"
+    sent="$sent, continued replies/Sends ${7}/${8}"
+  fi
   timeout 60 umount /mnt/nfs || fail "umount"
-  rm -f /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
-  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
+  rm -f /srv/export/f5k.$vers /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
+  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 5000 bytes, 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
 }
 
 # capture NAME [OPTIONS,]: a short conversation captured to /share/NAME.pcap (tcpdump on lo,

@@ -6,8 +6,8 @@
 
 use rpcrdma2_proto::proto::{
     call_plan::{
-        continuation_holds, plan_v1, rely_on_continuation, CallChunks, CallLayout, CallPlan,
-        DdpItem, PlanThresholds, ReplyChunks, ReplyContinuation,
+        continuation_holds, plan_v1, rely_on_continuation, CallLayout, CallPlan, DdpItem,
+        PlanThresholds, ReplyChunks, ReplyContinuation, BULK_CONTINUED_SENDS,
     },
     continuation::{plan_fragments, MAX_SENT_FRAGMENTS},
     v2::EMPTY_MSG_HEADER_LEN,
@@ -95,27 +95,55 @@ fn client_of_1024_bytes_continues_replies_up_to_3952() {
 }
 
 #[test]
-fn inline_and_write_chunk_plans_are_kept() {
+fn inline_plans_are_kept() {
     let c = continuation(1024);
     let small = planned(500, 1024);
     assert_eq!(small.reply, ReplyChunks::Inline);
     assert_eq!(rely_on_continuation(&layout(500, None), small, &c), small);
+}
 
-    // A READ reply of 2000 bytes of data: the Write chunk stays although the whole Reply
-    // would fit a Continued Reply.
+/// The plan of a READ of `data` bytes whose Reply has `head` bytes before the data and
+/// `tail` after it, under `threshold`.
+fn read_plan(head: usize, data: usize, tail: usize, threshold: usize) -> (CallLayout, CallPlan) {
     let item = DdpItem {
-        position: 100,
-        len: 2000,
+        position: head,
+        len: data,
     };
-    let l = layout(2200, Some(item));
+    let l = layout(head + data + tail, Some(item));
     let t = PlanThresholds {
-        send: 768,
-        recv: 768,
+        send: threshold - RESERVE,
+        recv: threshold - RESERVE,
     };
-    let v1 = plan_v1(&l, &t).unwrap();
-    assert_eq!(v1.reply, ReplyChunks::WriteChunk { len: 2000 });
-    assert_eq!(v1.call, CallChunks::Inline);
+    (l, plan_v1(&l, &t).unwrap())
+}
+
+#[test]
+fn write_chunk_goes_for_a_reply_of_two_sends() {
+    // A 4 KiB READ over NFSv3 (116 bytes before the data, 4 after): two Sends of 4096 bytes.
+    let c = continuation(4096);
+    let (l, v1) = read_plan(116, 4096, 4, 4096);
+    assert_eq!(v1.reply, ReplyChunks::WriteChunk { len: 4096 });
+    let v2 = rely_on_continuation(&l, v1, &c);
+    assert_eq!(v2.reply, ReplyChunks::Inline);
+    assert_eq!(v2.call, v1.call);
+
+    // The longest Reply two Sends carry, and one byte more.
+    let two = BULK_CONTINUED_SENDS * (4096 - EMPTY_MSG_HEADER_LEN);
+    let (l, v1) = read_plan(116, two - 120, 4, 4096);
+    assert_eq!(rely_on_continuation(&l, v1, &c).reply, ReplyChunks::Inline);
+    let (l, v1) = read_plan(116, two - 119, 4, 4096);
+    assert!(matches!(v1.reply, ReplyChunks::WriteChunk { .. }));
     assert_eq!(rely_on_continuation(&l, v1, &c), v1);
+
+    // A 1 MiB READ keeps its Write chunk; so does any with a single Send allowed.
+    let (l, v1) = read_plan(116, 1 << 20, 4, 4096);
+    assert_eq!(rely_on_continuation(&l, v1, &c), v1);
+    let one = ReplyContinuation {
+        max_sends: 1,
+        ..continuation(4096)
+    };
+    let (l, v1) = read_plan(116, 4096, 4, 4096);
+    assert_eq!(rely_on_continuation(&l, v1, &one), v1);
 }
 
 #[test]

@@ -555,25 +555,42 @@ pub fn continuation_holds(reply_max: usize, continuation: &ReplyContinuation) ->
     .is_ok()
 }
 
+/// Most Sends a Continued Reply that carries bulk data may take: a Reply
+/// whose largest length fits that many is received whole instead of through
+/// a Write chunk ([`rely_on_continuation`]).
+pub const BULK_CONTINUED_SENDS: usize = 2;
+
 /// Drops the Reply chunk of `plan` when the largest Reply of `layout` fits
 /// a Continued Reply: "When expecting small and moderately-sized Replies, a
 /// Requester should rely on Message Continuation rather than provision a
 /// Reply chunk" (draft section 4.4.2). This saves the registration and its
 /// invalidation; the Responder sends such a Reply in at most
-/// [`ReplyContinuation::max_sends`] Sends. A Write chunk stays: bulk data is
-/// better placed directly than copied out of several Sends.
+/// [`ReplyContinuation::max_sends`] Sends.
+///
+/// A Write chunk goes too when the whole largest Reply fits
+/// [`BULK_CONTINUED_SENDS`] Sends (a READ of a page or so): copying its data
+/// out of two receives costs less than registering the pages, the RDMA
+/// Write and the invalidation. Longer bulk data is better placed directly.
 pub fn rely_on_continuation(
     layout: &CallLayout,
     plan: CallPlan,
     continuation: &ReplyContinuation,
 ) -> CallPlan {
-    match plan.reply {
-        ReplyChunks::ReplyChunk { .. } if continuation_holds(layout.reply_max, continuation) => {
-            CallPlan {
-                reply: ReplyChunks::Inline,
-                ..plan
-            }
+    let bulk = ReplyContinuation {
+        max_sends: continuation.max_sends.min(BULK_CONTINUED_SENDS),
+        ..*continuation
+    };
+    let continued = match plan.reply {
+        ReplyChunks::ReplyChunk { .. } => continuation_holds(layout.reply_max, continuation),
+        ReplyChunks::WriteChunk { .. } => continuation_holds(layout.reply_max, &bulk),
+        ReplyChunks::Inline => false,
+    };
+    if continued {
+        CallPlan {
+            reply: ReplyChunks::Inline,
+            ..plan
         }
-        _ => plan,
+    } else {
+        plan
     }
 }

@@ -12,9 +12,10 @@
 //! client back to back (it concatenates the payloads of consecutive messages): every Send is
 //! posted under one lock ([`Buffers::posting`]), which a continued reply holds while it posts
 //! all of its Sends. Its Sends use more of the client's receives than its one call granted: a
-//! connection has one continued reply in flight at a time ([`Buffers::begin_continued`]), and
-//! the client posts [`MAX_SENT_FRAGMENTS`] - 1 receives more than the calls it has in flight
-//! to take its extra Sends (see the client's endpoint).
+//! connection has at most [`MAX_SENT_FRAGMENTS`] Sends of continued replies in flight
+//! ([`Buffers::begin_continued`]: one reply of that many, or two of two, ...), so at most
+//! [`MAX_SENT_FRAGMENTS`] - 1 more than their calls granted, and the client posts that many
+//! receives more than the calls it has in flight to take them (see the client's endpoint).
 
 use crate::{
     client::INLINE_SIZE,
@@ -76,11 +77,10 @@ pub(crate) struct Buffers {
     /// Held while a Send, or all the Sends of a continued reply, are posted.
     #[pin]
     pub(crate) posting: Mutex<()>,
-    /// Sends of the continued reply in flight that did not complete yet: 0 when the slot is
-    /// free.
+    /// Sends of continued replies in flight that did not complete yet.
     #[pin]
     continued: Mutex<usize>,
-    /// Signalled when the continued reply in flight completed.
+    /// Signalled when Sends of continued replies in flight completed.
     #[pin]
     continued_done: CondVar,
 }
@@ -148,18 +148,17 @@ impl Buffers {
         }
     }
 
-    /// Takes the continued-reply slot for a reply of `sends` Sends (at most
-    /// [`MAX_SENT_FRAGMENTS`]), waiting until the one in flight, if any, completed: the client
-    /// has receives for the extra Sends of one continued reply at a time. `ETIMEDOUT` if it
-    /// did not come free in time (its Sends neither complete nor flush: the connection is
-    /// stuck).
+    /// Counts a continued reply of `sends` Sends (at most [`MAX_SENT_FRAGMENTS`]) in flight,
+    /// waiting until those in flight, if any, leave room for it: the client has receives for
+    /// [`MAX_SENT_FRAGMENTS`] - 1 Sends more than their calls. `ETIMEDOUT` if none came in
+    /// time (their Sends neither complete nor flush: the connection is stuck).
     pub(crate) fn begin_continued(&self, sends: usize) -> Result {
         if sends > MAX_SENT_FRAGMENTS {
             return Err(EMSGSIZE);
         }
         let mut in_flight = self.continued.lock();
         let mut waits = 0;
-        while *in_flight != 0 {
+        while *in_flight + sends > MAX_SENT_FRAGMENTS {
             if waits >= CONTINUED_TIMEOUT_S {
                 return Err(ETIMEDOUT);
             }
@@ -168,16 +167,15 @@ impl Buffers {
                 .continued_done
                 .wait_interruptible_timeout(&mut in_flight, msecs_to_jiffies(1000));
         }
-        *in_flight = sends;
+        *in_flight += sends;
         Ok(())
     }
 
-    /// `n` Sends of the continued reply in flight completed, or will never be posted; the
-    /// slot is free once none is left.
+    /// `n` Sends of continued replies in flight completed, or will never be posted.
     pub(crate) fn continued_sent(&self, n: usize) {
         let mut in_flight = self.continued.lock();
         *in_flight = in_flight.saturating_sub(n);
-        if *in_flight == 0 {
+        if n > 0 {
             self.continued_done.notify_all();
         }
     }
