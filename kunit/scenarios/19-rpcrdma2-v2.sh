@@ -18,10 +18,10 @@
 # chunks; mountstats column 35: continued calls, 36: their Sends), which the server reassembles
 # and serves (it logs its count of continued calls and their messages when the connection
 # closes); and its SBSIZ of
-# 1024 makes the client plan chunks for replies larger than that. Files of 5000 bytes (whose
-# READ reply fits two of the client's receives: it comes continued, without a Write chunk;
-# columns 37 and 38), 300 KiB and 4 MiB, the symlink and the listing are written, read back
-# after a remount and compared over NFSv4.1 and NFSv3. Between the two, the reverse direction in Version 2 (draft section 4.5): the client
+# 1024 makes the client plan chunks for replies larger than that. Files of a page (whose READ
+# reply, a page and its header, takes two of the client's receives: it comes continued,
+# without a Write chunk; columns 37 and 38), 300 KiB and 4 MiB, the symlink and the listing are
+# written, read back after a remount and compared over NFSv4.1 and NFSv3. Between the two, the reverse direction in Version 2 (draft section 4.5): the client
 # holds a file open for reading over NFSv4.1 (a read delegation, nfsd's callback path UP) and
 # the file is written on the server, so nfsd recalls the delegation over the Version 2
 # connection's backchannel (CB_SEQUENCE and CB_RECALL without RDMA2_F_RESPONSE, the client's
@@ -66,7 +66,7 @@ mkdir -p /mnt/nfs
 opts=proto=rdma,port=20049
 dd if=/dev/urandom of=/tmp/f300k bs=1k count=300 2>/dev/null
 dd if=/dev/urandom of=/tmp/f4m bs=1M count=4 2>/dev/null
-dd if=/dev/urandom of=/tmp/f5k bs=5000 count=1 2>/dev/null
+dd if=/dev/urandom of=/tmp/f4k bs=4096 count=1 2>/dev/null
 target=$(printf 'a-long-symlink-target-%04d/' $(seq 115) | head -c 3000)
 
 # start_with ARGS...: rpcrdma2 loaded with ARGS, both classes, and nfsd on "rdma 20049".
@@ -144,7 +144,7 @@ pass() {
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
     fail "mount vers=$vers over rpcrdma2 (version $want) failed"
   grep -q "/mnt/nfs nfs.*proto=rdma" /proc/mounts || fail "not an RDMA mount"
-  for f in f5k f300k f4m; do
+  for f in f4k f300k f4m; do
     timeout 300 cp /tmp/$f /mnt/nfs/$f.$vers || fail "writing $f over NFSv$vers (version $want)"
   done
   timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "3000-byte symlink over NFSv$vers"
@@ -169,7 +169,7 @@ pass() {
 
   timeout 60 mount -t nfs -o vers=$vers,$opts $ADDR1:/srv/export /mnt/nfs ||
     fail "remount vers=$vers (version $want)"
-  for f in f5k f300k f4m; do
+  for f in f4k f300k f4m; do
     timeout 300 cmp /tmp/$f /mnt/nfs/$f.$vers || fail "$f read back over NFSv$vers (version $want) differs"
     cmp /tmp/$f /srv/export/$f.$vers || fail "the server's copy of $f differs"
   done
@@ -184,15 +184,15 @@ pass() {
   [ "${2:-0}" -gt 0 ] || fail "no Write chunk used by the reads over NFSv$vers (version $want)"
   [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
   if [ "$want" = 2 ]; then
-    # The 5000-byte file's READ reply fits two of the client's 4096-byte receives: it comes
-    # continued, its data copied into the pages, with no Write chunk.
+    # The 4096-byte file's READ reply, longer than one of the client's 4096-byte receives,
+    # fits two: it comes continued, its data copied into the page, with no Write chunk.
     [ "${7:-0}" -ge 1 ] && [ "${8:-0}" -ge $((2 * ${7:-0})) ] ||
-      fail "the 5000-byte file's READ reply came in no continued reply over NFSv$vers: ${7:-0} continued replies in ${8:-0} Sends"
+      fail "the 4096-byte file's READ reply came in no continued reply over NFSv$vers: ${7:-0} continued replies in ${8:-0} Sends"
     sent="$sent, continued replies/Sends ${7}/${8}"
   fi
   timeout 60 umount /mnt/nfs || fail "umount"
-  rm -f /srv/export/f5k.$vers /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
-  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: 5000 bytes, 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
+  rm -f /srv/export/f4k.$vers /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
+  echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: a page, 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
 }
 
 # capture NAME [OPTIONS,]: a short conversation captured to /share/NAME.pcap (tcpdump on lo,
