@@ -60,6 +60,10 @@ pub struct DeviceCaps {
     pub masked_atomic: AtomicCap,
     /// Pages in one fast-registration MR.
     pub max_fast_reg_pages: u32,
+    /// An iWARP RNIC (`RDMA_NODE_RNIC`): the sink of an RDMA Read must be registered with
+    /// remote write access, and a Read may end its sink's registration
+    /// ([`SendWr::ReadIntoRegion`](super::kernel_qp::SendWr::ReadIntoRegion)'s `invalidate`).
+    pub iwarp: bool,
 }
 
 /// How atomic operations are supported (`enum ib_atomic_cap`).
@@ -144,6 +148,8 @@ impl DeviceRef {
         // SAFETY: The device is registered (type invariant); its attributes are filled before
         // registration and not changed afterwards.
         let attrs = unsafe { &(*self.ptr.as_ptr()).attrs };
+        // SAFETY: As for `attrs`: the node type is set before registration.
+        let node_type = unsafe { (*self.ptr.as_ptr()).node_type };
         let u = |v: i32| u32::try_from(v).unwrap_or(0);
         DeviceCaps {
             max_send_sge: u(attrs.max_send_sge),
@@ -154,6 +160,7 @@ impl DeviceRef {
             atomic: AtomicCap::from_raw(attrs.atomic_cap),
             masked_atomic: AtomicCap::from_raw(attrs.masked_atomic_cap),
             max_fast_reg_pages: attrs.max_fast_reg_page_list_len,
+            iwarp: u32::from(node_type) == bindings::RDMA_NODE_RNIC,
         }
     }
 

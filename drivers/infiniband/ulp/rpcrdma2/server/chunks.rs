@@ -9,7 +9,9 @@
 //! straight into the request's pages ([`pull`]): the pages are mapped for the device
 //! ([`SvcRqst::map_pages`]) and registered with fast-registration MRs of the connection
 //! (remote write access: on iWARP the Read Response is placed through the sink's key), the
-//! Reads land in them, and the MRs are invalidated before the call is handed to the service.
+//! Reads land in them, and the MRs are invalidated before the call is handed to the service:
+//! on iWARP by the last Read into each (RDMA Read with Local Invalidate), so that the thread
+//! waits once; elsewhere by `LOCAL_INV`s once the Reads completed.
 //! The call is then placed as the C transport places it: for a data item, the inline part
 //! up to the chunk's position is the head (in the first page), the chunk's data the page
 //! data from the second page on, rounded up to XDR size with zeroes (the client sends no
@@ -216,7 +218,13 @@ pub(crate) fn pull(
     let mut op = rdma.begin()?;
     let unposted = |tag| rdma.ops().completed(tag, false);
     let mut chain = qp.send_chain(&unposted);
-    let posted = post_reads(&mut chain, rdma, rqst, &mut op, chunk, first, len, &mut mrs);
+    let mut reads = Reads {
+        chain: &mut chain,
+        rdma,
+        op: &mut op,
+        mrs: &mut mrs,
+    };
+    let posted = reads.post(rqst, chunk, first, len);
     let posted = posted.and(chain.post());
     drop(chain);
     let read = op.wait(give_up);
@@ -224,8 +232,13 @@ pub(crate) fn pull(
         rqst.give_up_pages(first, page_count);
         return Err(ETIMEDOUT);
     }
-    // Whatever happened, no registration of the request's pages may outlive the call.
-    let invalidated = invalidate(qp, rdma, &mrs, give_up);
+    // Whatever happened, no registration of the request's pages may outlive the call: on
+    // iWARP each region's last Read ended it, if every Read succeeded.
+    let invalidated = if rdma.read_invalidates() && posted.is_ok() && read.is_ok() {
+        Ok(())
+    } else {
+        invalidate(qp, rdma, &mrs, give_up)
+    };
     if invalidated.is_err() {
         // The regions may still reach the pages: the request lets them go.
         rqst.give_up_pages(first, page_count);
@@ -237,71 +250,86 @@ pub(crate) fn pull(
     posted.and(read)
 }
 
-/// Registers the pages for `len` bytes from page `first` (one MR per `region_bytes`) and posts
-/// the Reads of `chunk`'s segments into them, in order.
-#[allow(clippy::too_many_arguments)]
-fn post_reads(
-    chain: &mut SendChain<'_>,
-    rdma: &Rdma,
-    rqst: &SvcRqst<'_>,
-    op: &mut OpGuard<'_>,
-    chunk: &ReadChunk<'_>,
-    first: usize,
-    len: usize,
-    mrs: &mut KVec<Arc<FastRegMr>>,
-) -> Result {
-    let region = rdma.region_bytes();
-    let mut start = 0;
-    while start < len {
-        let n = (len - start).min(region);
-        let pages = rqst.map_pages(rdma.pd(), first + start / PAGE_SIZE, n)?;
-        let mr = rdma.take_mr()?;
-        mrs.push(mr.clone(), GFP_KERNEL)?;
-        op.post(
-            chain,
-            &SendWr::RegPages {
-                mr: &mr,
-                pages: &pages,
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            },
-        )?;
-        start += n;
-    }
-    let mut at = 0usize;
-    for segment in chunk.segments() {
-        let seg_len = segment.target.length as usize;
-        let mut done = 0usize;
-        while done < seg_len {
-            let off = at % region;
-            let mr = mrs.get(at / region).ok_or(EINVAL)?;
-            let n = (seg_len - done).min(region - off).min(len - at);
-            if n == 0 {
-                return Err(EINVAL);
-            }
-            let addr = segment
-                .target
-                .offset
-                .checked_add(done as u64)
-                .ok_or(EINVAL)?;
-            op.post(
-                chain,
-                &SendWr::ReadIntoRegion {
-                    local: RegionSge {
-                        mr,
-                        offset: off,
-                        len: n,
-                    },
-                    remote: Remote {
-                        addr,
-                        rkey: segment.target.handle,
-                    },
+/// The Reads of one Read chunk, in one chain of one op, and the MRs they land in.
+struct Reads<'a, 'b, 'c> {
+    chain: &'a mut SendChain<'c>,
+    rdma: &'a Rdma,
+    op: &'a mut OpGuard<'b>,
+    mrs: &'a mut KVec<Arc<FastRegMr>>,
+}
+
+impl Reads<'_, '_, '_> {
+    /// Registers the pages for `len` bytes from page `first` of `rqst` (one MR per
+    /// `region_bytes`) and posts the Reads of `chunk`'s segments into them, in order; on iWARP
+    /// the last Read into each MR ends its registration. `EINVAL` unless the segments hold
+    /// exactly `len` bytes.
+    fn post(
+        &mut self,
+        rqst: &SvcRqst<'_>,
+        chunk: &ReadChunk<'_>,
+        first: usize,
+        len: usize,
+    ) -> Result {
+        let region = self.rdma.region_bytes();
+        let mut start = 0;
+        while start < len {
+            let n = (len - start).min(region);
+            let pages = rqst.map_pages(self.rdma.pd(), first + start / PAGE_SIZE, n)?;
+            let mr = self.rdma.take_mr()?;
+            self.mrs.push(mr.clone(), GFP_KERNEL)?;
+            self.op.post(
+                self.chain,
+                &SendWr::RegPages {
+                    mr: &mr,
+                    pages: &pages,
+                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
                 },
             )?;
-            done += n;
-            at += n;
+            start += n;
+        }
+        let mut at = 0usize;
+        for segment in chunk.segments() {
+            let seg_len = segment.target.length as usize;
+            let mut done = 0usize;
+            while done < seg_len {
+                let off = at % region;
+                let mr = self.mrs.get(at / region).ok_or(EINVAL)?;
+                let n = (seg_len - done).min(region - off).min(len - at);
+                if n == 0 {
+                    return Err(EINVAL);
+                }
+                let addr = segment
+                    .target
+                    .offset
+                    .checked_add(done as u64)
+                    .ok_or(EINVAL)?;
+                // The MR is full, or the chunk ends: no Read lands in it after this one.
+                let last = off + n == region || at + n == len;
+                self.op.post(
+                    self.chain,
+                    &SendWr::ReadIntoRegion {
+                        local: RegionSge {
+                            mr,
+                            offset: off,
+                            len: n,
+                        },
+                        remote: Remote {
+                            addr,
+                            rkey: segment.target.handle,
+                        },
+                        invalidate: last && self.rdma.read_invalidates(),
+                    },
+                )?;
+                done += n;
+                at += n;
+            }
+        }
+        if at == len {
+            Ok(())
+        } else {
+            Err(EINVAL)
         }
     }
-    Ok(())
 }
 
 /// Invalidates `mrs` and waits.

@@ -122,6 +122,8 @@ pub(crate) struct Rdma {
     pd: Arc<ProtectionDomain>,
     /// Pages one MR maps: the device's fast-registration limit.
     region_pages: u32,
+    /// The device ends a Read sink's registration with the Read (iWARP).
+    read_invalidates: bool,
     ops: Arc<Ops>,
 }
 
@@ -147,6 +149,7 @@ impl Rdma {
             try_pin_init!(Self {
                 pd: pd.clone(),
                 region_pages,
+                read_invalidates: pd.device().caps().iwarp,
                 ops,
             }? Error),
             GFP_KERNEL,
@@ -161,6 +164,12 @@ impl Rdma {
     /// The protection domain of the connection.
     pub(crate) fn pd(&self) -> &Arc<ProtectionDomain> {
         &self.pd
+    }
+
+    /// Whether the last RDMA Read into an MR ends its registration
+    /// ([`SendWr::ReadIntoRegion`]'s `invalidate`): on iWARP devices.
+    pub(crate) fn read_invalidates(&self) -> bool {
+        self.read_invalidates
     }
 
     /// Bytes one MR maps.

@@ -109,6 +109,12 @@ pub enum SendWr<'a> {
         local: RegionSge<'a>,
         /// Source.
         remote: Remote,
+        /// End the region's registration once the Read completed (`IB_WR_RDMA_READ_WITH_INV`,
+        /// iWARP devices only: [`DeviceCaps::iwarp`]): the last Read into a region needs no
+        /// `LOCAL_INV` after it, which would have to wait for the Read's data.
+        ///
+        /// [`DeviceCaps::iwarp`]: super::super::client::DeviceCaps::iwarp
+        invalidate: bool,
     },
     /// RDMA Write from a registered region: memory the caller does not own (a reply's pages)
     /// is reached through a registration of it, which the request keeps until it completes.
@@ -332,7 +338,9 @@ impl KernelQp {
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
             }
-            SendWr::ReadIntoRegion { local: l, remote }
+            SendWr::ReadIntoRegion {
+                local: l, remote, ..
+            }
             | SendWr::WriteFromRegion { local: l, remote } => {
                 if !Arc::ptr_eq(l.mr.pd(), &self.pd) || l.len == 0 {
                     return Err(crate::error::code::EINVAL);
@@ -342,10 +350,21 @@ impl KernelQp {
                 held = Some(keep);
                 mr = Some(l.mr.clone());
                 rdma.wr.num_sge = 1;
-                rdma.wr.opcode = if matches!(wr, SendWr::ReadIntoRegion { .. }) {
-                    ib_wr_opcode_IB_WR_RDMA_READ
-                } else {
-                    ib_wr_opcode_IB_WR_RDMA_WRITE
+                rdma.wr.opcode = match wr {
+                    SendWr::ReadIntoRegion {
+                        invalidate: true, ..
+                    } => {
+                        if !caps.iwarp {
+                            return Err(crate::error::code::EOPNOTSUPP);
+                        }
+                        // The sink's key, ended with the registration once the Read succeeded.
+                        let key = l.mr.rkey();
+                        rdma.wr.ex.invalidate_rkey = key;
+                        invalidates = Some(key);
+                        ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV
+                    }
+                    SendWr::ReadIntoRegion { .. } => ib_wr_opcode_IB_WR_RDMA_READ,
+                    _ => ib_wr_opcode_IB_WR_RDMA_WRITE,
                 };
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
