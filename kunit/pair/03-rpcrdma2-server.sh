@@ -127,7 +127,7 @@ for setup in "c rsiw 4096 3 4.1 4.2" "rpcrdma2 rsiw 4096 3 4.1 4.2" "c siw 4096 
           fail "the page's READ reply came in no continued reply: $line"
         rm -r /mnt/nfs/page.$vers /mnt/nfs/small.$vers /mnt/nfs/big.$vers /mnt/nfs/dir.$vers /mnt/nfs/link.$vers
         timeout 60 umount /mnt/nfs || fail "umount"
-        echo "round $round ($kind client, $prov, inline threshold $threshold): NFSv$vers to the rpcrdma2 server: 300 KiB, 4 MiB$huge, 20 entries and a long symlink written, read back and compared; 3000 entries listed ($(( $(date +%s) - t0 )) s)"
+        echo "round $round ($kind client, $prov, inline threshold $threshold): NFSv$vers to the rpcrdma2 server: a page, 300 KiB, 4 MiB$huge, 20 entries and a long symlink written, read back and compared; 3000 entries listed ($(( $(date +%s) - t0 )) s)"
       done
       pair_sync unmounted-$round 1500
       ;;
