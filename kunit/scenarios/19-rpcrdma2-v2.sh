@@ -8,7 +8,11 @@
 # server answers with its own and both sides say so in the kernel log; the transport's
 # mountstats line (column 30: the connection's version, 31: refused probes, 32 and 33:
 # RDMA2_CONNPROP sent and received, 34: the server's RBSIZ, 35 and 36: continued replies
-# received and their Sends) shows it. The server runs with
+# received and their Sends) shows it, and so do rpcrdma2's debugfs files while a mount is up
+# (/sys/kernel/debug/rpcrdma2/client-N for the transport, server-N for the server's connection):
+# the version on both sides, each side's properties as it sent them and as the other received
+# them, the client's values that mountstats has too; they go with their transports after the
+# umount, and the directory with the module. The server runs with
 # server_inline_threshold=1024 server_max_segment_size=262144 and the client with the default
 # 4096: the server's RSSIZ of 256 KiB bounds the client's segments (column 40: the longest
 # offered), and its RBSIZ of 1024
@@ -135,6 +139,69 @@ check_remote_invalidation() {
   echo "remote invalidation ($when): ${39} regions invalidated by the server's Sends, ${27} by LOCAL_INV"
 }
 
+# rpcrdma2's debugfs directory: one file per client transport (client-N) and one per server
+# connection (server-N), numbered in order of creation, of key: value lines.
+dbg=/sys/kernel/debug/rpcrdma2
+dbg_shown=
+
+# dbg_value FILE KEY: the value of KEY in FILE.
+dbg_value() { sed -n "s/^$2: //p" "$1" 2>/dev/null; }
+
+# dbg_newest KIND: the newest file of KIND (client or server), the current mount's.
+dbg_newest() {
+  local n
+  n=$(ls $dbg 2>/dev/null | sed -n "s/^$1-//p" | sort -n | tail -n 1)
+  [ -z "$n" ] || echo $dbg/$1-$n
+}
+
+# check_debugfs WHEN: with a mount up, the client transport's file and the server connection's
+# say version $want and no refused probe, and the client's values that mountstats has too
+# (RDMA2_CONNPROP sent and received, the longest segment) are the same. In Version 2 each
+# side's properties as it sent them and the other received them: the server's RSSIZ ($rssiz)
+# and RBSIZ ($rbsiz), the client's RBSIZ ($client_rbsiz), and the client's send threshold
+# down to the server's RBSIZ. Sets dbg_client and dbg_server to the two files.
+check_debugfs() {
+  local when=$1 check
+  dbg_client=$(dbg_newest client)
+  dbg_server=$(dbg_newest server)
+  [ -n "$dbg_client" ] && [ -n "$dbg_server" ] ||
+    fail "debugfs ($when): no client or no server file in $dbg: $(ls $dbg 2>&1 | tr '\n' ' ')"
+  if [ -z "$dbg_shown" ]; then
+    echo "debugfs ($when): $dbg has $(ls $dbg | tr '\n' ' ')"
+    head -n 100 $dbg_client $dbg_server
+    dbg_shown=1
+  fi
+  set -- $(xprt_line)
+  for check in "$dbg_client version $want" "$dbg_server version $want" \
+    "$dbg_client v2_probe_refused no" "$dbg_client connprop_sent ${32}" \
+    "$dbg_client connprop_received ${33}" "$dbg_client largest_segment ${40}"; do
+    set -- $check
+    [ "$(dbg_value $1 $2)" = "$3" ] || fail "debugfs ($when): $1 says $2: $(dbg_value $1 $2), not $3"
+  done
+  if [ "$want" = 2 ]; then
+    set -- "$dbg_server sent_rssiz $rssiz" "$dbg_client received_rssiz $rssiz" \
+      "$dbg_server sent_rbsiz $rbsiz" "$dbg_client received_rbsiz $rbsiz" \
+      "$dbg_client sent_rbsiz $client_rbsiz" "$dbg_server received_rbsiz $client_rbsiz" \
+      "$dbg_client inline_send $((rbsiz < client_rbsiz ? rbsiz : client_rbsiz))"
+  else
+    set -- "$dbg_client received_rbsiz none" "$dbg_server sent_rbsiz none"
+  fi
+  for check in "$@"; do
+    set -- $check
+    [ "$(dbg_value $1 $2)" = "$3" ] || fail "debugfs ($when): $1 says $2: $(dbg_value $1 $2), not $3"
+  done
+}
+
+# dbg_gone WHEN: the files of the last check_debugfs went with their transports (the mount's
+# transport and the server's connection are freed shortly after the umount).
+dbg_gone() {
+  for _ in $(seq 100); do
+    [ -e "$dbg_client" ] || [ -e "$dbg_server" ] || return 0
+    sleep 0.2
+  done
+  fail "debugfs ($1): $(ls $dbg_client $dbg_server 2>/dev/null | tr '\n' ' ')still there 20 s after the umount"
+}
+
 now() { cut -d' ' -f1 /proc/uptime; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -151,6 +218,7 @@ pass() {
   timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "3000-byte symlink over NFSv$vers"
   timeout 120 sync
   check_xprt "after writing over NFSv$vers"
+  check_debugfs "after writing over NFSv$vers"
   set -- $(cat /tmp/chunks)
   [ "${1:-0}" -gt 0 ] || fail "no Read chunk used by the writes over NFSv$vers (version $want)"
   if [ "$want" = 2 ]; then
@@ -185,6 +253,7 @@ pass() {
   [ "${2:-0}" -gt 0 ] || fail "no Write chunk used by the reads over NFSv$vers (version $want)"
   [ "${3:-0}" -gt 0 ] || fail "no Reply chunk used by the listing over NFSv$vers (version $want)"
   timeout 60 umount /mnt/nfs || fail "umount"
+  dbg_gone "after the umount over NFSv$vers"
   rm -f /srv/export/f4k.$vers /srv/export/f300k.$vers /srv/export/f4m.$vers /srv/export/link.$vers
   echo "NFSv$vers over RPC-over-RDMA version $want, rpcrdma2 client -> rpcrdma2 server: a page, 300 KiB, 4 MiB and a 3000-byte symlink written, read back and compared, 3000 entries listed; read/write/reply chunks $1/$2/$3, $sent ($(since $t0) s)"
 }
@@ -282,6 +351,7 @@ no_v2_errors() {
 
 want=2
 rbsiz=1024
+client_rbsiz=4096
 continued=0
 start_with version=2 server_inline_threshold=1024 server_max_segment_size=262144
 dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes, Version 2 segments of up to 262144 bytes, 16 per call)' ||
@@ -310,6 +380,7 @@ dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties
   fail "the server did not log the client's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload
+[ ! -e $dbg ] || fail "debugfs: $dbg is still there after rpcrdma2 was unloaded: $(ls $dbg | tr '\n' ' ')"
 # Each connection that took continued calls says how many when it closes (nfsd stopped).
 dmesg | grep 'rpcrdma2: .*: closed; continued calls received' || true
 got=$(dmesg | sed -n 's/.*rpcrdma2: .*: closed; continued calls received: \([0-9]*\) (\([0-9]*\) messages), \([0-9]*\) broken.*/\1 \2 \3/p' |
@@ -338,6 +409,7 @@ dmesg | grep -q 'rpcrdma2: backchannel: [1-9][0-9]* callbacks sent in RPC-over-R
 # 4 KiB come continued.
 dmesg -c >/dev/null
 rbsiz=4096
+client_rbsiz=1024
 rssiz=1048576
 start_with version=2 inline_threshold=1024 server_inline_threshold=4096
 ln -s "$target" /srv/export/link.c || fail "a 3000-byte symlink on the server"
@@ -351,6 +423,7 @@ names=$(timeout 120 sh -c 'cd /mnt/nfs/some && echo *')
 [ "$(timeout 60 readlink /mnt/nfs/link.c)" = "$target" ] ||
   fail "the 3000-byte symlink read back (client inline_threshold=1024) differs"
 check_xprt "with a client of inline_threshold=1024"
+check_debugfs "with a client of inline_threshold=1024"
 set -- $(xprt_line)
 [ "${37}" -gt 0 ] && [ "${38}" -ge $((2 * ${37})) ] ||
   fail "no continued replies (or fewer than two Sends each) with a client of inline_threshold=1024: $*"

@@ -73,7 +73,7 @@ use crate::proto::{
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
-    c_str, new_condvar, new_mutex,
+    c_str, debugfs, new_condvar, new_mutex,
     page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::kernel_qp::RemoteInvalidation,
@@ -92,12 +92,14 @@ mod endpoint;
 mod properties;
 mod receive;
 mod registration;
+pub(crate) mod report;
 
 use backchannel::Backchannel;
 use connect::ConnectWork;
 use endpoint::Endpoint;
 use receive::{Reassembly, Receiver};
 use registration::{Finished, HeldReply, ReplyKind, MAX_REGIONS};
+use report::Report;
 
 /// Bytes of our send and receive buffers: the largest inline threshold, and the default (the C
 /// implementations').
@@ -157,7 +159,7 @@ impl TransportClass for ClientClass {
     const SLOT: &'static ClassSlot = &CLIENT_CLASS;
 
     fn setup(args: &CreateArgs<'_>) -> Result<TransportPtr> {
-        Xprt::<ClientTransport>::create(args, &config(), ClientTransport::new())
+        Xprt::<ClientTransport>::create(args, &config(), ClientTransport::new(Report::new()?))
     }
 }
 
@@ -253,8 +255,6 @@ pub(crate) struct ClientTransport {
     endpoint: Mutex<Option<Arc<Endpoint>>>,
     /// Counts endpoints in and out, so that a completion of an old one is told apart.
     generation: AtomicU32,
-    /// The server's last credit grant on the current connection (1 until its first).
-    granted: AtomicU32,
     /// The version of the current connection, and what is known of the server's.
     #[pin]
     negotiation: Mutex<ClientNegotiation>,
@@ -264,10 +264,14 @@ pub(crate) struct ClientTransport {
     /// Signalled when the exchange is over (`Exchange::over`).
     #[pin]
     exchanged: CondVar,
-    /// What `/proc/self/mountstats` shows.
-    counters: Counters,
+    /// The values shown in `/proc/self/mountstats` and the debugfs file: the counters, the
+    /// server's credit grant (1 until its first), the connection's addresses, properties and
+    /// thresholds.
+    report: Arc<Report>,
     /// The backchannel's sizes and counts.
     backchannel: Backchannel,
+    /// `/sys/kernel/debug/rpcrdma2/client-N`, showing `report`.
+    _debugfs: Option<debugfs::File<Report>>,
 }
 
 /// The server's address, for messages.
@@ -343,19 +347,20 @@ impl Counters {
 }
 
 impl ClientTransport {
-    fn new() -> impl PinInit<Self, Error> {
+    fn new(report: Arc<Report>) -> impl PinInit<Self, Error> {
+        let debugfs = crate::debugfs::file("client", report.clone());
         try_pin_init!(Self {
             endpoint <- new_mutex!(None),
             generation: AtomicU32::new(0),
-            granted: AtomicU32::new(1),
             negotiation <- new_mutex!(ClientNegotiation::new(
                 versions(),
                 ServerVersionMemory::default()
             )),
             exchange <- new_mutex!(Exchange::new()),
             exchanged <- new_condvar!(),
-            counters: Counters::default(),
+            report,
             backchannel: Backchannel::new(),
+            _debugfs: debugfs,
         }? Error)
     }
 
@@ -403,12 +408,19 @@ impl ClientTransport {
             *negotiation = ClientNegotiation::new(versions(), memory);
             Revision::of(negotiation.version())
         };
-        xprt.counters.version.store(0, Ordering::Relaxed);
-        xprt.counters.peer_rbsiz.store(0, Ordering::Relaxed);
+        xprt.report.counters.version.store(0, Ordering::Relaxed);
+        xprt.report.counters.peer_rbsiz.store(0, Ordering::Relaxed);
+        xprt.report.connected(
+            server,
+            endpoint.local_address(),
+            versions(),
+            (endpoint.send_limit(), endpoint.recv_limit()),
+        );
         *xprt.exchange.lock() = Exchange::new();
         xprt.backchannel.connected(endpoint.send_limit(), revision);
         // Until the server's first grant: one call at a time.
-        xprt.granted.store(1, Ordering::Relaxed);
+        xprt.report.granted.store(1, Ordering::Relaxed);
+        xprt.report.window.store(1, Ordering::Relaxed);
         xprt.set_credits(1);
         let mut slot = xprt.endpoint.lock();
         xprt.generation.store(generation, Ordering::SeqCst);
@@ -445,8 +457,10 @@ impl ClientTransport {
     /// most window - 1 Sends, the continued call the rest of the grant.
     fn take_grant(xprt: &Xprt<Self>, revision: Revision, granted: u16) {
         let granted = u32::from(granted).clamp(1, MAX_REQUESTS);
-        xprt.granted.store(granted, Ordering::Relaxed);
-        xprt.set_credits(Self::window(revision, granted));
+        xprt.report.granted.store(granted, Ordering::Relaxed);
+        let window = Self::window(revision, granted);
+        xprt.report.window.store(window, Ordering::Relaxed);
+        xprt.set_credits(window);
     }
 
     /// The congestion window for a grant of `granted` credits on a `revision` connection.
@@ -460,7 +474,7 @@ impl ClientTransport {
     /// The most Sends the one continued call in flight may take within the server's last
     /// grant ([`take_grant`](Self::take_grant)): those the window leaves out and its own.
     pub(crate) fn continuation_sends(&self) -> usize {
-        let granted = self.granted.load(Ordering::Relaxed);
+        let granted = self.report.granted.load(Ordering::Relaxed);
         let window = Self::window(Revision::V2Draft01, granted);
         let sends = granted.saturating_sub(window).saturating_add(1);
         (sends as usize).min(MAX_SENT_FRAGMENTS)
@@ -533,7 +547,7 @@ impl ClientTransport {
                     header.revision.name(),
                     sending.revision.name()
                 );
-                Counters::add(&xprt.counters.bad_reply, 1);
+                Counters::add(&xprt.report.counters.bad_reply, 1);
                 return false;
             }
             Err(fault) => {
@@ -549,7 +563,7 @@ impl ClientTransport {
                     Self::refuse(xprt, generation, xid, error);
                     Self::exchange_over(xprt, &mut xprt.exchange.lock());
                 } else {
-                    Counters::add(&xprt.counters.bad_reply, 1);
+                    Counters::add(&xprt.report.counters.bad_reply, 1);
                 }
                 return false;
             }
@@ -583,8 +597,11 @@ impl ClientTransport {
                 }
                 Ok(Reassembled::Dropped) => return false,
                 Ok(Reassembled::Complete { xid, fragments }) => {
-                    Counters::add(&xprt.counters.continued_replies, 1);
-                    Counters::add(&xprt.counters.continued_fragments, fragments as usize);
+                    Counters::add(&xprt.report.counters.continued_replies, 1);
+                    Counters::add(
+                        &xprt.report.counters.continued_fragments,
+                        fragments as usize,
+                    );
                     if let Some(chunks) = header.chunks() {
                         let payload = reassembly.storage().data();
                         Self::continued(xprt, generation, xid, chunks, payload, remote);
@@ -599,7 +616,7 @@ impl ClientTransport {
                         e.violation,
                         e.xid
                     );
-                    Counters::add(&xprt.counters.bad_reply, 1);
+                    Counters::add(&xprt.report.counters.bad_reply, 1);
                     for xid in [Some(e.xid), e.aborted].into_iter().flatten() {
                         let _ = xprt.fail_call(xid, EIO);
                     }
@@ -640,14 +657,14 @@ impl ClientTransport {
             } if chunks.is_empty() => {
                 let placement = ReplyPlacement::Inline { len: payload.len() };
                 xprt.complete_reply(xid, |buf| {
-                    receive::place(buf, payload, &placement, &xprt.counters)
+                    receive::place(buf, payload, &placement, &xprt.report.counters)
                 })
             }
             // Chunks this call never offered, or a continuation.
             Body::Msg { .. } | Body::NoMsg { .. } => Err(EPROTO),
             Body::Error(error) => {
                 pr_debug!("server answered call {:#x} with {:?}\n", xid, error);
-                Counters::add(&xprt.counters.bad_reply, 1);
+                Counters::add(&xprt.report.counters.bad_reply, 1);
                 xprt.fail_call(xid, EIO)
             }
             Body::Control | Body::Properties { .. } => return false,
@@ -688,7 +705,7 @@ impl ClientTransport {
                     let placement =
                         crate::proto::call_plan::ReplyPlacement::Inline { len: payload.len() };
                     xprt.complete_reply(xid, |buf| {
-                        receive::place(buf, payload, &placement, &xprt.counters)
+                        receive::place(buf, payload, &placement, &xprt.report.counters)
                     })
                 } else {
                     Err(EPROTO)
@@ -750,7 +767,7 @@ impl ClientTransport {
                     match endpoint.invalidate_for_reply(record, reply, remote.get()) {
                         Ok(finished) => {
                             if remote.take().is_some() {
-                                Counters::add(&xprt.counters.remote_invs, 1);
+                                Counters::add(&xprt.report.counters.remote_invs, 1);
                             }
                             finished.map_or(Route::Held, Route::Ready)
                         }
@@ -774,7 +791,8 @@ impl ClientTransport {
             negotiation.on_message(revision.vers())
         };
         if let Ok(ClientOutcome::Established(version)) = outcome {
-            xprt.counters
+            xprt.report
+                .counters
                 .version
                 .store(version.as_u32(), Ordering::Relaxed);
             pr_info!(
@@ -808,10 +826,11 @@ impl ClientTransport {
             }
         };
         let revision = Revision::of(version);
-        xprt.counters
+        xprt.report
+            .counters
             .version
             .store(version.as_u32(), Ordering::Relaxed);
-        Counters::add(&xprt.counters.version_fallbacks, 1);
+        Counters::add(&xprt.report.counters.version_fallbacks, 1);
         xprt.backchannel.fell_back(revision);
         pr_info!(
             "{} refused the Version 2 probe (ERR_VERS, versions {} to {}): RPC-over-RDMA {} \
@@ -829,7 +848,7 @@ impl ClientTransport {
     /// whole received message.
     fn deliver(xprt: &Xprt<Self>, finished: &Finished, reply: &HeldReply, message: &[u8]) {
         let xid = finished.xid;
-        let c = &xprt.counters;
+        let c = &xprt.report.counters;
         let delivered = match &reply.kind {
             ReplyKind::Failed => {
                 Counters::add(&c.bad_reply, 1);
@@ -861,7 +880,7 @@ impl ClientTransport {
             // Unusable for its call: the call fails rather than waits for ever.
             Err(e) => {
                 pr_debug!("reply to call {:#x} unusable ({:?})\n", xid, e);
-                Counters::add(&xprt.counters.bad_reply, 1);
+                Counters::add(&xprt.report.counters.bad_reply, 1);
                 let _ = xprt.fail_call(xid, EIO);
             }
         }
@@ -913,7 +932,7 @@ impl Transport for ClientTransport {
             return Err(ENOTCONN);
         }
         endpoint
-            .send_call(xprt, rqst, &xprt.counters)
+            .send_call(xprt, rqst, &xprt.report.counters)
             .inspect_err(|e| {
                 if *e == ENOTCONN {
                     xprt.force_disconnect();
@@ -929,7 +948,7 @@ impl Transport for ClientTransport {
     }
 
     fn print_stats(xprt: &Xprt<Self>, stats: &Stats<'_>) {
-        let c = &xprt.counters;
+        let c = &xprt.report.counters;
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         // The C transport's columns: chunks (read, write, reply), bytes moved by RDMA (call,
         // reply), copies, registrations the hard way, marshal failures, bad replies, NOMSG

@@ -39,6 +39,7 @@ use kernel::{
 pub mod proto;
 
 mod client;
+mod debugfs;
 mod devices;
 mod server;
 
@@ -168,12 +169,14 @@ fn register_server<T: server::WithBackchannel>(module: &'static ThisModule) -> R
 }
 
 /// The module: the client transport class (unless `coexist=1`), a server transport class and
-/// the client of RDMA devices (which hears of device removals), registered while it is loaded.
-/// The classes go first: no transport can be created once the device client is gone.
+/// the client of RDMA devices (which hears of device removals), registered while it is loaded,
+/// and the transports' debugfs directory. The classes go first: no transport can be created
+/// once the device client is gone; the directory goes last, after the transports' files.
 struct Rpcrdma2 {
     _server: ServerRegistration,
     _client: Option<Pin<KBox<Registration<client::ClientClass>>>>,
     _devices: device_removal::Registration<devices::Devices>,
+    _debugfs: debugfs::Root,
 }
 
 impl kernel::Module for Rpcrdma2 {
@@ -191,6 +194,7 @@ impl kernel::Module for Rpcrdma2 {
         let client_version = version(&VERSION)?;
         client::set_version(client_version);
         let devices = device_removal::Registration::new()?;
+        let debugfs = debugfs::Root::create();
         if coexist(&COEXIST)? {
             let server = register_server::<server::Rdma2Class>(module)?;
             pr_info!(
@@ -203,6 +207,7 @@ impl kernel::Module for Rpcrdma2 {
                 _server: ServerRegistration::Rdma2 { _server: server },
                 _client: None,
                 _devices: devices,
+                _debugfs: debugfs,
             });
         }
         let client = KBox::pin_init(Registration::new(module), GFP_KERNEL).map_err(|e| {
@@ -240,6 +245,7 @@ impl kernel::Module for Rpcrdma2 {
             _server: ServerRegistration::Rdma { _server: server },
             _client: Some(client),
             _devices: devices,
+            _debugfs: debugfs,
         })
     }
 }

@@ -64,6 +64,7 @@ mod connection;
 mod listener;
 mod rdma;
 mod receiver;
+pub(crate) mod report;
 
 pub(crate) use backchannel::BackchannelClass;
 use connection::Connection;

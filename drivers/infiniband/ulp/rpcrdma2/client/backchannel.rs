@@ -186,7 +186,7 @@ pub(super) fn send_reply(xprt: &Xprt<ClientTransport>, rqst: &Rqst<'_>) -> Resul
     };
     let len = wire::encode(xprt.sending().revision, &mut header, &outgoing).map_err(|_| EINVAL)?;
     let header = header.get(..len).ok_or(EINVAL)?;
-    let counters: &Counters = &xprt.counters;
+    let counters: &Counters = &xprt.report.counters;
     endpoint
         .send_message(header, &rqst.snd_buf(), counters)
         .inspect_err(|e| {

@@ -343,6 +343,16 @@ impl Endpoint {
         self.send_limit.load(Ordering::Relaxed)
     }
 
+    /// The largest message we expect inline.
+    pub(crate) fn recv_limit(&self) -> usize {
+        self.recv_limit.load(Ordering::Relaxed)
+    }
+
+    /// Our address on the connection, if known.
+    pub(crate) fn local_address(&self) -> Option<SocketAddr> {
+        self.id.local_address().ok()
+    }
+
     /// Sets the largest message we send inline and the largest we expect inline: the Version 2
     /// server's properties say what it receives and what it sends.
     pub(crate) fn set_limits(&self, send: usize, recv: usize) {

@@ -73,11 +73,12 @@ impl ClientTransport {
                 .map_err(|_| EMSGSIZE)?;
             let message = buf.get(..len).ok_or(EINVAL)?;
             xprt.send_as(sending, len, || {
-                endpoint.send_control(message, &xprt.counters)
+                endpoint.send_control(message, &xprt.report.counters)
             })?;
             exchange.sent = exchange.sent.saturating_add(1);
             exchange.state.on_local_sent(batch.tpmore);
-            Counters::add(&xprt.counters.connprop_sent, 1);
+            xprt.report.properties_sent(local);
+            Counters::add(&xprt.report.counters.connprop_sent, 1);
         }
         Ok(())
     }
@@ -122,7 +123,7 @@ impl ClientTransport {
                 return true;
             }
         };
-        Counters::add(&xprt.counters.connprop_received, 1);
+        Counters::add(&xprt.report.counters.connprop_received, 1);
         let peer = *exchange.state.peer();
         let (send, recv) = Self::apply_properties(xprt, generation, &peer);
         if event == ExchangeEvent::PeerDone {
@@ -172,7 +173,9 @@ impl ClientTransport {
             endpoint.set_segment_limits(span, count);
         });
         xprt.backchannel.connected(send, Revision::V2Draft01);
-        xprt.counters
+        xprt.report.properties_received(*peer, (send, recv));
+        xprt.report
+            .counters
             .peer_rbsiz
             .store(peer.recv_buffer_size, Ordering::Relaxed);
         (send, recv)
@@ -197,7 +200,7 @@ impl ClientTransport {
             ServerName(xprt),
             reply.body.name()
         );
-        Counters::add(&xprt.counters.bad_reply, 1);
+        Counters::add(&xprt.report.counters.bad_reply, 1);
         let credits = Credits {
             granted: MAX_REQUESTS as u16,
             max: MAX_REQUESTS as u16,
@@ -206,7 +209,7 @@ impl ClientTransport {
         if let Ok(len) = wire::encode_error(&mut buf, &reply, credits) {
             if let Some(message) = buf.get(..len) {
                 let _ = xprt.with_endpoint(generation, |endpoint| {
-                    endpoint.send_control(message, &xprt.counters)
+                    endpoint.send_control(message, &xprt.report.counters)
                 });
             }
         }

@@ -148,7 +148,7 @@ impl CompletionHandler for Receiver {
             // (or the message answers no call): it may be another call's, which the server
             // could still be writing. The connection goes; the calls are sent again.
             self.xprt
-                .with(|xprt| Counters::add(&xprt.counters.bad_reply, 1));
+                .with(|xprt| Counters::add(&xprt.report.counters.bad_reply, 1));
             if !self.failure_reported.swap(true, Ordering::Relaxed) {
                 pr_warn!(
                     "connection lost: the server's Send invalidated key {:#x}, no region of the \
@@ -171,7 +171,7 @@ impl Receiver {
             Some(SendTag::Invalidate(record)) => {
                 if ok {
                     self.xprt
-                        .with(|xprt| Counters::add(&xprt.counters.local_invs, 1));
+                        .with(|xprt| Counters::add(&xprt.report.counters.local_invs, 1));
                 }
                 let regs = &self.buffers.registrations;
                 if let Some(finished) = regs.invalidated(record, ok) {

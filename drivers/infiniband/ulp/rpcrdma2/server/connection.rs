@@ -78,10 +78,10 @@ use core::{
     fmt,
     marker::PhantomData,
     net::SocketAddr,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, Ordering},
 };
 use kernel::{
-    new_mutex,
+    debugfs, new_mutex,
     page::PAGE_SIZE,
     prelude::*,
     rdma::consumer::{
@@ -109,6 +109,7 @@ static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
 mod properties;
 mod send;
+use super::report::{Accepted, Report};
 use properties::{Exchange, Exchanged};
 use send::{encode_header, reply_header_len};
 
@@ -128,10 +129,6 @@ pub(crate) struct Connection<C: WithBackchannel> {
     /// The RDMA operations of chunks, their MRs and bounce buffers.
     rdma: Arc<Rdma>,
     _pd: Arc<ProtectionDomain>,
-    /// The largest message we send inline, at most our inline threshold: in Version 1 what
-    /// the client receives (RFC 8797; 1024 bytes without its private data), in Version 2 its
-    /// receive buffer size (`RBSIZ`, 4096 bytes by default).
-    send_limit: AtomicUsize,
     /// Our inline threshold, both ways ([`super::inline_threshold`] when accepted).
     threshold: u32,
     /// The transport property exchange of a Version 2 connection.
@@ -140,20 +137,14 @@ pub(crate) struct Connection<C: WithBackchannel> {
     reassembly: Pin<KBox<Mutex<Reassembly>>>,
     /// The client takes Send With Invalidate (RFC 8797).
     remote_invalidation: bool,
-    /// Replies sent in a Send With Invalidate, and Version 2 calls whose `rdma_inv_handle`
-    /// named none of their segments (answered with a plain Send).
-    sends_with_invalidate: AtomicU64,
-    unmatched_inv_handles: AtomicU64,
-    /// The connection's protocol version (`rdma_vers`), 0 until its first message of a
-    /// version it speaks.
-    version: AtomicU32,
+    /// The connection's version, inline limit and counters, shown in its debugfs file.
+    report: Arc<Report>,
     /// The client's address, for messages.
     remote: Option<SocketAddr>,
     /// The backchannel: nfsd's callbacks to the client.
     callbacks: Callbacks<C>,
-    /// Replies sent as continued replies, and the Sends they took.
-    continued_replies: AtomicU64,
-    continued_sends: AtomicU64,
+    /// `/sys/kernel/debug/rpcrdma2/server-N`, showing `report`.
+    _debugfs: Option<debugfs::File<Report>>,
     _class: PhantomData<C>,
     /// Dropped last, once nothing of the device is used any more (see [`Devices`]).
     _device_use: DeviceUse,
@@ -215,6 +206,14 @@ pub(crate) fn accept<C: WithBackchannel>(
             id.watch(receiver);
             let private = CmPrivateData::new(threshold, threshold, false).encode();
             let depth = caps.max_qp_rd_atom.min(16) as u8;
+            let report = Report::new(Accepted {
+                remote,
+                local,
+                threshold,
+                private_receive: client_receives,
+                remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
+                send_limit,
+            })?;
             id.accept(&ConnParam {
                 private_data: &private,
                 responder_resources: param.responder_resources.min(depth),
@@ -227,18 +226,14 @@ pub(crate) fn accept<C: WithBackchannel>(
                 buffers,
                 rdma,
                 _pd: pd,
-                send_limit: AtomicUsize::new(send_limit),
                 threshold,
                 exchange: KBox::pin_init(new_mutex!(Exchange::new()), GFP_KERNEL)?,
                 reassembly: KBox::pin_init(new_mutex!(Reassembly::new()?), GFP_KERNEL)?,
                 remote_invalidation: peer.is_some_and(|p| p.remote_invalidation()),
-                sends_with_invalidate: AtomicU64::new(0),
-                unmatched_inv_handles: AtomicU64::new(0),
-                version: AtomicU32::new(0),
+                _debugfs: crate::debugfs::file("server", report.clone()),
+                report,
                 remote,
                 callbacks: Callbacks::new()?,
-                continued_replies: AtomicU64::new(0),
-                continued_sends: AtomicU64::new(0),
                 _class: PhantomData,
                 _device_use: device_use,
             })
@@ -257,15 +252,10 @@ pub(crate) fn accept<C: WithBackchannel>(
     Ok(xprt)
 }
 
-/// Message Continuation of a connection's calls (draft section 4.4.2), and what came of it.
+/// Message Continuation of a connection's calls (draft section 4.4.2); the report counts what
+/// came of it.
 struct Reassembly {
     reassembler: Reassembler<SliceStorage<KVVec<u8>>>,
-    /// Continued calls received whole.
-    calls: u64,
-    /// Messages that were part of a continued call (the last one included).
-    fragments: u64,
-    /// Continuation violations answered with an error.
-    refused: u64,
 }
 
 impl Reassembly {
@@ -275,9 +265,6 @@ impl Reassembly {
         let storage = KVVec::from_elem(0u8, RECEIVE_LIMITS.max_len, GFP_KERNEL)?;
         Ok(Self {
             reassembler: Reassembler::new(SliceStorage::new(storage), RECEIVE_LIMITS),
-            calls: 0,
-            fragments: 0,
-            refused: 0,
         })
     }
 }
@@ -331,7 +318,7 @@ impl<C: WithBackchannel> Connection<C> {
 
     /// The largest message we send inline.
     pub(super) fn send_limit(&self) -> usize {
-        self.send_limit.load(Ordering::Relaxed)
+        self.report.values.send_limit.load(Ordering::Relaxed)
     }
 
     /// The largest callback: what we send inline, less the largest header of a message
@@ -389,7 +376,7 @@ impl<C: WithBackchannel> Connection<C> {
         rqst: &mut SvcRqst<'_>,
         ctxt: &mut Option<KBox<CallChunks>>,
     ) -> Result<usize> {
-        let first = xprt.version.load(Ordering::Acquire) == 0;
+        let first = xprt.report.values.version.load(Ordering::Acquire) == 0;
         let admitted = xprt.admit(message);
         // A Version 2 client's first message must fit a Version 1 server's receive (draft
         // section 4.2.3); one that does not would have cost it the connection there, and
@@ -456,17 +443,17 @@ impl<C: WithBackchannel> Connection<C> {
         let continued = match reassembly.reassembler.accept_part(header.part()) {
             Ok(Reassembled::Whole(_) | Reassembled::External | Reassembled::Control) => false,
             Ok(Reassembled::Pending) => {
-                reassembly.fragments = reassembly.fragments.saturating_add(1);
+                Report::count(&xprt.report.values.continued_fragments);
                 return Ok(0);
             }
             Ok(Reassembled::Dropped) => return Ok(0),
             Ok(Reassembled::Complete { .. }) => {
-                reassembly.fragments = reassembly.fragments.saturating_add(1);
-                reassembly.calls = reassembly.calls.saturating_add(1);
+                Report::count(&xprt.report.values.continued_fragments);
+                Report::count(&xprt.report.values.continued_calls);
                 true
             }
             Err(e) => {
-                reassembly.refused = reassembly.refused.saturating_add(1);
+                Report::count(&xprt.report.values.continuations_refused);
                 drop(reassembly);
                 let why = match e.error() {
                     V2Error::System => Refusal::System,
@@ -540,7 +527,10 @@ impl<C: WithBackchannel> Connection<C> {
             &lists,
         );
         if let ReplyInvalidation::Unmatched(handle) = invalidation {
-            xprt.unmatched_inv_handles.fetch_add(1, Ordering::Relaxed);
+            xprt.report
+                .values
+                .unmatched_inv_handles
+                .fetch_add(1, Ordering::Relaxed);
             pr_debug!(
                 "{}: call {:#x} names {:#x} in rdma_inv_handle, none of its segments\n",
                 Peer(xprt.remote),
@@ -638,24 +628,30 @@ impl<C: WithBackchannel> Connection<C> {
     /// The credits to grant in a header going out now: what the posted receives honour, of
     /// at most [`CREDITS`].
     fn credits(&self) -> Credits {
+        let granted = u16::try_from(self.buffers.grant()).unwrap_or(CREDITS);
+        self.report
+            .values
+            .granted
+            .store(u32::from(granted), Ordering::Relaxed);
         Credits {
-            granted: u16::try_from(self.buffers.grant()).unwrap_or(CREDITS),
+            granted,
             max: CREDITS,
         }
     }
 
     /// The revision the connection speaks; Version 1 until its first message settled it.
     fn revision(&self) -> Revision {
-        Version::from_u32(self.version.load(Ordering::Acquire)).map_or(Revision::V1, Revision::of)
+        Version::from_u32(self.report.values.version.load(Ordering::Acquire))
+            .map_or(Revision::V1, Revision::of)
     }
 
     /// The revision `message` is to be decoded in, settling the connection's version with its
     /// first message of a supported version; or the fault to answer (`ERR_VERS`).
     fn admit(&self, message: &[u8]) -> core::result::Result<Revision, Fault> {
-        let settled = Version::from_u32(self.version.load(Ordering::Acquire));
+        let settled = Version::from_u32(self.report.values.version.load(Ordering::Acquire));
         let version = wire::admit_message(message, settled, VERSIONS)?;
         if settled.is_none() {
-            let first = self.version.compare_exchange(
+            let first = self.report.values.version.compare_exchange(
                 0,
                 version.as_u32(),
                 Ordering::AcqRel,
@@ -869,12 +865,20 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
             pr_info!(
                 "{}: closing a Version 2 connection: {} continued replies sent, in {} Sends\n",
                 Peer(xprt.remote),
-                xprt.continued_replies.load(Ordering::Relaxed),
-                xprt.continued_sends.load(Ordering::Relaxed)
+                xprt.report.values.continued_replies.load(Ordering::Relaxed),
+                xprt.report.values.continued_sends.load(Ordering::Relaxed)
             );
         }
-        let invalidating = xprt.sends_with_invalidate.load(Ordering::Relaxed);
-        let unmatched = xprt.unmatched_inv_handles.load(Ordering::Relaxed);
+        let invalidating = xprt
+            .report
+            .values
+            .sends_with_invalidate
+            .load(Ordering::Relaxed);
+        let unmatched = xprt
+            .report
+            .values
+            .unmatched_inv_handles
+            .load(Ordering::Relaxed);
         if invalidating != 0 || unmatched != 0 {
             pr_info!(
                 "{}: closing: {} replies sent With Invalidate, {} rdma_inv_handle values \
@@ -886,15 +890,18 @@ impl<C: WithBackchannel> SvcTransport for Connection<C> {
         }
         xprt.callbacks.close();
         let _ = xprt.id.disconnect();
-        let r = xprt.reassembly.lock();
-        if r.fragments != 0 || r.refused != 0 {
+        let r = &xprt.report.values;
+        let calls = r.continued_calls.load(Ordering::Relaxed);
+        let fragments = r.continued_fragments.load(Ordering::Relaxed);
+        let refused = r.continuations_refused.load(Ordering::Relaxed);
+        if fragments != 0 || refused != 0 {
             pr_info!(
                 "{}: closed; continued calls received: {} ({} messages), {} broken sequences \
                  refused\n",
                 Peer(xprt.remote),
-                r.calls,
-                r.fragments,
-                r.refused
+                calls,
+                fragments,
+                refused
             );
         }
     }

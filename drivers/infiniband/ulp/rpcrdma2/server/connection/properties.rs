@@ -90,6 +90,7 @@ impl<C: WithBackchannel> Connection<C> {
             exchange.sent = exchange.sent.saturating_add(1);
             exchange.state.on_local_sent(batch.tpmore);
         }
+        xprt.report.properties_sent(local, exchange.sent);
     }
 
     /// What we may send the client in the reverse direction (nfsd's callbacks): in Version 1
@@ -118,7 +119,10 @@ impl<C: WithBackchannel> Connection<C> {
     /// What we send inline on a Version 2 connection whose client's properties are `peer`.
     pub(super) fn settle_v2_limit(&self, peer: &PeerProperties) -> usize {
         let limit = send_threshold(self.threshold, peer) as usize;
-        self.send_limit.store(limit, Ordering::Relaxed);
+        self.report
+            .values
+            .send_limit
+            .store(limit, Ordering::Relaxed);
         limit
     }
 
@@ -162,6 +166,8 @@ impl<C: WithBackchannel> Connection<C> {
         };
         let peer = *exchange.state.peer();
         let limit = self.settle_v2_limit(&peer);
+        self.report
+            .properties_received(peer, exchange.state.peer_messages());
         if event == ExchangeEvent::PeerDone {
             pr_info!(
                 "{}: RPC-over-RDMA v2 transport properties: the client receives {} bytes \

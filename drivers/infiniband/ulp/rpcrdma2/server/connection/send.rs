@@ -47,7 +47,10 @@ impl<C: WithBackchannel> Connection<C> {
         let len = added?;
         posted?;
         if invalidate.is_some() {
-            self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
+            self.report
+                .values
+                .sends_with_invalidate
+                .fetch_add(1, Ordering::Relaxed);
         }
         Ok(len)
     }
@@ -169,10 +172,18 @@ impl<C: WithBackchannel> Connection<C> {
         }
         posted?;
         if invalidate.is_some() {
-            self.sends_with_invalidate.fetch_add(1, Ordering::Relaxed);
+            self.report
+                .values
+                .sends_with_invalidate
+                .fetch_add(1, Ordering::Relaxed);
         }
-        self.continued_replies.fetch_add(1, Ordering::Relaxed);
-        self.continued_sends
+        self.report
+            .values
+            .continued_replies
+            .fetch_add(1, Ordering::Relaxed);
+        self.report
+            .values
+            .continued_sends
             .fetch_add(count as u64, Ordering::Relaxed);
         Ok(sent)
     }
