@@ -7,7 +7,7 @@
 use rpcrdma2_proto::proto::{
     call_plan::{
         continuation_holds, plan_v1, rely_on_continuation, CallLayout, CallPlan, DdpItem,
-        PlanThresholds, ReplyChunks, ReplyContinuation, BULK_CONTINUED_SENDS,
+        PlanThresholds, ReplyChunks, ReplyContinuation,
     },
     continuation::{plan_fragments, MAX_SENT_FRAGMENTS},
     v2::EMPTY_MSG_HEADER_LEN,
@@ -118,32 +118,14 @@ fn read_plan(head: usize, data: usize, tail: usize, threshold: usize) -> (CallLa
 }
 
 #[test]
-fn write_chunk_goes_for_a_reply_of_two_sends() {
-    // A 4 KiB READ over NFSv3 (116 bytes before the data, 4 after): two Sends of 4096 bytes.
-    let c = continuation(4096);
-    let (l, v1) = read_plan(116, 4096, 4, 4096);
-    assert_eq!(v1.reply, ReplyChunks::WriteChunk { len: 4096 });
-    let v2 = rely_on_continuation(&l, v1, &c);
-    assert_eq!(v2.reply, ReplyChunks::Inline);
-    assert_eq!(v2.call, v1.call);
-
-    // The longest Reply two Sends carry, and one byte more.
-    let two = BULK_CONTINUED_SENDS * (4096 - EMPTY_MSG_HEADER_LEN);
-    let (l, v1) = read_plan(116, two - 120, 4, 4096);
-    assert_eq!(rely_on_continuation(&l, v1, &c).reply, ReplyChunks::Inline);
-    let (l, v1) = read_plan(116, two - 119, 4, 4096);
-    assert!(matches!(v1.reply, ReplyChunks::WriteChunk { .. }));
-    assert_eq!(rely_on_continuation(&l, v1, &c), v1);
-
-    // A 1 MiB READ keeps its Write chunk; so does any with a single Send allowed.
-    let (l, v1) = read_plan(116, 1 << 20, 4, 4096);
-    assert_eq!(rely_on_continuation(&l, v1, &c), v1);
-    let one = ReplyContinuation {
-        max_sends: 1,
-        ..continuation(4096)
-    };
-    let (l, v1) = read_plan(116, 4096, 4, 4096);
-    assert_eq!(rely_on_continuation(&l, v1, &one), v1);
+fn write_chunks_stay() {
+    // A 4 KiB READ over NFSv3 (116 bytes before the data, 4 after), which would fit two Sends
+    // of 4096 bytes, a 2000-byte one under a threshold of 1024, and a 1 MiB one.
+    for (data, threshold) in [(4096, 4096), (2000, 1024), (1 << 20, 4096)] {
+        let (l, v1) = read_plan(116, data, 4, threshold);
+        assert_eq!(v1.reply, ReplyChunks::WriteChunk { len: data as u32 });
+        assert_eq!(rely_on_continuation(&l, v1, &continuation(threshold)), v1);
+    }
 }
 
 #[test]

@@ -30,7 +30,7 @@ use crate::proto::{
     call_plan::{
         fragment_ranges, inline_ranges, plan_sends, rely_on_continuation, CallChunks, CallLayout,
         CallPlan, ContinuationRoom, DdpItem, PlanThresholds, ReplyChunks, ReplyContinuation,
-        SendPlan, BULK_CONTINUED_SENDS,
+        SendPlan,
     },
     chunk::{ChunkListsRef, ReadSegment, Segment},
     cm_private::CmPrivateData,
@@ -72,20 +72,16 @@ use chunks::Chunks;
 /// Whether a call too large to send inline was reported (once per module load).
 static TOO_LARGE_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// Receives kept posted: [`BULK_CONTINUED_SENDS`] per call in flight, two to spare, those for
-/// callbacks, and [`MAX_SENT_FRAGMENTS`] - 1 for a continued reply. A Version 2 server may send
-/// a reply in up to [`MAX_SENT_FRAGMENTS`] Sends (draft section 4.4.2), each taking one of our
-/// receives, while its call was granted one. A reply whose bulk data we take continued instead
-/// of through a Write chunk takes at most [`BULK_CONTINUED_SENDS`], which every call in flight
-/// has, whenever its receives are posted again. Our server has at most [`MAX_SENT_FRAGMENTS`]
-/// Sends of continued replies in flight per connection (a reply waits until those before it
-/// that leave it no room completed), so the extra Sends of longer ones find the spare receives; a fragment's receive is posted again as soon
-/// as it is copied out (see [`Endpoint::repost_now`]). They are posted from the start: the
-/// version is settled only later, and Version 1 leaves them unused.
-const RECVS: usize = BULK_CONTINUED_SENDS * MAX_REQUESTS as usize
-    + 2
-    + super::backchannel::RECEIVES
-    + (MAX_SENT_FRAGMENTS - 1);
+/// Receives kept posted: one per call in flight, two to spare, those for callbacks, and
+/// [`MAX_SENT_FRAGMENTS`] - 1 for continued replies. A Version 2 server may send a reply in up
+/// to [`MAX_SENT_FRAGMENTS`] Sends (draft section 4.4.2), each taking one of our receives, while
+/// its call was granted one. Our server has at most [`MAX_SENT_FRAGMENTS`] Sends of continued
+/// replies in flight per connection (a reply waits until those before it that leave it no room
+/// completed), so their extra Sends find these receives; a fragment's receive is posted again
+/// as soon as it is copied out (see [`Endpoint::repost_now`]). They are posted from the start:
+/// the version is settled only later, and Version 1 leaves them unused.
+const RECVS: usize =
+    MAX_REQUESTS as usize + 2 + super::backchannel::RECEIVES + (MAX_SENT_FRAGMENTS - 1);
 /// Send buffers: a call's buffer is free again only once its Send completed, which may be
 /// after its reply arrived.
 const SENDS: usize = 2 * MAX_REQUESTS as usize;
