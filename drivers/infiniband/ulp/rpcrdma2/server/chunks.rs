@@ -275,16 +275,9 @@ impl Reads<'_, '_, '_> {
         while start < len {
             let n = (len - start).min(region);
             let pages = rqst.map_pages(self.rdma.pd(), first + start / PAGE_SIZE, n)?;
-            let mr = self.rdma.take_mr()?;
-            self.mrs.push(mr.clone(), GFP_KERNEL)?;
-            self.op.post(
-                self.chain,
-                &SendWr::RegPages {
-                    mr: &mr,
-                    pages: &pages,
-                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                },
-            )?;
+            let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            self.op
+                .register(self.chain, self.rdma, &pages, access, self.mrs)?;
             start += n;
         }
         let mut at = 0usize;
@@ -620,15 +613,12 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
             let in_page = (pages.offset() + at) % PAGE_SIZE;
             let n = (len - done).min(region - in_page);
             let mapped = MappedPages::of_xdr(self.rdma.pd(), pages, at, n)?;
-            let mr = self.rdma.take_mr()?;
-            self.returns.mrs.push(mr.clone(), GFP_KERNEL)?;
-            self.op.post(
+            let mr = self.op.register(
                 self.chain,
-                &SendWr::RegPages {
-                    mr: &mr,
-                    pages: &mapped,
-                    access: Access::LOCAL_WRITE,
-                },
+                self.rdma,
+                &mapped,
+                Access::LOCAL_WRITE,
+                &mut self.returns.mrs,
             )?;
             self.write(Source::Region(&mr), n)?;
             done += n;

@@ -32,8 +32,9 @@ use kernel::{
         consumer::{
             client::ProtectionDomain,
             dma_buffer::DmaBuffer,
-            fast_reg::FastRegMr,
+            fast_reg::{Access, FastRegMr},
             kernel_qp::{SendChain, SendWr},
+            mapped_pages::MappedPages,
         },
         fixed_ring::FixedRing,
     },
@@ -306,6 +307,30 @@ impl OpGuard<'_> {
                 Err(e)
             }
         }
+    }
+
+    /// Registers `pages` with `access` in an MR from `rdma`'s pool, added to `chain` as part
+    /// of the op; the MR goes into `kept` first, so that it is accounted for whatever
+    /// happens, and is returned for the requests that use it.
+    pub(crate) fn register(
+        &mut self,
+        chain: &mut SendChain<'_>,
+        rdma: &Rdma,
+        pages: &Arc<MappedPages>,
+        access: Access,
+        kept: &mut KVec<Arc<FastRegMr>>,
+    ) -> Result<Arc<FastRegMr>> {
+        let mr = rdma.take_mr()?;
+        kept.push(mr.clone(), GFP_KERNEL)?;
+        self.post(
+            chain,
+            &SendWr::RegPages {
+                mr: &mr,
+                pages,
+                access,
+            },
+        )?;
+        Ok(mr)
     }
 
     /// Drops the posting reference: the last completion now wakes the thread.
