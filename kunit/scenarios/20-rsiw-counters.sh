@@ -12,7 +12,10 @@
 # QPs (`rdma statistic qp`, auto mode): while a connection of qp-hold (20 Sends of 4 KiB) lives,
 # each side's counter holds exactly its QP's counts, and the port's values moved by as much;
 # `rdma -dd resource show cm_id` shows the MPA terms of both cm_ids. By hand: bind, unbind, and
-# refusals of a missing QP, a second bind and a second unbind.
+# refusals of a missing QP, a second bind and a second unbind. rsiw's debug messages are dynamic
+# debug call sites: listed in <debugfs>/dynamic_debug/control, switched on (module rsiw +p) for
+# the two peer-to-peer connections they print each MPA exchange established, the QP state
+# changes and the TERMINATE of the refused one, and nothing once switched off.
 . /tests/lib.sh
 two_dummies
 modprobe rsiw || fail "modprobe rsiw"
@@ -192,6 +195,18 @@ expect_eq rsiw0 mpa_established_rev2 d e 0
 echo optional >$sys/rsiw0/mpa_crc
 echo optional >$sys/rsiw1/mpa_crc
 
+# rsiw's debug messages (pr_debug!) are dynamic debug call sites: listed in the control file,
+# off until switched on there. They are on for the two peer-to-peer connections below.
+ctl=/sys/kernel/debug/dynamic_debug/control
+sites=$(grep -c '\[rsiw\]' $ctl)
+[ "$sites" -ge 8 ] || fail "dynamic debug lists $sites call sites of rsiw"
+grep '\[rsiw\]rsiw::qp ' $ctl | grep -qF 'QP {}: {:?} -> {:?}' ||
+  fail "dynamic debug does not list rsiw's QP state change"
+grep '\[rsiw\]' $ctl | grep -q ' =p' && fail "an rsiw debug message is on before it was switched on"
+dmesg -c >/dev/null
+echo 'module rsiw +p' >$ctl || fail "dynamic debug: module rsiw +p refused"
+[ "$(grep '\[rsiw\]' $ctl | grep -c ' =p')" = "$sites" ] || fail "module rsiw +p did not switch every site on"
+
 # The peer-to-peer model: rsiw0 initiates with a Write RTR, rsiw1 receives it.
 echo 1 >$sys/rsiw0/peer_to_peer || fail "peer_to_peer 1"
 echo write >$sys/rsiw0/rtr_kinds || fail "rtr_kinds write"
@@ -211,6 +226,18 @@ expect_eq rsiw0 rtrs_sent f g 0
 echo 0 >$sys/rsiw0/peer_to_peer
 echo send,write,read >$sys/rsiw0/rtr_kinds
 echo send,write,read >$sys/rsiw1/rtr_kinds
+# What the debug messages said of those two connections, and nothing once switched off.
+echo 'module rsiw -p' >$ctl || fail "dynamic debug: module rsiw -p refused"
+dmesg -c >/tmp/dyndbg.log
+for want in 'rsiw: .*: MPA revision 2 established as initiator: CRC [a-z]*, IRD [0-9]* ORD [0-9]*, RTR' \
+            'rsiw: .*: MPA revision 2 established as responder' 'rsiw: QP [0-9]*: Idle([0-9]*) -> Rts' \
+            'rsiw: QP [0-9]*: .* -> Error' 'rsiw: .*: TERMINATE sent for a failed MPA exchange'; do
+  grep -q "$want" /tmp/dyndbg.log || { grep 'rsiw: ' /tmp/dyndbg.log; fail "no debug message '$want'"; }
+done
+echo "dynamic debug: $sites rsiw call sites; switched on: $(grep -c 'rsiw: ' /tmp/dyndbg.log) messages for two connections, the second refused with a TERMINATE, of which:"
+grep 'rsiw: ' /tmp/dyndbg.log | sed -n '1,12p' | sed 's/^/  /'
+rping_run "rping, debug messages off" 1
+dmesg | grep -q 'rsiw: .*established as\|rsiw: QP [0-9]*:' && fail "debug messages printed after module rsiw -p"
 
 # The QPs' and MRs' detail while a connection runs (ib_write_bw for 6 seconds, client-server).
 wait_port_free 18515 || fail "the previous run's listener stayed"
