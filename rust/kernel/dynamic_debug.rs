@@ -21,8 +21,9 @@
 //! A descriptor is a static that the core writes (the flags, and the static key that C call
 //! sites patch their code with) under its lock while Rust code reads the flags: [`Descriptor`]
 //! is therefore [`Opaque`], and the flags are read with a volatile load of their word, as a C
-//! site without jump labels reads them. No code branches on the static key: an enabled key
-//! with no jump entries is something the core allows (a site compiled out).
+//! site without jump labels reads them. No code branches on the descriptor's static key: when
+//! the core switches the site, `static_branch_enable` finds no jump entry for the key and only
+//! sets its count.
 //!
 //! C header: [`include/linux/dynamic_debug.h`](srctree/include/linux/dynamic_debug.h)
 
