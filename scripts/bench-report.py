@@ -13,7 +13,7 @@ references (kunit/pair-bench/12-*: rpcrdma2_v2 against nfs_tcp and against c_rpc
 one row per comparison, each with that comparison's rounds.
 """
 import json, math, re, statistics, sys
-rows, round_ratios, compared, boots = {}, {}, {}, sys.argv[2:]
+rows, round_ratios, compared, owners, boots = {}, {}, {}, {}, sys.argv[2:]
 for boot, log in enumerate(boots):
     # "rounds <name> <provider>: ..." (bench_report): a provider's rounds, whose median stands
     # in for its BENCH line when a kernel message cut that line on the console.
@@ -35,10 +35,15 @@ for boot, log in enumerate(boots):
             if pair:
                 compared.setdefault(name, set()).add(pair)
             continue
-        m = re.match(r"^\[[^]]+\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
+        m = re.match(r"^\[([^]]+)\] BENCH (\S+) (\S+) (\S+) (\S+)", line.strip())
         if not m:
             continue
-        name, unit, provider, value = m.groups()
+        scenario, name, unit, provider, value = m.groups()
+        # A figure is one scenario's: two scenarios reporting one name would share a row, and
+        # one's providers and paired ratios would hide the other's.
+        owner = owners.setdefault(name, scenario)
+        if owner != scenario:
+            sys.exit(f"bench-report: figure {name} is reported by both [{owner}] and [{scenario}]")
         try:
             value = float(value)
         except ValueError:

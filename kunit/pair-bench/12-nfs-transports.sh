@@ -19,7 +19,7 @@
 ROUNDS=9
 FILE=/mnt/nfs/bench
 CREATES=200
-FIGURES="nfs_seq_write_1m:MB/s nfs_seq_read_1m:MB/s nfs_randread_4k_qd16:IOPS nfs_create:files/s"
+FIGURES="nfs_xprt_seq_write_1m:MB/s nfs_xprt_seq_read_1m:MB/s nfs_xprt_randread_4k_qd16:IOPS nfs_xprt_create:files/s"
 
 modprobe rsiw || fail "modprobe rsiw"
 timeout 30 rdma link add rsiw0 type rsiw netdev eth0 || fail "rdma link add rsiw0"
@@ -60,15 +60,15 @@ measure() {
       [ "${30}" = 2 ] || fail "rpcrdma2 does not speak Version 2 to the rpcrdma2 server: $line"
     fi
   fi
-  bench_record nfs_seq_write_1m MB/s $transport \
+  bench_record nfs_xprt_seq_write_1m MB/s $transport \
     "$(fio_run seqwrite --rw=write --bs=1M --ioengine=sync && mbps 48 || echo nan)"
-  bench_record nfs_seq_read_1m MB/s $transport \
+  bench_record nfs_xprt_seq_read_1m MB/s $transport \
     "$(fio_run seqread --rw=read --bs=1M --ioengine=sync && mbps 7 || echo nan)"
-  bench_record nfs_randread_4k_qd16 IOPS $transport \
+  bench_record nfs_xprt_randread_4k_qd16 IOPS $transport \
     "$(fio_run randread --rw=randread --bs=4k --ioengine=libaio --iodepth=16 --time_based \
          --runtime=15 && awk -F';' '{print $8}' /tmp/fio.out || echo nan)"
   rm -f $FILE
-  bench_record nfs_create files/s $transport "$(creates || echo nan)"
+  bench_record nfs_xprt_create files/s $transport "$(creates || echo nan)"
   timeout 60 umount /mnt/nfs || fail "umount after the $transport round"
 }
 
