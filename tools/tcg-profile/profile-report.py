@@ -82,3 +82,17 @@ for p in providers:
     print(f"\n{p}: module and Rust kernel functions (insns, blocks, calls per message)")
     for _, k, v in rows[:40]:
         print(f"  {v[0]:7.0f} {v[1]:6.1f} {v[2]:5.2f}  {short(k)}")
+# Where two providers differ, function by function: the kernel's C code and the kernel crate's
+# Rust (what each transport or driver makes the rest of the kernel do), largest differences
+# first (the TCP paths, the allocator, memcpy, the scheduler). Functions that run once at boot
+# (the timer and delay calibration) differ between any two boots and are noise here.
+if len(providers) == 2:
+    first, second = providers
+    names = {k for p in providers for k in per[p] if group(k) in ("kernel (C)", "kernel (Rust)")}
+    zero = [0, 0, 0]
+    rows = [(per[first].get(k, zero)[0] - per[second].get(k, zero)[0], k) for k in names]
+    rows.sort(key=lambda r: -abs(r[0]))
+    print(f"\nkernel functions, {first} less {second} (insns per message; insns and calls each)")
+    for d, k in rows[:30]:
+        a, b = per[first].get(k, zero), per[second].get(k, zero)
+        print(f"  {d:+8.0f}  {a[0]:8.0f} {a[2]:7.2f}  {b[0]:8.0f} {b[2]:7.2f}  {short(k)}")

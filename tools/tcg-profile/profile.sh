@@ -5,7 +5,8 @@
 # each provider runs at two iteration counts in boots of their own, and the difference,
 # attributed to functions with the guest's /proc/kallsyms (profile-report.py), is the cost of
 # one message (one Send and its receive), free of boot and setup. Prints per message: guest
-# instructions, translation blocks and calls, by module and by function.
+# instructions, translation blocks and calls, by module and by function, and for two providers
+# the kernel functions where they differ most.
 #
 # Under TCG a call and its return cost more than many plain instructions (each return is a
 # lookup of the next block), so look at blocks and calls as much as at instructions.
