@@ -158,16 +158,21 @@ mod tests {
     use super::{Descriptor, CLASS_DEFAULT};
     use crate::{bindings, c_str, kunit::suite::Test, kunit_expect, prelude::*};
 
-    /// The bit-field word as [`Descriptor::new`] writes it reads back through bindgen's
-    /// accessors, which know the C layout: the line, the default class, no flag.
-    fn bit_fields_match_the_c_layout(test: &mut Test) -> Result {
-        let site = Descriptor::new(
+    /// A descriptor of this file at `line`, known to no one but the test.
+    fn site_at(line: u32) -> Descriptor {
+        Descriptor::new(
             c_str!("rust_kernel"),
             c_str!("kernel::dynamic_debug::tests"),
             c_str!("rust/kernel/dynamic_debug.rs"),
             c_str!("format"),
-            123_457,
-        );
+            line,
+        )
+    }
+
+    /// The bit-field word as [`Descriptor::new`] writes it reads back through bindgen's
+    /// accessors, which know the C layout: the line, the default class, no flag.
+    fn bit_fields_match_the_c_layout(test: &mut Test) -> Result {
+        let site = site_at(123_457);
         // SAFETY: `site` is a local descriptor no other thread sees.
         let raw = unsafe { &*site.0.get() };
         kunit_expect!(test, raw.lineno() == 123_457);
@@ -179,13 +184,7 @@ mod tests {
 
     /// The `p` flag, set as the core sets it, switches the site on, and only that flag does.
     fn the_print_flag_switches_the_site(test: &mut Test) -> Result {
-        let site = Descriptor::new(
-            c_str!("rust_kernel"),
-            c_str!("kernel::dynamic_debug::tests"),
-            c_str!("rust/kernel/dynamic_debug.rs"),
-            c_str!("format"),
-            7,
-        );
+        let site = site_at(7);
         // SAFETY: `site` is a local descriptor no other thread sees.
         let raw = unsafe { &mut *site.0.get() };
         raw.set_flags(bindings::_DPRINTK_FLAGS_INCL_MODNAME | bindings::_DPRINTK_FLAGS_INCL_LINENO);
