@@ -88,10 +88,10 @@ impl Descriptor {
     #[inline]
     pub fn enabled(&self) -> bool {
         let site = self.0.get();
-        // SAFETY: `site` points to the descriptor, valid as long as `self`, and its bit-field
-        // unit is a `#[repr(C)]` wrapper of its four bytes. The core may write the word on
-        // another CPU: it is read once, with a volatile load, as C reads it.
         let word =
+            // SAFETY: `site` points to the descriptor, valid as long as `self`, and its bit-field
+            // unit is a `#[repr(C)]` wrapper of its four bytes. The core may write the word on
+            // another CPU: it is read once, with a volatile load, as C reads it.
             unsafe { ptr::read_volatile(ptr::addr_of!((*site)._bitfield_1).cast::<[u8; 4]>()) };
         let flags = u32::from_ne_bytes(word) >> FLAGS_SHIFT;
         flags & bindings::_DPRINTK_FLAGS_PRINT != 0
@@ -120,6 +120,17 @@ impl Descriptor {
     }
 }
 
+/// `bytes` as a C string for a call site's descriptor: the module's `__LOG_PREFIX`, or a path
+/// or format to which the macro appended the NUL. Bytes with another NUL in them (a format
+/// literal written with `\0`) give the empty string, which the control file then shows.
+#[doc(hidden)]
+pub const fn site_str(bytes: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(bytes) {
+        Ok(s) => s,
+        Err(_) => crate::c_str!(""),
+    }
+}
+
 /// The call site of one [`pr_debug!`](crate::pr_debug) with `CONFIG_DYNAMIC_DEBUG`: a
 /// [`Descriptor`] in the `__dyndbg` section, and the message printed while it is switched on.
 #[doc(hidden)]
@@ -131,22 +142,14 @@ macro_rules! dynamic_pr_debug (
         // for SHF_RO_AFTER_INIT, and the core could no longer write the descriptor. The code
         // below refers to it, which keeps it.
         #[link_section = "__dyndbg"]
-        static DESCRIPTOR: $crate::dynamic_debug::Descriptor = {
-            // Each check runs when the static is built, at compile time.
-            const fn c_str(bytes: &'static [u8]) -> &'static $crate::str::CStr {
-                match $crate::str::CStr::from_bytes_with_nul(bytes) {
-                    Ok(s) => s,
-                    Err(_) => panic!("pr_debug!: a string of the call site is not a C string"),
-                }
-            }
+        static DESCRIPTOR: $crate::dynamic_debug::Descriptor =
             $crate::dynamic_debug::Descriptor::new(
-                c_str(crate::__LOG_PREFIX),
-                c_str(concat!(module_path!(), "\0").as_bytes()),
-                c_str(concat!(file!(), "\0").as_bytes()),
-                c_str(concat!($format, "\0").as_bytes()),
+                $crate::dynamic_debug::site_str(crate::__LOG_PREFIX),
+                $crate::dynamic_debug::site_str(concat!(module_path!(), "\0").as_bytes()),
+                $crate::dynamic_debug::site_str(concat!(file!(), "\0").as_bytes()),
+                $crate::dynamic_debug::site_str(concat!($format, "\0").as_bytes()),
                 line!(),
-            )
-        };
+            );
         if DESCRIPTOR.enabled() {
             DESCRIPTOR.print(format_args!($format $($arg)*));
         }
