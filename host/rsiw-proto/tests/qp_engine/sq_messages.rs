@@ -33,23 +33,136 @@ fn a_signalled_message_completes_on_the_call_after_its_fpdus() {
     assert_eq!(p.tx(true), 0);
     assert!(p.na.cq.is_empty());
 
-    // A flush before the next call completes it as sent, once; the SQ
-    // entries behind it flush.
+    // A flush before the next call completes what it produced as sent,
+    // once; what is still queued flushes.
     p.na.sq.push_back(wr(3, send_op(), &[]));
     p.na.sq.push_back(wr(4, send_op(), &[]));
     let produced = p.tx(true);
     assert!(produced > 0);
+    p.na.sq.push_back(wr(5, send_op(), &[]));
     p.a.flush(&mut p.na);
     assert_eq!(
         p.na.cq,
         vec![
             ok(3, WcOpcode::Send, 0),
-            err(4, WcOpcode::Send, WcStatus::WrFlushErr)
+            ok(4, WcOpcode::Send, 0),
+            err(5, WcOpcode::Send, WcStatus::WrFlushErr)
         ]
     );
     p.a.flush(&mut p.na);
     assert_eq!(p.tx(true), 0);
-    assert_eq!(p.na.cq.len(), 2);
+    assert_eq!(p.na.cq.len(), 3);
+}
+
+/// Signalled Sends of `len` bytes each from region `lkey`, `count` of them from `first`.
+fn signalled_sends(p: &mut Pair, first: u64, count: u64, len: u32, lkey: u32) {
+    for id in first..first + count {
+        p.na.sq.push_back(wr(id, send_op(), &[sge(VA, len, lkey)]));
+    }
+}
+
+#[test]
+fn signalled_messages_queued_together_go_in_one_call() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(64, VA, LOCAL_WRITE);
+        let dst = p.nb.mr(64 * 16, VA, LOCAL_WRITE);
+        for id in 0..16 {
+            p.nb.rq.push_back(RecvRequest {
+                wr_id: 100 + id,
+                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
+            });
+        }
+        // Ten small signalled Sends: one call takes seven of them (the
+        // completions it may hold back, one kept for a failure), the
+        // next completes those and takes the other three, the third
+        // completes them.
+        signalled_sends(&mut p, 1, 10, 32, src);
+        let first = p.tx(true);
+        assert!(first > 0);
+        assert!(p.na.cq.is_empty());
+        let second = p.tx(true);
+        assert!(second > 0 && second < first);
+        let ids: Vec<u64> = p.na.cq.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, (1..=7).collect::<Vec<_>>());
+        assert_eq!(p.tx(true), 0);
+        let ids: Vec<u64> = p.na.cq.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, (1..=10).collect::<Vec<_>>());
+        assert!(p
+            .na
+            .cq
+            .iter()
+            .all(|c| *c == ok(c.wr_id, WcOpcode::Send, 32)));
+        // All ten arrive, in order.
+        p.rx(true);
+        let ids: Vec<u64> = p.nb.cq.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, (100..110).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_local_operation_waits_for_the_completions_held_back() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(64, VA, LOCAL_WRITE);
+        let dst = p.nb.mr(128, VA, LOCAL_WRITE);
+        for id in 0..2 {
+            p.nb.rq.push_back(RecvRequest {
+                wr_id: 100 + id,
+                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
+            });
+        }
+        signalled_sends(&mut p, 1, 2, 16, src);
+        p.na.sq
+            .push_back(wr(3, SendOp::LocalInv { stag: src }, &[]));
+        // The invalidation would complete at once, before the Sends: the
+        // call ends before it.
+        assert!(p.tx(true) > 0);
+        assert!(p.na.cq.is_empty());
+        assert_eq!(p.na.sq.len(), 1);
+        assert_eq!(p.tx(true), 0);
+        assert_eq!(
+            p.na.cq,
+            vec![
+                ok(1, WcOpcode::Send, 16),
+                ok(2, WcOpcode::Send, 16),
+                ok(3, WcOpcode::LocalInv, 0)
+            ]
+        );
+    }
+}
+
+#[test]
+fn a_failure_completes_after_the_completions_held_back() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(64, VA, LOCAL_WRITE);
+        let dst = p.nb.mr(128, VA, LOCAL_WRITE);
+        for id in 0..2 {
+            p.nb.rq.push_back(RecvRequest {
+                wr_id: 100 + id,
+                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
+            });
+        }
+        signalled_sends(&mut p, 1, 2, 16, src);
+        // A bad key, not even signalled: errors always complete.
+        let mut bad = wr(3, send_op(), &[sge(VA, 16, 0x4242)]);
+        bad.signaled = false;
+        p.na.sq.push_back(bad);
+        p.na.sq.push_back(wr(4, send_op(), &[]));
+        p.pump();
+        p.a.flush(&mut p.na);
+        assert_eq!(
+            p.na.cq,
+            vec![
+                ok(1, WcOpcode::Send, 16),
+                ok(2, WcOpcode::Send, 16),
+                err(3, WcOpcode::Send, WcStatus::LocProtErr),
+                err(4, WcOpcode::Send, WcStatus::WrFlushErr)
+            ]
+        );
+        assert!(p.b.peer_terminated());
+    }
 }
 
 /// A Send or Write work request of `len` bytes out of region `lkey` (at `VA`), cut into
@@ -243,5 +356,39 @@ proptest! {
             .collect();
         prop_assert_eq!(&node.cq, &completions);
         prop_assert!(!engine.is_terminated());
+    }
+}
+
+#[test]
+fn a_read_starts_after_the_completions_held_back() {
+    for setup in setups() {
+        let mut p = Pair::new(setup);
+        let src = p.na.mr(64, VA, LOCAL_WRITE);
+        let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+        let source = p.nb.mr(64, 0x10_0000, REMOTE_READ);
+        let sink = p.na.mr(64, VA + 0x1000, LOCAL_WRITE);
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 100,
+            sges: sges(&[sge(VA, 64, dst)]),
+        });
+        signalled_sends(&mut p, 1, 1, 16, src);
+        p.na.sq.push_back(wr(
+            2,
+            SendOp::Read {
+                remote_addr: 0x10_0000,
+                rkey: source,
+            },
+            &[sge(VA + 0x1000, 64, sink)],
+        ));
+        // Its response could complete it before the Send completes: the
+        // Read Request goes on the next call.
+        assert!(p.tx(true) > 0);
+        assert_eq!(p.na.sq.len(), 1);
+        assert_eq!(p.a.requester().outstanding(), 0);
+        p.pump();
+        assert_eq!(
+            p.na.cq,
+            vec![ok(1, WcOpcode::Send, 16), ok(2, WcOpcode::RdmaRead, 64)]
+        );
     }
 }

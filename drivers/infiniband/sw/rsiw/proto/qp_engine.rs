@@ -34,9 +34,10 @@
 //! local invalidation) run when they reach the head of the queue. Send and
 //! Write work requests complete once their last FPDU has been produced (a
 //! signalled one on the transmit call after, once the driver handed the
-//! FPDUs to TCP, as the C siw completes after sendmsg), Reads
-//! when their last Read Response segment has been placed, Atomics when their
-//! response's original value has been written to the local buffer.
+//! FPDUs to TCP, as the C siw completes after sendmsg; one call carries up to
+//! [`deferred::DEFERRED_MAX`] of them), Reads when their last Read Response
+//! segment has been placed, Atomics when their response's original value has
+//! been written to the local buffer.
 //!
 //! # Payload by reference
 //!
@@ -213,6 +214,7 @@ use super::wire;
 
 // The engine's parts in the child modules below reach each other's items, and the imports
 // above, through their `use super::*`.
+use deferred::Deferred;
 use produce::{produce, sq_message_request, Produced, Room, HEADER_ONLY_FPDU_ROOM};
 use rx_adapter::RxAdapter;
 use scatter_gather::{sg_read, sg_write};
@@ -220,6 +222,7 @@ use slots::DEPTH;
 use state::{BoundRecv, InFlight, Job, LastRx, SplitRead, Stage, State};
 use transmit::Started;
 
+mod deferred;
 mod flush;
 mod produce;
 mod rtr;
@@ -420,9 +423,10 @@ pub struct QpEngine<C: Crc32c + Copy, S: SlotStorage<E> = InlineSlots, E: SgeEnt
     tx: TxEngine<C>,
     fpdu_size: usize,
     inflight: Option<InFlight<C, E>>,
-    /// The completion of a message produced whole on the previous call,
-    /// written on the next one: after the driver handed its FPDUs to TCP.
-    deferred: Option<Completion>,
+    /// The completions of signalled messages produced whole on the
+    /// previous call, written on the next one: after the driver handed
+    /// their FPDUs to TCP.
+    deferred: Deferred,
     st: State<S, E>,
 }
 
@@ -447,7 +451,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             tx: TxEngine::new(config.crc.then_some(crc), config.fpdu_size),
             fpdu_size: config.fpdu_size,
             inflight: None,
-            deferred: None,
+            deferred: Deferred::new(),
             st: State {
                 pd: config.pd,
                 requester: Requester::new(config.ord),
@@ -514,7 +518,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         match self.st.stage {
             Stage::Pending { .. } => true,
             Stage::Running => {
-                // A deferred completion is the next call's, which the
+                // Deferred completions are the next call's, which the
                 // transmitter makes anyway (the call before was not idle).
                 self.inflight.is_some()
                     || self.responder_ready().is_some()

@@ -33,6 +33,18 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             self.st.sq_stalled = true;
             return Started::Idle;
         }
+        let is_message = matches!(
+            wr.op,
+            SendOp::Send { .. }
+                | SendOp::SendImm { .. }
+                | SendOp::Write { .. }
+                | SendOp::WriteImm { .. }
+        );
+        if !is_message && !self.deferred.is_empty() {
+            // It would complete before the completions held back: it starts
+            // on the next call, after them.
+            return Started::Completing;
+        }
         let result = match wr.op {
             SendOp::RegMr {
                 stag,
@@ -70,7 +82,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             }
             Err(status) => {
                 ctx.pop_send();
-                ctx.complete(Completion::send(wr, status, 0));
+                self.complete_in_order(ctx, Completion::send(wr, status, 0));
                 self.fail_local(LOCAL_FAILURE);
                 Started::Again
             }
@@ -167,8 +179,11 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         if !wr.signaled {
             return Ok(Some(Started::Again));
         }
-        self.deferred = Some(Completion::send(wr, WcStatus::Success, len));
-        Ok(Some(Started::Completing))
+        self.hold_back(ctx, Completion::send(wr, WcStatus::Success, len));
+        if self.deferred.is_full() {
+            return Ok(Some(Started::Completing));
+        }
+        Ok(Some(Started::Again))
     }
 
     /// Checks a Read sink: it is placed as a tagged buffer, so check it before the Read goes

@@ -14,7 +14,9 @@ use super::*;
 pub(super) enum Started {
     /// A message is in flight.
     Message,
-    /// A message went out whole; its completion waits for the next call.
+    /// Completions wait for the next call (a message went out whole, and no
+    /// other may join it, or the next work request must complete after them):
+    /// the call ends.
     Completing,
     /// A local operation ran, or a work request failed; look again.
     Again,
@@ -165,21 +167,26 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
                     // FPDUs are with TCP, not before: a peer waiting for
                     // them (a ping-pong) does not wait for the completion.
                     Some(completion) if !room.is_empty() => {
-                        self.deferred = Some(completion);
                         self.inflight = None;
-                        break;
+                        self.hold_back(ctx, completion);
+                        if self.deferred.is_full() {
+                            break;
+                        }
                     }
                     _ => self.finish(ctx),
                 },
                 Produced::Failed(status, error) => {
                     if let Job::Sq { wr, .. } = &inflight.job {
-                        ctx.complete(Completion::send(wr, status, 0));
+                        let failed = Completion::send(wr, status, 0);
+                        self.complete_in_order(ctx, failed);
                     }
                     self.fail_local(error);
                 }
             }
         }
-        room.transmitted(idle)
+        // Completions held back need the next call, which an idle call
+        // would not get.
+        room.transmitted(idle && self.deferred.is_empty())
     }
 
     /// Emits the pending TERMINATE into `room` if it fits.
@@ -256,7 +263,7 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
                 Err(status) => {
                     // Its parts out complete nothing: it completes here.
                     self.st.split = None;
-                    ctx.complete(Completion::send(&split.wr, status, 0));
+                    self.complete_in_order(ctx, Completion::send(&split.wr, status, 0));
                     self.fail_local(LOCAL_FAILURE);
                     Started::Again
                 }
@@ -303,11 +310,32 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         }
     }
 
-    /// Finishes the message produced whole on the call before, whose
-    /// completion waited for the driver to hand its FPDUs to TCP.
+    /// Finishes the messages produced whole on the call before, whose
+    /// completions waited for the driver to hand their FPDUs to TCP.
     pub(super) fn finish_if_deferred<X: QpContext<Sge = E>>(&mut self, ctx: &mut X) {
-        if let Some(completion) = self.deferred.take() {
-            ctx.complete(completion);
+        self.deferred.drain(|completion| ctx.complete(completion));
+    }
+
+    /// Holds back the completion `c` of a message this call produced, for
+    /// the next call.
+    pub(super) fn hold_back<X: QpContext<Sge = E>>(&mut self, ctx: &mut X, c: Completion) {
+        if let Err(c) = self.deferred.push(c) {
+            // Not reached: a call stops producing signalled messages with one
+            // entry left.
+            ctx.complete(c);
+        }
+    }
+
+    /// Writes send queue completion `c` now, or behind the completions held
+    /// back for the next call if any wait: a queue's completions keep the
+    /// order of its work requests.
+    pub(super) fn complete_in_order<X: QpContext<Sge = E>>(&mut self, ctx: &mut X, c: Completion) {
+        if self.deferred.is_empty() {
+            ctx.complete(c);
+        } else if let Err(c) = self.deferred.push(c) {
+            // Not reached: a call stops holding back successes with one entry
+            // left, and after its first failure it produces nothing more.
+            ctx.complete(c);
         }
     }
 
@@ -323,16 +351,20 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
                     match self.tx.start(WorkRequest::Immediate { data, solicited }) {
                         Ok(msg) => inflight.msg = msg,
                         Err(_) => {
-                            ctx.complete(Completion::send(wr, WcStatus::LocQpOpErr, 0));
+                            let failed = Completion::send(wr, WcStatus::LocQpOpErr, 0);
+                            self.complete_in_order(ctx, failed);
                             self.fail_local(LOCAL_FAILURE);
                         }
                     }
                 }
                 None => {
-                    if wr.signaled {
-                        ctx.complete(Completion::send(wr, WcStatus::Success, *len));
-                    }
+                    let done = wr
+                        .signaled
+                        .then(|| Completion::send(wr, WcStatus::Success, *len));
                     self.inflight = None;
+                    if let Some(done) = done {
+                        self.complete_in_order(ctx, done);
+                    }
                 }
             },
             Job::Request => self.inflight = None,
