@@ -101,12 +101,13 @@ fn signalled_messages_queued_together_go_in_one_call() {
 }
 
 #[test]
-fn a_local_operation_waits_for_the_completions_held_back() {
+fn a_local_operation_completes_after_the_completions_held_back() {
     for setup in setups() {
         let mut p = Pair::new(setup);
         let src = p.na.mr(64, VA, LOCAL_WRITE);
-        let dst = p.nb.mr(128, VA, LOCAL_WRITE);
-        for id in 0..2 {
+        let other = p.na.mr(64, VA + 0x1000, LOCAL_WRITE);
+        let dst = p.nb.mr(192, VA, LOCAL_WRITE);
+        for id in 0..3 {
             p.nb.rq.push_back(RecvRequest {
                 wr_id: 100 + id,
                 sges: sges(&[sge(VA + 64 * id, 64, dst)]),
@@ -114,21 +115,25 @@ fn a_local_operation_waits_for_the_completions_held_back() {
         }
         signalled_sends(&mut p, 1, 2, 16, src);
         p.na.sq
-            .push_back(wr(3, SendOp::LocalInv { stag: src }, &[]));
-        // The invalidation would complete at once, before the Sends: the
-        // call ends before it.
+            .push_back(wr(3, SendOp::LocalInv { stag: other }, &[]));
+        p.na.sq.push_back(wr(4, send_op(), &[sge(VA, 16, src)]));
+        // The invalidation runs in the same call as the Sends around it
+        // (the region is invalid at once), and completes in its place.
         assert!(p.tx(true) > 0);
         assert!(p.na.cq.is_empty());
-        assert_eq!(p.na.sq.len(), 1);
+        assert!(p.na.sq.is_empty());
         assert_eq!(p.tx(true), 0);
         assert_eq!(
             p.na.cq,
             vec![
                 ok(1, WcOpcode::Send, 16),
                 ok(2, WcOpcode::Send, 16),
-                ok(3, WcOpcode::LocalInv, 0)
+                ok(3, WcOpcode::LocalInv, 0),
+                ok(4, WcOpcode::Send, 16)
             ]
         );
+        p.rx(true);
+        assert_eq!(p.nb.cq.len(), 3);
     }
 }
 

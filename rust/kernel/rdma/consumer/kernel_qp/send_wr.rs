@@ -251,12 +251,12 @@ impl KernelQp {
         };
         // Atomics the device cannot do are refused here: a provider without them may not
         // recover from a request it refuses (the C siw's send queue stays blocked).
-        let caps = self.pd.device().caps();
         let masked = matches!(
             wr,
             SendWr::MaskedCmpSwap { .. } | SendWr::MaskedFetchAdd { .. }
         );
         let atomic_local = |l: &Sge<'_>| -> Result {
+            let caps = self.pd.device().caps();
             let cap = if masked {
                 caps.masked_atomic
             } else {
@@ -354,7 +354,7 @@ impl KernelQp {
                     SendWr::ReadIntoRegion {
                         invalidate: true, ..
                     } => {
-                        if !caps.iwarp {
+                        if !self.pd.device().caps().iwarp {
                             return Err(crate::error::code::EOPNOTSUPP);
                         }
                         // The sink's key, ended with the registration once the Read succeeded.

@@ -10,9 +10,9 @@
 //! then gets its queued Sends sent together, as one that signals rarely does.
 //!
 //! Completions of one queue come in the order of its work requests. While completions wait, a
-//! call therefore starts no work request that would complete before them (a local operation
-//! completes when it runs, a Read or Atomic when its response arrives, which may be before the
-//! next call) and ends instead; a work request that fails waits behind them too.
+//! local operation that runs and a work request that fails complete behind them, and a call
+//! starts no Read or Atomic (its response may arrive, and complete it, before the next call)
+//! but ends instead.
 
 use super::Completion;
 

@@ -33,16 +33,9 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
             self.st.sq_stalled = true;
             return Started::Idle;
         }
-        let is_message = matches!(
-            wr.op,
-            SendOp::Send { .. }
-                | SendOp::SendImm { .. }
-                | SendOp::Write { .. }
-                | SendOp::WriteImm { .. }
-        );
-        if !is_message && !self.deferred.is_empty() {
-            // It would complete before the completions held back: it starts
-            // on the next call, after them.
+        if is_request && !self.deferred.is_empty() {
+            // Its response could complete it before the completions held
+            // back: it starts on the next call, after them.
             return Started::Completing;
         }
         let result = match wr.op {
@@ -98,7 +91,10 @@ impl<C: Crc32c + Copy, S: SlotStorage<E>, E: SgeEntry> QpEngine<C, S, E> {
         result?;
         ctx.pop_send();
         if wr.signaled {
-            ctx.complete(Completion::send(wr, WcStatus::Success, 0));
+            self.complete_in_order(ctx, Completion::send(wr, WcStatus::Success, 0));
+            if self.deferred.is_full() {
+                return Ok(Started::Completing);
+            }
         }
         Ok(Started::Again)
     }
