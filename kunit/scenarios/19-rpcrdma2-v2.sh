@@ -28,10 +28,12 @@
 # holds a file open for reading over NFSv4.1 (a read delegation, nfsd's callback path UP) and
 # the file is written on the server, so nfsd recalls the delegation over the Version 2
 # connection's backchannel (CB_SEQUENCE and CB_RECALL without RDMA2_F_RESPONSE, the client's
-# reply with it; both sides' RDMA2_CONNPROP say BRS RDMA2_RVRSDIR_SIMPLE); the client returns
+# reply with it; both sides' RDMA2_CONNPROP say BRS RDMA2_RVRSDIR_CONT); the client returns
 # it (a DELEGRETURN in mountstats' per-op counts) and the write goes on within 10 s (45 s, the
 # lease break time, without). The server logs the callbacks it sent in Version 2 and the client
-# those it served, none dropped.
+# those it served, none dropped. rpcrdma2 is loaded with reverse_inline_threshold=80 there, so
+# the callbacks and their replies go continued (Message Continuation in the reverse direction,
+# draft section 4.4.2 with RDMA2_RVRSDIR_CONT: each side counts those it sent and reassembled).
 # Then the other way: a client of inline_threshold=1024 and a server of 4096, whose send
 # threshold follows the client's RBSIZ down to 1024 (its log says so). There replies of 1 to
 # 4 KiB come continued (draft section 4.4.2): the mount's rsize=2048 caps each READDIR at 2 KiB
@@ -351,7 +353,8 @@ want=2
 rbsiz=1024
 client_rbsiz=4096
 continued=0
-start_with version=2 server_inline_threshold=1024 server_max_segment_size=262144
+start_with version=2 server_inline_threshold=1024 server_max_segment_size=262144 \
+  reverse_inline_threshold=80
 dmesg | grep -q 'rpcrdma2: server transport "rdma" registered (.*inline threshold 1024 bytes, Version 2 segments of up to 262144 bytes, 16 per call)' ||
   fail "rpcrdma2 did not take server_inline_threshold=1024 server_max_segment_size=262144"
 # The server's RSSIZ of 256 KiB bounds the client's segments (check_xprt), 1 MiB READs and
@@ -372,9 +375,9 @@ dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 (draft-01)" ||
 dmesg | grep -q 'rpcrdma2: .* speaks RPC-over-RDMA v2 (draft-01)' ||
   fail "the server did not log a Version 2 client"
 # Both sides' properties, and the client's send threshold down to the server's RBSIZ.
-dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), takes segments of 262144 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024, offer segments of up to 262144 bytes, 8 per call; RDMA2_CONNPROP 1 sent, 1 received" ||
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), takes segments of 262144 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Continued; we send up to 1024 inline, take up to 1024, offer segments of up to 262144 bytes, 8 per call; RDMA2_CONNPROP 1 sent, 1 received" ||
   fail "the client did not log the server's properties (RBSIZ 1024, RSSIZ 262144) and its thresholds and segments following them"
-dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Simple; we send up to 1024 inline; RDMA2_CONNPROP 1 sent, 1 received' ||
+dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), reverse direction Continued; we send up to 1024 inline; RDMA2_CONNPROP 1 sent, 1 received' ||
   fail "the server did not log the client's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload
@@ -402,6 +405,12 @@ dmesg | grep -q 'rpcrdma2: backchannel: [1-9][0-9]* callbacks sent in RPC-over-R
   fail "the server sent no callback over Version 2 (or dropped replies)"
 ! dmesg | grep 'rpcrdma2: backchannel:' | grep -vE ' 0 (callbacks|replies) dropped' ||
   fail "the backchannel dropped callbacks or replies over Version 2"
+# Both sides take continued reverse-direction messages (BRS RDMA2_RVRSDIR_CONT), and with
+# reverse_inline_threshold=80 every callback and reply longer than 80 bytes went continued.
+dmesg | grep -q 'rpcrdma2: backchannel: .*continued: [1-9][0-9]* callbacks sent in [0-9]* Sends, [1-9][0-9]* replies received in [0-9]* Sends' ||
+  fail "the server sent no continued callback, or received no continued reply"
+dmesg | grep -q 'rpcrdma2: backchannel: .*continued: [1-9][0-9]* callbacks received in [0-9]* Sends, [1-9][0-9]* replies sent in [0-9]* Sends' ||
+  fail "the client received no continued callback, or sent no continued reply"
 
 # The other way: the server's send threshold follows the client's RBSIZ, and replies of 1 to
 # 4 KiB come continued.
@@ -431,9 +440,9 @@ timeout 60 umount /mnt/nfs || fail "umount"
 capture rpcrdma2-v2-client-rbsiz-1024 rsize=2048,
 rm -rf /srv/export/link.c /srv/export/some
 dmesg | grep 'rpcrdma2: .*transport properties' | tail -n 2
-dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Simple; we send up to 1024 inline' ||
+dmesg | grep -q 'rpcrdma2: [0-9.]*:[0-9]*: RPC-over-RDMA v2 transport properties: the client receives 1024 bytes (RBSIZ), sends 1024 (SBSIZ), reverse direction Continued; we send up to 1024 inline' ||
   fail "the server's send threshold did not follow the client's RBSIZ of 1024"
-dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), takes segments of 1048576 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Simple; we send up to 1024 inline, take up to 1024, offer segments of up to 1048576 bytes, 8 per call" ||
+dmesg | grep -q "rpcrdma2: server $ADDR1:20049: RPC-over-RDMA v2 transport properties: the server receives 4096 bytes (RBSIZ), sends 4096 (SBSIZ), takes segments of 1048576 bytes (RSSIZ), 16 per call (RCSIZ), reverse direction Continued; we send up to 1024 inline, take up to 1024, offer segments of up to 1048576 bytes, 8 per call" ||
   fail "the client did not log the server's properties (RBSIZ 4096)"
 no_v2_errors
 rdma2_server_unload

@@ -647,3 +647,47 @@ fn the_rest_of_a_refused_fragment_is_dropped() {
     assert!(!r.in_progress());
     assert_eq!(feed(&mut r, &last), "whole");
 }
+
+#[test]
+fn reverse_messages_whole_or_continued_in_version_2() {
+    use proto::role::Endpoint;
+    let l = ChunkLimits::DEFAULT;
+    // A callback's first fragment (RDMA2_F_MORE, RESPONSE clear) is a reverse-direction
+    // message for a client, though alone it is no whole call.
+    let first = words(&[8, 2, 16, 0, 2, 0, 0, 0, 0, 8, 0]);
+    let h = decode(&first, &l).unwrap();
+    assert!(is_reverse_v2(&h, Endpoint::Client));
+    assert!(!is_reverse_v2(&h, Endpoint::Server));
+    assert_eq!(inline_reverse_call(&h), None);
+    // A reply's fragment (RESPONSE set) is one for a server, not a client.
+    let reply = words(&[8, 2, 16, 0, 3, 0, 0, 0, 0, 8, 1]);
+    let h = decode(&reply, &l).unwrap();
+    assert!(is_reverse_v2(&h, Endpoint::Server));
+    assert!(!is_reverse_v2(&h, Endpoint::Client));
+    // A forward reply (RESPONSE set) is none for a client; a credit grant none for anyone.
+    let forward = words(&[8, 2, 16, 0, 1, 0, 0, 0, 0, 8, 1, 0]);
+    assert!(!is_reverse_v2(
+        &decode(&forward, &l).unwrap(),
+        Endpoint::Client
+    ));
+    let grant = words(&[0, 2, 16, 1, 0, 0, 0, 0, 0]);
+    if let Ok(h) = decode(&grant, &l) {
+        assert!(!is_reverse_v2(&h, Endpoint::Client));
+        assert!(!is_reverse_v2(&h, Endpoint::Server));
+    }
+    // Version 1 has no continuation: never.
+    let v1 = words(&[8, 1, 16, 0, 0, 0, 0, 8, 0, 2]);
+    assert!(!is_reverse_v2(&decode(&v1, &l).unwrap(), Endpoint::Client));
+    // A reassembled payload is classified whole: its XID and message type.
+    let call = words(&[8, 0, 2, 0x4000_0000]);
+    assert_eq!(reverse_payload(Endpoint::Client, 8, &call), Some(&call[..]));
+    assert_eq!(reverse_payload(Endpoint::Client, 9, &call), None);
+    assert_eq!(reverse_payload(Endpoint::Server, 8, &call), None);
+    let reply = words(&[8, 1, 0]);
+    assert_eq!(
+        reverse_payload(Endpoint::Server, 8, &reply),
+        Some(&reply[..])
+    );
+    assert_eq!(reverse_payload(Endpoint::Client, 8, &reply), None);
+    assert_eq!(reverse_payload(Endpoint::Server, 8, &reply[..4]), None);
+}

@@ -418,6 +418,7 @@ impl ClientTransport {
         );
         *xprt.exchange.lock() = Exchange::new();
         xprt.backchannel.connected(endpoint.send_limit(), revision);
+        xprt.backchannel.reset_reverse();
         // Until the server's first grant: one call at a time.
         xprt.report.granted.store(1, Ordering::Relaxed);
         xprt.report.window.store(1, Ordering::Relaxed);
@@ -574,6 +575,12 @@ impl ClientTransport {
             && Self::take_properties(xprt, generation, &header)
         {
             return false;
+        }
+        if header.revision == Revision::V2Draft01
+            && wire::is_reverse_v2(&header, crate::proto::role::Endpoint::Client)
+        {
+            // A callback, whole or continued: never a grant for our calls.
+            return backchannel::received_v2(xprt, generation, &header, recv_index, reassembly);
         }
         if backchannel::received(xprt, &header) {
             // The callback was copied out of the receive buffer.

@@ -24,6 +24,7 @@
 //! that drive them. Documentation: `Documentation/rpcrdma2.rst`.
 
 use crate::proto::{properties::DEFAULT_MAX_SEGMENT_SIZE, version::Version};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
     error::code::{EBUSY, EEXIST},
     module_param::StrParam,
@@ -48,6 +49,7 @@ kernel::module_param_str!(SERVER_INLINE_THRESHOLD, "server_inline_threshold");
 kernel::module_param_str!(SERVER_MAX_SEGMENT_SIZE, "server_max_segment_size");
 kernel::module_param_str!(COEXIST, "coexist");
 kernel::module_param_str!(VERSION, "version");
+kernel::module_param_str!(REVERSE_INLINE_THRESHOLD, "reverse_inline_threshold");
 
 /// The highest RPC-over-RDMA version the client speaks (`modprobe rpcrdma2 version=1`): with
 /// 2, the default, it probes for Version 2 on each new transport; with 1 it never probes.
@@ -112,6 +114,29 @@ fn max_segment_size(param: &StrParam) -> Result<u32> {
         (PAGE_SIZE as u32, max),
         max,
     )
+}
+
+/// The smallest `reverse_inline_threshold`: a header without chunks and some payload.
+const REVERSE_THRESHOLD_MIN: u32 = 64;
+
+/// The largest Send of a reverse-direction message (`modprobe rpcrdma2
+/// reverse_inline_threshold=80`; 0, the default, when not given): when both sides take
+/// continued reverse-direction messages (`RDMA2_RVRSDIR_CONT`), callbacks and their replies
+/// longer than this go continued even where the peer's receive buffer would take them whole.
+/// A test aid: NFSv4.1 callbacks are far smaller than any receive buffer.
+static REVERSE_THRESHOLD: AtomicUsize = AtomicUsize::new(0);
+
+fn set_reverse_threshold(bytes: u32) {
+    REVERSE_THRESHOLD.store(bytes as usize, Ordering::Relaxed);
+}
+
+/// The largest Send of a reverse-direction message to a peer that receives `peer_limit` bytes
+/// inline and takes continued ones: `peer_limit`, or less with `reverse_inline_threshold`.
+pub(crate) fn reverse_send_limit(peer_limit: usize) -> usize {
+    match REVERSE_THRESHOLD.load(Ordering::Relaxed) {
+        0 => peer_limit,
+        forced => forced.min(peer_limit),
+    }
 }
 
 module! {
@@ -191,6 +216,12 @@ impl kernel::Module for Rpcrdma2 {
             threshold,
         )?);
         server::set_max_segment_size(max_segment_size(&SERVER_MAX_SEGMENT_SIZE)?);
+        set_reverse_threshold(bytes_param(
+            &REVERSE_INLINE_THRESHOLD,
+            "reverse_inline_threshold",
+            (REVERSE_THRESHOLD_MIN, client::INLINE_SIZE),
+            0,
+        )?);
         let client_version = version(&VERSION)?;
         client::set_version(client_version);
         let devices = device_removal::Registration::new()?;

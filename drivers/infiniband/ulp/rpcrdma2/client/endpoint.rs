@@ -876,6 +876,44 @@ impl Endpoint {
         })
     }
 
+    /// Sends `header` and `body` over the Sends of `split`, back to back (Message
+    /// Continuation): all but the last after `fragment` (a header with `RDMA2_F_MORE` and no
+    /// chunks), the last after `header`. The caller holds the transport's send lock, so no
+    /// other message comes between them. `ENOTCONN` if a Send was refused after others went
+    /// (the server holds part of the message: the connection goes), else as
+    /// [`Self::send_message`].
+    pub(crate) fn send_message_continued(
+        &self,
+        fragment: &[u8],
+        header: &[u8],
+        body: &XdrBuf<'_>,
+        split: &FragmentPlan,
+        counters: &Counters,
+    ) -> Result {
+        let mut posted = 0;
+        for piece in split.fragments() {
+            let head = if piece.more { fragment } else { header };
+            let range = piece.offset..piece.offset + piece.len;
+            let sent = self.with_send_buffer(counters, |buffer, index| {
+                buffer.write(0, head)?;
+                let mut offset = head.len();
+                body.for_each_segment_in(range, |segment| {
+                    buffer.write(offset, segment)?;
+                    offset += segment.len();
+                    Ok(())
+                })?;
+                Counters::add(&counters.pullup_copy, offset - head.len());
+                self.post_buffer(buffer, index, offset)
+            });
+            match sent {
+                Ok(()) => posted += 1,
+                Err(_) if posted > 0 => return Err(ENOTCONN),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Sends `message`, a transport header that carries no RPC message (`RDMA2_CONNPROP`,
     /// `RDMA2_ERROR`), in one Send.
     ///

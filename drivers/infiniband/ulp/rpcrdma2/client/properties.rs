@@ -173,6 +173,7 @@ impl ClientTransport {
             endpoint.set_segment_limits(span, count);
         });
         xprt.backchannel.connected(send, Revision::V2Draft01);
+        xprt.backchannel.peer_reverse(peer.reverse);
         xprt.report.properties_received(*peer, (send, recv));
         xprt.report
             .counters

@@ -25,6 +25,12 @@ use super::v2::{V2Body, V2Message, EMPTY_MSG_HEADER_LEN};
 /// flight at a time (draft section 6.2.2.2: a sender must not run past the grant mid-sequence).
 pub const MAX_SENT_FRAGMENTS: usize = 4;
 
+/// Most Sends one continued reverse-direction message of ours takes (a callback, or the reply
+/// to one). Each side posts receives for them apart from its calls' credits: a client its
+/// callback receives, a server its backchannel receives ([`MAX_REVERSE_FRAGMENTS`] for each
+/// callback it has in flight); one chain of work requests carries them.
+pub const MAX_REVERSE_FRAGMENTS: usize = 8;
+
 /// What we reassemble: more than any sender of ours produces, little enough to hold per
 /// connection.
 pub const RECEIVE_LIMITS: ReassemblyLimits = ReassemblyLimits {

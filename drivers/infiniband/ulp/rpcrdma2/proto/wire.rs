@@ -505,6 +505,29 @@ pub fn inline_reverse_reply<'a>(header: &Header<'a>) -> Option<&'a [u8]> {
     inline_reverse(header, Endpoint::Server, Flow::ReverseReply)
 }
 
+/// Whether `header`, received by `local`, is (part of) a reverse-direction message in
+/// Version 2: an `RDMA2_MSG` whose `RDMA2_F_RESPONSE` says a Call for a client (a callback)
+/// or a Reply for a server (the reply to one), whole or a fragment of a Continued one (draft
+/// section 4.4.2). Its payload is classified once whole ([`reverse_payload`]).
+pub fn is_reverse_v2(header: &Header<'_>, local: Endpoint) -> bool {
+    let reverse_response = match local {
+        Endpoint::Client => false,
+        Endpoint::Server => true,
+    };
+    matches!(header.body, Body::Msg { .. }) && header.response == Some(reverse_response)
+}
+
+/// The RPC message `payload` (a reverse-direction message reassembled from a Continued
+/// sequence of `rdma_xid` `xid`) if `local` receives it as one: a Call for a client, a Reply
+/// for a server, whose RPC XID is `xid`. `None` for anything else.
+pub fn reverse_payload(local: Endpoint, xid: u32, payload: &[u8]) -> Option<&[u8]> {
+    let (response, want) = match local {
+        Endpoint::Client => (false, Flow::ReverseCall),
+        Endpoint::Server => (true, Flow::ReverseReply),
+    };
+    (classify_v2(local, xid, response, Some(payload)) == Ok(want)).then_some(payload)
+}
+
 /// The RPC message of `header` if `local` receives it as a `want` sent whole inline.
 fn inline_reverse<'a>(header: &Header<'a>, local: Endpoint, want: Flow) -> Option<&'a [u8]> {
     let Body::Msg {

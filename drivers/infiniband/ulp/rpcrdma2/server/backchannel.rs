@@ -21,15 +21,19 @@
 //!   revokes the handle, and its calls then fail with `ENOTCONN`.
 //! - **Calls out.** A callback goes as an `RDMA_MSG` without chunks in the connection's
 //!   version (XID of the call, credits [`BC_REQUESTS`]), the RPC call inline after it, in one
-//!   Send from the connection's send buffers. One that does not fit the client's inline
-//!   threshold fails with `EMSGSIZE`: the backchannel carries no chunks, as with the C server.
+//!   Send from the connection's send buffers. In Version 2, when both sides take continued
+//!   reverse-direction messages (`RDMA2_RVRSDIR_CONT`), one longer than the client receives
+//!   goes continued, over up to [`MAX_REVERSE_FRAGMENTS`] Sends back to back; otherwise one
+//!   that does not fit fails with `EMSGSIZE`: the backchannel carries no chunks, as with the C
+//!   server.
 //! - **Replies in.** A received message whose RPC message is a Reply
 //!   ([`wire::inline_reverse_reply`](crate::proto::wire::inline_reverse_reply)) is taken by the
 //!   connection's `recvfrom` before anything looks at it as a call: it is copied into its
 //!   call's receive buffer and completes the call ([`Callbacks::reply`]); one for no call is
-//!   dropped and counted. Its credit field is the client's backchannel credits, which become
-//!   the transport's congestion window (at most [`BC_REQUESTS`]; until the first reply, one
-//!   call at a time).
+//!   dropped and counted. In Version 2 `RDMA2_F_RESPONSE` tells a reply (whole, or a fragment
+//!   of a continued one, which the connection's reassembler puts together as it does calls).
+//!   Its credit field is the client's backchannel credits, which become the transport's
+//!   congestion window (at most [`BC_REQUESTS`]; until the first reply, one call at a time).
 //! - **Reverse-direction support.** Version 2 says what each side takes in the reverse
 //!   direction in its transport properties (`RDMA2_PROPID_BRS`, draft section 5.2.5; no
 //!   property means none). We advertise [`REVERSE`]. nfsd sets a connection's backchannel up
@@ -45,7 +49,12 @@ use super::{
     connection::{Connection, Peer},
     WithBackchannel,
 };
-use crate::proto::{properties::ReverseSupport, wire::Revision};
+use crate::proto::{
+    continuation::{plan_fragments, MAX_REVERSE_FRAGMENTS},
+    properties::ReverseSupport,
+    reverse::ReverseSends,
+    wire::Revision,
+};
 use core::{
     marker::PhantomData,
     sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
@@ -68,8 +77,10 @@ use kernel::{
 pub(crate) const BC_REQUESTS: u32 = 2;
 
 /// What we take in the reverse direction, the `RDMA2_PROPID_BRS` of our transport properties:
-/// replies to our callbacks in Simple Format without chunks, each whole in one Send.
-pub(crate) const REVERSE: ReverseSupport = ReverseSupport::Simple;
+/// replies to our callbacks without chunks, whole in one Send or continued over several
+/// (`RDMA2_RVRSDIR_CONT`; the connection keeps [`MAX_REVERSE_FRAGMENTS`] receives for each
+/// callback in flight).
+pub(crate) const REVERSE: ReverseSupport = ReverseSupport::Continued;
 
 /// Whether a callback too large for the client's inline threshold was reported (once per
 /// module load).
@@ -190,6 +201,12 @@ pub(crate) struct Callbacks<C: WithBackchannel> {
     replies: AtomicU64,
     /// Replies dropped: for no callback waiting, or unusable.
     dropped: AtomicU64,
+    /// Callbacks sent continued (Version 2), and their Sends.
+    continued_sent: AtomicU64,
+    continued_sent_sends: AtomicU64,
+    /// Replies received continued, and the Sends they came in.
+    continued_replies: AtomicU64,
+    continued_reply_sends: AtomicU64,
 }
 
 impl<C: WithBackchannel> Callbacks<C> {
@@ -203,6 +220,10 @@ impl<C: WithBackchannel> Callbacks<C> {
             sent: AtomicU64::new(0),
             replies: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            continued_sent: AtomicU64::new(0),
+            continued_sent_sends: AtomicU64::new(0),
+            continued_replies: AtomicU64::new(0),
+            continued_reply_sends: AtomicU64::new(0),
         })
     }
 
@@ -226,9 +247,21 @@ impl<C: WithBackchannel> Callbacks<C> {
         self.closed.store(true, Ordering::Release);
     }
 
-    /// Hands the reply `reply` (the RPC message, from its XID on) to the callback `xid`,
-    /// with the client's backchannel credits `credits`. A server thread's `recvfrom`.
-    pub(crate) fn reply(&self, xid: u32, credits: u32, reply: &[u8]) {
+    /// A reverse-direction message for callback `xid` that is no usable reply was dropped.
+    pub(crate) fn unusable(&self, xid: u32) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        pr_debug!("backchannel message {:#x} dropped: no usable reply\n", xid);
+    }
+
+    /// Hands the reply `reply` (the RPC message, from its XID on), which came in `sends`
+    /// Sends, to the callback `xid`, with the client's backchannel credits `credits`. A server
+    /// thread's `recvfrom`.
+    pub(crate) fn reply(&self, xid: u32, credits: u32, reply: &[u8], sends: u32) {
+        if sends > 1 {
+            self.continued_replies.fetch_add(1, Ordering::Relaxed);
+            self.continued_reply_sends
+                .fetch_add(u64::from(sends), Ordering::Relaxed);
+        }
         let xprt = self.xprt.lock();
         let delivered = match xprt.as_ref() {
             Some(x) => {
@@ -268,21 +301,28 @@ impl<C: WithBackchannel> Drop for Callbacks<C> {
         if sent > 0 || dropped > 0 {
             pr_info!(
                 "backchannel: {} callbacks sent in RPC-over-RDMA v{}, {} replies received, {} \
-                 replies dropped\n",
+                 replies dropped; continued: {} callbacks sent in {} Sends, {} replies received \
+                 in {} Sends\n",
                 sent,
                 *self.version.get_mut(),
                 *self.replies.get_mut(),
-                dropped
+                dropped,
+                *self.continued_sent.get_mut(),
+                *self.continued_sent_sends.get_mut(),
+                *self.continued_replies.get_mut(),
+                *self.continued_reply_sends.get_mut()
             );
         }
     }
 }
 
 impl<C: WithBackchannel> Connection<C> {
-    /// Sends the callback `rqst` on the connection `svc`: header and call inline, in one Send.
+    /// Sends the callback `rqst` on the connection `svc`: header and call inline, in one Send,
+    /// or continued over several when both sides take continued reverse-direction messages
+    /// and it is longer than the client receives (or than `reverse_inline_threshold`).
     ///
     /// `ENOTCONN` if the connection is closed or the Send cannot be posted (the connection is
-    /// closed then), `EMSGSIZE` if the callback does not fit the client's inline threshold,
+    /// closed then), `EMSGSIZE` if the callback does not fit what the client receives,
     /// `ENOBUFS` if no send buffer is free (the RPC client tries again after a delay).
     fn send_callback(svc: &SvcXprt<Self>, rqst: &Rqst<'_>) -> Result {
         let callbacks = svc.callbacks();
@@ -290,12 +330,20 @@ impl<C: WithBackchannel> Connection<C> {
             return Err(ENOTCONN);
         }
         let mut header = [0u8; super::connection::HEADER_ROOM];
-        let len = svc.encode_callback_header(&mut header, rqst.xid(), BC_REQUESTS)?;
+        let len = svc.encode_callback_header(&mut header, rqst.xid(), BC_REQUESTS, false)?;
         let header = header.get(..len).ok_or(EINVAL)?;
         let call = rqst.snd_buf();
-        let total = len + call.layout().len() as usize;
+        let call_len = call.layout().len() as usize;
+        let total = len + call_len;
         let limit = svc.send_limit();
-        if total > limit {
+        let continued = svc.reverse_direction().sends == ReverseSends::Continued;
+        let reverse_limit = crate::reverse_send_limit(limit);
+        let split = if continued && total > reverse_limit {
+            plan_fragments(call_len, reverse_limit, len, MAX_REVERSE_FRAGMENTS).ok()
+        } else {
+            None
+        };
+        if total > limit && split.is_none() {
             if !TOO_LARGE_REPORTED.swap(true, Ordering::Relaxed) {
                 pr_warn!(
                     "a callback of {} bytes does not fit the inline threshold of {} ({} \
@@ -307,14 +355,31 @@ impl<C: WithBackchannel> Connection<C> {
             }
             return Err(EMSGSIZE);
         }
-        let sent = svc.send(header, None, |buffer, mut offset| {
-            call.for_each_segment(|segment| {
-                buffer.write(offset, segment)?;
-                offset += segment.len();
-                Ok(())
-            })?;
-            Ok(offset - len)
-        });
+        let sent = match &split {
+            Some(split) => {
+                let mut fragment = [0u8; super::connection::HEADER_ROOM];
+                let fragment_len =
+                    svc.encode_callback_header(&mut fragment, rqst.xid(), BC_REQUESTS, true)?;
+                let fragment = fragment.get(..fragment_len).ok_or(EINVAL)?;
+                svc.send_fragments(fragment, header, &call, split)
+                    .inspect(|_| {
+                        if split.count() > 1 {
+                            callbacks.continued_sent.fetch_add(1, Ordering::Relaxed);
+                            callbacks
+                                .continued_sent_sends
+                                .fetch_add(split.count() as u64, Ordering::Relaxed);
+                        }
+                    })
+            }
+            None => svc.send(header, None, |buffer, mut offset| {
+                call.for_each_segment(|segment| {
+                    buffer.write(offset, segment)?;
+                    offset += segment.len();
+                    Ok(())
+                })?;
+                Ok(offset - len)
+            }),
+        };
         match sent {
             Ok(_) => {
                 callbacks.sent.fetch_add(1, Ordering::Relaxed);

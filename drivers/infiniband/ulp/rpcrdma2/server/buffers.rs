@@ -17,9 +17,13 @@
 //! [`MAX_SENT_FRAGMENTS`] - 1 more than their calls granted, and the client posts that many
 //! receives more than the calls it has in flight to take them (see the client's endpoint).
 
+use super::backchannel::BC_REQUESTS;
 use crate::{
     client::INLINE_SIZE,
-    proto::{continuation::MAX_SENT_FRAGMENTS, credits::ReceiveCredits},
+    proto::{
+        continuation::{MAX_REVERSE_FRAGMENTS, MAX_SENT_FRAGMENTS},
+        credits::ReceiveCredits,
+    },
 };
 use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
@@ -35,8 +39,9 @@ use kernel::{
 
 /// Calls a client may have in flight: the credits we grant (the C server's default).
 pub(crate) const CREDITS: u16 = 64;
-/// Receives for backchannel replies, on top of the credits.
-const BACKCHANNEL_RECVS: usize = 2;
+/// Receives for backchannel replies, on top of the credits: one callback's continued reply
+/// of the most Sends we let the client send for each callback in flight.
+const BACKCHANNEL_RECVS: usize = BC_REQUESTS as usize * MAX_REVERSE_FRAGMENTS;
 /// Receives to spare, so that the grant holds while threads repost in batches.
 const BATCH_RECVS: usize = 8;
 /// Receives kept posted.

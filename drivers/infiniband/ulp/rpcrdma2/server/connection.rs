@@ -55,8 +55,8 @@ use crate::{
         chunk::{ChunkLimits, ChunkListsRef, Segment},
         cm_private::CmPrivateData,
         continuation::{
-            plan_fragments, Reassembled, Reassembler, SliceStorage, MAX_SENT_FRAGMENTS,
-            RECEIVE_LIMITS,
+            plan_fragments, FragmentPlan, Reassembled, Reassembler, SliceStorage,
+            MAX_SENT_FRAGMENTS, RECEIVE_LIMITS,
         },
         error::{ErrorBody, ErrorReply, Fault, V2Error},
         negotiation::FIRST_MESSAGE_MAX,
@@ -338,12 +338,14 @@ impl<C: WithBackchannel> Connection<C> {
     }
 
     /// Encodes into `buf` the header of the callback `xid` in the connection's revision: an
-    /// `RDMA_MSG` without chunks asking for `credits`; returns its length.
+    /// `RDMA_MSG` without chunks asking for `credits` (with `fragment`, Version 2's header of a
+    /// Send that a continued callback's next Send follows); returns its length.
     pub(super) fn encode_callback_header(
         &self,
         buf: &mut [u8],
         xid: u32,
         credits: u32,
+        fragment: bool,
     ) -> Result<usize> {
         let credits = u16::try_from(credits).unwrap_or(u16::MAX);
         let outgoing = Outgoing {
@@ -353,7 +355,11 @@ impl<C: WithBackchannel> Connection<C> {
                 max: credits,
             },
             direction: Direction::Call,
-            body: BodyRef::Msg(ChunkListsRef::EMPTY),
+            body: if fragment {
+                BodyRef::Fragment
+            } else {
+                BodyRef::Msg(ChunkListsRef::EMPTY)
+            },
         };
         wire::encode(self.revision(), buf, &outgoing).map_err(|_| EINVAL)
     }
@@ -362,6 +368,46 @@ impl<C: WithBackchannel> Connection<C> {
     fn give_up(xprt: &SvcXprt<Self>) {
         xprt.deferred_close();
         let _ = xprt.id.disconnect();
+    }
+
+    /// Takes a reverse-direction message of a Version 2 connection (a reply to one of our
+    /// callbacks, whole or a fragment of a continued one: [`wire::is_reverse_v2`]), fed to the
+    /// connection's reassembler, which the client's calls share (a sender interleaves no two
+    /// messages' fragments, draft section 4.4.2). One that is no reply, or a continued one
+    /// broken, is dropped and counted: for callbacks we are the Requester, which answers no
+    /// error (draft section 6.2.2.2), and the callback times out.
+    fn take_reverse(&self, header: &Header<'_>, reassembly: &mut ReassemblyGuard<'_>) {
+        let credits = u32::from(header.credits.granted);
+        let callbacks = &self.callbacks;
+        match reassembly.reassembler.accept_part(header.part()) {
+            Ok(Reassembled::Whole(_)) => match wire::inline_reverse_reply(header) {
+                Some(reply) => callbacks.reply(header.xid, credits, reply, 1),
+                None => callbacks.unusable(header.xid),
+            },
+            Ok(Reassembled::Complete { xid, fragments }) => {
+                let no_chunks = header.chunks().is_some_and(|c| c.is_empty());
+                let payload = reassembly.reassembler.storage().data();
+                match wire::reverse_payload(crate::proto::role::Endpoint::Server, xid, payload) {
+                    Some(reply) if no_chunks => callbacks.reply(xid, credits, reply, fragments),
+                    _ => callbacks.unusable(xid),
+                }
+            }
+            Ok(
+                Reassembled::Pending
+                | Reassembled::Dropped
+                | Reassembled::External
+                | Reassembled::Control,
+            ) => {}
+            Err(e) => {
+                pr_debug!(
+                    "{}: continued reply {:#x} to a callback broken ({:?})\n",
+                    Peer(self.remote),
+                    e.xid,
+                    e.violation
+                );
+                callbacks.unusable(e.xid);
+            }
+        }
     }
 
     /// Decodes `message` and places its call in `rqst` (reading its Read chunk), with the
@@ -414,9 +460,15 @@ impl<C: WithBackchannel> Connection<C> {
                 }
             }
             // A reply to one of our callbacks is no call: it goes to the backchannel.
+            if header.revision == Revision::V2Draft01
+                && wire::is_reverse_v2(header, crate::proto::role::Endpoint::Server)
+            {
+                xprt.take_reverse(header, &mut reassembly);
+                return Ok(0);
+            }
             if let Some(reply) = wire::inline_reverse_reply(header) {
                 let credits = u32::from(header.credits.granted);
-                xprt.callbacks.reply(header.xid, credits, reply);
+                xprt.callbacks.reply(header.xid, credits, reply, 1);
                 return Ok(0);
             }
         }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A server connection's Sends: error replies, a reply in one Send (with Send With Invalidate
-//! when the call's region is to be invalidated), a continued reply over several Sends, and the
-//! encoding of a reply's header.
+//! when the call's region is to be invalidated), a continued reply or callback over several
+//! Sends, and the encoding of a reply's header.
 
 use super::*;
 
@@ -53,6 +53,50 @@ impl<C: WithBackchannel> Connection<C> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         Ok(len)
+    }
+
+    /// Sends `header` and `body` over the Sends of `split` back to back (Message Continuation
+    /// of a callback): all but the last after `fragment` (a header with `RDMA2_F_MORE` and no
+    /// chunks), the last after `header`, in one chain posted under [`Buffers::posting`], so
+    /// that no other Send comes between them. Returns the bytes sent. `ENOBUFS` if a send
+    /// buffer is lacking before any Send is added, `EIO` after (the client holds part of the
+    /// message: the caller closes the connection).
+    pub(in crate::server) fn send_fragments(
+        &self,
+        fragment: &[u8],
+        header: &[u8],
+        body: &XdrBuf<'_>,
+        split: &FragmentPlan,
+    ) -> Result<usize> {
+        let qp = self.id.qp()?;
+        let unposted = |tag| self.unposted(tag);
+        let mut chain = qp.send_chain(&unposted);
+        let _posting = self.buffers.posting.lock();
+        let mut added = 0;
+        let mut sent = 0;
+        let result = split.fragments().try_for_each(|piece| {
+            let head = if piece.more { fragment } else { header };
+            let range = piece.offset..piece.offset + piece.len;
+            let len = self.add_one(&mut chain, head, None, 0, |buffer, start| {
+                let mut offset = start;
+                body.for_each_segment_in(range, |segment| {
+                    buffer.write(offset, segment)?;
+                    offset += segment.len();
+                    Ok(())
+                })?;
+                Ok(offset - start)
+            })?;
+            added += 1;
+            sent += len;
+            Ok(())
+        });
+        // What was added is posted (or handed back to `unposted`) whatever happened.
+        let posted = chain.post();
+        match result {
+            Err(e) if added == 0 => Err(e),
+            Err(_) => Err(EIO),
+            Ok(()) => posted.map(|()| sent),
+        }
     }
 
     /// A request of the connection's send queue that the device did not take: handled as its
