@@ -54,6 +54,20 @@ fn a_signalled_message_completes_on_the_call_after_its_fpdus() {
     assert_eq!(p.na.cq.len(), 3);
 }
 
+/// A's source region of 64 bytes at `VA`, and `receives` receives of 64 bytes posted at B
+/// (work request IDs from 100).
+fn source_and_receives(p: &mut Pair, receives: u64) -> u32 {
+    let src = p.na.mr(64, VA, LOCAL_WRITE);
+    let dst = p.nb.mr(64 * receives as usize, VA, LOCAL_WRITE);
+    for id in 0..receives {
+        p.nb.rq.push_back(RecvRequest {
+            wr_id: 100 + id,
+            sges: sges(&[sge(VA + 64 * id, 64, dst)]),
+        });
+    }
+    src
+}
+
 /// Signalled Sends of `len` bytes each from region `lkey`, `count` of them from `first`.
 fn signalled_sends(p: &mut Pair, first: u64, count: u64, len: u32, lkey: u32) {
     for id in first..first + count {
@@ -65,14 +79,7 @@ fn signalled_sends(p: &mut Pair, first: u64, count: u64, len: u32, lkey: u32) {
 fn signalled_messages_queued_together_go_in_one_call() {
     for setup in setups() {
         let mut p = Pair::new(setup);
-        let src = p.na.mr(64, VA, LOCAL_WRITE);
-        let dst = p.nb.mr(64 * 16, VA, LOCAL_WRITE);
-        for id in 0..16 {
-            p.nb.rq.push_back(RecvRequest {
-                wr_id: 100 + id,
-                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
-            });
-        }
+        let src = source_and_receives(&mut p, 16);
         // Ten small signalled Sends: one call takes seven of them (the
         // completions it may hold back, one kept for a failure), the
         // next completes those and takes the other three, the third
@@ -104,15 +111,8 @@ fn signalled_messages_queued_together_go_in_one_call() {
 fn a_local_operation_completes_after_the_completions_held_back() {
     for setup in setups() {
         let mut p = Pair::new(setup);
-        let src = p.na.mr(64, VA, LOCAL_WRITE);
+        let src = source_and_receives(&mut p, 3);
         let other = p.na.mr(64, VA + 0x1000, LOCAL_WRITE);
-        let dst = p.nb.mr(192, VA, LOCAL_WRITE);
-        for id in 0..3 {
-            p.nb.rq.push_back(RecvRequest {
-                wr_id: 100 + id,
-                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
-            });
-        }
         signalled_sends(&mut p, 1, 2, 16, src);
         p.na.sq
             .push_back(wr(3, SendOp::LocalInv { stag: other }, &[]));
@@ -141,14 +141,7 @@ fn a_local_operation_completes_after_the_completions_held_back() {
 fn a_failure_completes_after_the_completions_held_back() {
     for setup in setups() {
         let mut p = Pair::new(setup);
-        let src = p.na.mr(64, VA, LOCAL_WRITE);
-        let dst = p.nb.mr(128, VA, LOCAL_WRITE);
-        for id in 0..2 {
-            p.nb.rq.push_back(RecvRequest {
-                wr_id: 100 + id,
-                sges: sges(&[sge(VA + 64 * id, 64, dst)]),
-            });
-        }
+        let src = source_and_receives(&mut p, 2);
         signalled_sends(&mut p, 1, 2, 16, src);
         // A bad key, not even signalled: errors always complete.
         let mut bad = wr(3, send_op(), &[sge(VA, 16, 0x4242)]);
@@ -368,14 +361,9 @@ proptest! {
 fn a_read_starts_after_the_completions_held_back() {
     for setup in setups() {
         let mut p = Pair::new(setup);
-        let src = p.na.mr(64, VA, LOCAL_WRITE);
-        let dst = p.nb.mr(64, VA, LOCAL_WRITE);
+        let src = source_and_receives(&mut p, 1);
         let source = p.nb.mr(64, 0x10_0000, REMOTE_READ);
         let sink = p.na.mr(64, VA + 0x1000, LOCAL_WRITE);
-        p.nb.rq.push_back(RecvRequest {
-            wr_id: 100,
-            sges: sges(&[sge(VA, 64, dst)]),
-        });
         signalled_sends(&mut p, 1, 1, 16, src);
         p.na.sq.push_back(wr(
             2,

@@ -863,16 +863,10 @@ impl Endpoint {
             Counters::add(&counters.failed_marshal, 1);
             return Err(EMSGSIZE);
         }
+        let whole = 0..body.layout().len() as usize;
         self.with_send_buffer(counters, |buffer, index| {
-            buffer.write(0, header)?;
-            let mut offset = header.len();
-            body.for_each_segment(|segment| {
-                buffer.write(offset, segment)?;
-                offset += segment.len();
-                Ok(())
-            })?;
-            Counters::add(&counters.pullup_copy, offset - header.len());
-            self.post_buffer(buffer, index, offset)
+            let len = write_message(buffer, header, body, whole, counters)?;
+            self.post_buffer(buffer, index, len)
         })
     }
 
@@ -895,15 +889,8 @@ impl Endpoint {
             let head = if piece.more { fragment } else { header };
             let range = piece.offset..piece.offset + piece.len;
             let sent = self.with_send_buffer(counters, |buffer, index| {
-                buffer.write(0, head)?;
-                let mut offset = head.len();
-                body.for_each_segment_in(range, |segment| {
-                    buffer.write(offset, segment)?;
-                    offset += segment.len();
-                    Ok(())
-                })?;
-                Counters::add(&counters.pullup_copy, offset - head.len());
-                self.post_buffer(buffer, index, offset)
+                let len = write_message(buffer, head, body, range, counters)?;
+                self.post_buffer(buffer, index, len)
             });
             match sent {
                 Ok(()) => posted += 1,
@@ -938,6 +925,26 @@ impl Endpoint {
     pub(crate) fn generation(&self) -> u32 {
         self.buffers.generation
     }
+}
+
+/// Writes `head` and then the bytes `range` of `body` into `buffer` (counted as pulled up);
+/// returns the length of the message.
+fn write_message(
+    buffer: &DmaBuffer,
+    head: &[u8],
+    body: &XdrBuf<'_>,
+    range: Range<usize>,
+    counters: &Counters,
+) -> Result<usize> {
+    buffer.write(0, head)?;
+    let mut offset = head.len();
+    body.for_each_segment_in(range, |segment| {
+        buffer.write(offset, segment)?;
+        offset += segment.len();
+        Ok(())
+    })?;
+    Counters::add(&counters.pullup_copy, offset - head.len());
+    Ok(offset)
 }
 
 /// A call being sent: its request, how it goes out, its layout and chunk plan.

@@ -5,6 +5,8 @@
 //! Sends, and the encoding of a reply's header.
 
 use super::*;
+use crate::proto::continuation::Fragment;
+use core::ops::Range;
 
 impl<C: WithBackchannel> Connection<C> {
     /// Answers with the error header `reply` (best effort: without a send buffer, the client's
@@ -72,30 +74,21 @@ impl<C: WithBackchannel> Connection<C> {
         let unposted = |tag| self.unposted(tag);
         let mut chain = qp.send_chain(&unposted);
         let _posting = self.buffers.posting.lock();
-        let mut added = 0;
-        let mut sent = 0;
-        let result = split.fragments().try_for_each(|piece| {
-            let head = if piece.more { fragment } else { header };
-            let range = piece.offset..piece.offset + piece.len;
-            let len = self.add_one(&mut chain, head, None, 0, |buffer, start| {
-                let mut offset = start;
-                body.for_each_segment_in(range, |segment| {
-                    buffer.write(offset, segment)?;
-                    offset += segment.len();
-                    Ok(())
-                })?;
-                Ok(offset - start)
-            })?;
-            added += 1;
-            sent += len;
-            Ok(())
+        let sends = Fragmented {
+            fragment,
+            last: header,
+            invalidate: None,
+            tag: 0,
+        };
+        let (added, result) = self.add_fragments(&mut chain, split, &sends, |piece, buffer, at| {
+            write_range(buffer, at, body, piece.offset..piece.offset + piece.len)
         });
         // What was added is posted (or handed back to `unposted`) whatever happened.
         let posted = chain.post();
         match result {
             Err(e) if added == 0 => Err(e),
             Err(_) => Err(EIO),
-            Ok(()) => posted.map(|()| sent),
+            Ok(sent) => posted.map(|()| sent),
         }
     }
 
@@ -146,6 +139,34 @@ impl<C: WithBackchannel> Connection<C> {
         added
     }
 
+    /// Adds the Sends of `split` to `chain` as `sends` describes them, the payload of each
+    /// written by `payload` (given the fragment, its send buffer and where its payload starts
+    /// there; it returns the bytes written). The caller holds [`Buffers::posting`] until the
+    /// chain is posted. Returns how many Sends were added and, unless one failed, their bytes.
+    fn add_fragments(
+        &self,
+        chain: &mut SendChain<'_>,
+        split: &FragmentPlan,
+        sends: &Fragmented<'_>,
+        payload: impl Fn(&Fragment, &Arc<DmaBuffer>, usize) -> Result<usize>,
+    ) -> (usize, Result<usize>) {
+        let mut added = 0;
+        let mut sent = 0;
+        let result = split.fragments().try_for_each(|piece| {
+            let (header, invalidate) = if piece.more {
+                (sends.fragment, None)
+            } else {
+                (sends.last, sends.invalidate)
+            };
+            sent += self.add_one(chain, header, invalidate, sends.tag, |buffer, start| {
+                payload(&piece, buffer, start)
+            })?;
+            added += 1;
+            Ok(())
+        });
+        (added, result.map(|()| sent))
+    }
+
     /// Sends a reply as a continued reply: the rest of `res` that `plan` sends inline, split
     /// over Sends of at most what the client receives, all but the last after a fragment header
     /// (`RDMA2_MSG`, `RDMA2_F_MORE`, no chunks) for `xid` granting `credits`, the last after
@@ -182,38 +203,31 @@ impl<C: WithBackchannel> Connection<C> {
         let fragment = fragment.get(..fragment_len).ok_or(EINVAL)?;
         let count = split.count();
         self.buffers.begin_continued(count)?;
-        let mut added = 0;
-        let mut sent = 0;
         let _posting = self.buffers.posting.lock();
-        let result = split.fragments().try_for_each(|piece| {
-            let (header, invalidate) = if piece.more {
-                (fragment, None)
-            } else {
-                (last_header, invalidate)
-            };
-            let len = self.add_one(chain, header, invalidate, CONTINUED_TAG, |buffer, start| {
-                let mut offset = start;
-                let ranges = plan.rest_piece(piece.offset, piece.len);
-                for range in ranges.iter().filter(|r| !r.is_empty()) {
-                    res.for_each_segment_in(range.clone(), |segment| {
-                        buffer.write(offset, segment)?;
-                        offset += segment.len();
-                        Ok(())
-                    })?;
-                }
-                Ok(offset - start)
-            })?;
-            added += 1;
-            sent += len;
-            Ok(())
+        let sends = Fragmented {
+            fragment,
+            last: last_header,
+            invalidate,
+            tag: CONTINUED_TAG,
+        };
+        let (added, result) = self.add_fragments(chain, &split, &sends, |piece, buffer, at| {
+            let mut written = 0;
+            let ranges = plan.rest_piece(piece.offset, piece.len);
+            for range in ranges.iter().filter(|r| !r.is_empty()) {
+                written += write_range(buffer, at + written, res, range.clone())?;
+            }
+            Ok(written)
         });
         // What was added is posted (or handed back to `unposted`) whatever happened.
         let posted = chain.post();
-        if let Err(e) = result {
-            // The slot goes with the completions of what was added.
-            self.buffers.continued_sent(count - added);
-            return Err(e);
-        }
+        let sent = match result {
+            Ok(sent) => sent,
+            Err(e) => {
+                // The slot goes with the completions of what was added.
+                self.buffers.continued_sent(count - added);
+                return Err(e);
+            }
+        };
         posted?;
         if invalidate.is_some() {
             self.report
@@ -231,6 +245,32 @@ impl<C: WithBackchannel> Connection<C> {
             .fetch_add(count as u64, Ordering::Relaxed);
         Ok(sent)
     }
+}
+
+/// The Sends of a continued message: all but the last after `fragment` (a header with
+/// `RDMA2_F_MORE` and no chunks), the last after `last`, invalidating `invalidate`; each
+/// tagged `tag` besides its send buffer's index.
+struct Fragmented<'a> {
+    fragment: &'a [u8],
+    last: &'a [u8],
+    invalidate: Option<u32>,
+    tag: u64,
+}
+
+/// Writes the bytes `range` of `xdr` into `buffer` from offset `at`; returns how many.
+fn write_range(
+    buffer: &Arc<DmaBuffer>,
+    at: usize,
+    xdr: &XdrBuf<'_>,
+    range: Range<usize>,
+) -> Result<usize> {
+    let mut offset = at;
+    xdr.for_each_segment_in(range, |segment| {
+        buffer.write(offset, segment)?;
+        offset += segment.len();
+        Ok(())
+    })?;
+    Ok(offset - at)
 }
 
 /// A reply's header as encoded: on the stack when it fits (a reply with the few segments the
