@@ -52,6 +52,8 @@ pair_sync() {
 # RDMA device. Each try is bounded: a task stuck in the kernel cannot be waited for.
 pair_cleanup() {
   local pid n dev
+  # A file the scenario's shell holds open on the mount (descriptor 3) would keep it busy.
+  exec 3<&-
   if grep -q ' /mnt/nfs ' /proc/mounts; then
     timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
   fi

@@ -82,7 +82,9 @@ trap 'rc=$?; [ $rc = 0 ] || echo "the script ended with status $rc"' EXIT
 
 # nfs_server_start: knfsd exporting a tmpfs at /srv/export to every client over TCP and RDMA
 # (port 20049), listening on every address (the dummy ones, or eth0's in a pair run), with the
-# shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s. The server class
+# shortest grace and lease times nfsd takes (10 s) so mounts do not wait 90 s, and lockd's grace
+# as short (it starts with nfsd; by default 50 s, during which nfsd hands no delegation, since
+# locks_in_grace() counts every lock manager's grace). The server class
 # "rdma" is the C rpcrdma's, or that of the module NFS_RDMA_MODULE names (rpcrdma2).
 # rpcbind_start: rpcbind runs (a scenario that failed may have left one running: a second
 # would abort).
@@ -104,6 +106,7 @@ nfs_server_start() {
   rpc.mountd
   echo 10 >/proc/fs/nfsd/nfsv4gracetime
   echo 10 >/proc/fs/nfsd/nfsv4leasetime
+  echo 10 >/proc/sys/fs/nfs/nlm_grace_period
   rpc.nfsd 4
   echo 'rdma 20049' >/proc/fs/nfsd/portlist
   cat /proc/fs/nfsd/portlist
