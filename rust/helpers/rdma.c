@@ -84,6 +84,16 @@ void rust_helper_sg_dma_set(struct scatterlist *sg, dma_addr_t addr, unsigned in
 	sg_dma_len(sg) = len;
 }
 
+dma_addr_t rust_helper_sg_dma_address(const struct scatterlist *sg)
+{
+	return sg_dma_address(sg);
+}
+
+unsigned int rust_helper_sg_dma_len(const struct scatterlist *sg)
+{
+	return sg_dma_len(sg);
+}
+
 struct ib_device *rust_helper_rdma_device_to_ibdev(struct device *device)
 {
 	return rdma_device_to_ibdev(device);

@@ -188,6 +188,20 @@ fn rxe_writes_land_in_registered_pages(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// RDMA Writes read a page's bytes at a time from pages mapped with the local DMA key (no
+/// registration) land in order; requests outside the mapping are refused before posting.
+fn siw_writes_from_mapped_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(SIW, 7509))?;
+    kunit_expect_eq!(test, pair.write_from_pages(9)?, 0);
+    Ok(())
+}
+
+fn rxe_writes_from_mapped_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RXE, 7510))?;
+    kunit_expect_eq!(test, pair.write_from_pages(10)?, 0);
+    Ok(())
+}
+
 fn rxe_all_operations(test: &mut Test) -> Result {
     let dev = DeviceRef::by_name(c_str!("rxe0")).ok_or(ENODEV)?;
     kunit_expect!(test, dev.caps().atomic != AtomicCap::None);
@@ -210,6 +224,8 @@ kernel::kunit_suite!(
         siw_completions_reach_a_handler,
         siw_writes_land_in_registered_pages,
         rxe_writes_land_in_registered_pages,
+        siw_writes_from_mapped_pages,
+        rxe_writes_from_mapped_pages,
         rxe_all_operations
     ]
 );

@@ -27,7 +27,7 @@ use kernel::{
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
         kernel_qp::{
-            CompletionHandler, KernelQp, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus,
+            CompletionHandler, KernelQp, PagesSge, QpCaps, Remote, SendWr, Sge, WcOpcode, WcStatus,
             WorkCompletion,
         },
         mapped_pages::MappedPages,
@@ -482,6 +482,119 @@ impl Pair {
             for (at, byte) in bytes.iter().enumerate() {
                 let i = (index * PAGE_SIZE + at).wrapping_sub(offset);
                 let expected = if i < len { pattern(0x3c, round, i) } else { 0 };
+                wrong += usize::from(*byte != expected);
+            }
+        }
+        Ok(wrong)
+    }
+
+    /// The server RDMA Writes three pages of its own, from 100 bytes into the first to 50
+    /// bytes before the end of the last, into the client's data buffer a page's bytes at a
+    /// time, reading them with the local DMA key (no registration); a Send follows. Requests
+    /// that name bytes outside the mapped range, across a page boundary or none at all, or
+    /// pages mapped for another protection domain, are refused with `EINVAL` before they are
+    /// posted. Returns how many bytes of the client's buffer differ from the pages' range
+    /// written at its start (the rest left as it was).
+    pub(crate) fn write_from_pages(&self, round: u32) -> Result<usize> {
+        self.check_events()?;
+        let (c, s) = (&self.client, &self.server);
+        let (offset, len) = (100, 3 * PAGE_SIZE - 150);
+        let pages = [
+            Page::alloc_page(GFP_KERNEL)?,
+            Page::alloc_page(GFP_KERNEL)?,
+            Page::alloc_page(GFP_KERNEL)?,
+        ];
+        let mut bytes = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        for (index, page) in pages.iter().enumerate() {
+            for (at, byte) in bytes.iter_mut().enumerate() {
+                *byte = pattern(0x77, round, (index * PAGE_SIZE + at).wrapping_sub(offset));
+            }
+            // SAFETY: `bytes` holds a page; nobody else uses the page yet.
+            unsafe { page.write_raw(bytes.as_ptr(), 0, PAGE_SIZE)? };
+        }
+        fill(&c.data, 0x11, round)?;
+        let remote = self.advertise_all()?;
+        let mapped = MappedPages::new(s.mr.pd(), &pages, offset, len)?;
+        let qp = s.qp()?;
+        // `n` bytes from byte `at` of `pages` to the same offset of the client's buffer.
+        fn write(pages: &Arc<MappedPages>, at: usize, n: usize, to: Remote) -> SendWr<'_> {
+            SendWr::WriteFromPages {
+                local: PagesSge {
+                    pages,
+                    offset: at,
+                    len: n,
+                },
+                remote: Remote {
+                    addr: to.addr + at as u64,
+                    ..to
+                },
+            }
+        }
+        // Refused: past the range, across the first page's end, empty, another PD's pages.
+        let first = PAGE_SIZE - offset;
+        let foreign = MappedPages::new(c.mr.pd(), &pages, offset, len)?;
+        for (wr, what) in [
+            (write(&mapped, len - 10, 20, remote), "past the range"),
+            (
+                write(&mapped, first - 10, 20, remote),
+                "across a page boundary",
+            ),
+            (write(&mapped, 0, 0, remote), "of no bytes"),
+            (write(&foreign, 0, 10, remote), "of another PD"),
+        ] {
+            match qp.post_send(&wr, 30) {
+                Err(e) if e == EINVAL => {}
+                other => {
+                    pr_err!(
+                        "rdma ping: a Write from pages {} gave {:?}\n",
+                        what,
+                        other.err()
+                    );
+                    return Err(EPROTO);
+                }
+            }
+        }
+        drop(foreign);
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(PAGE_SIZE - (offset + at) % PAGE_SIZE);
+            qp.post_send(&write(&mapped, at, n, remote), 31)?;
+            s.expect_wc(WcOpcode::RdmaWrite)?;
+            at += n;
+        }
+        // The Writes hold the pages until they completed; ours go now.
+        drop(mapped);
+        s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
+        s.qp()?.post_send(
+            &SendWr::Send {
+                local: Sge {
+                    len: 4,
+                    ..s.send_slot()
+                },
+                solicited: false,
+            },
+            32,
+        )?;
+        s.expect_wc(WcOpcode::Send)?;
+        let wc = c.expect_recv(WcOpcode::Recv)?;
+        let mut done = [0u8; 4];
+        c.read_msg(&wc, &mut done)?;
+        if &done != b"done" {
+            return Err(EPROTO);
+        }
+        self.invalidate()?;
+        let mut wrong = 0;
+        let mut chunk = [0u8; 256];
+        for start in (0..DATA_LEN).step_by(chunk.len()) {
+            let n = chunk.len().min(DATA_LEN - start);
+            c.data.read(start, &mut chunk[..n])?;
+            for (k, byte) in chunk[..n].iter().enumerate() {
+                let i = start + k;
+                let expected = if i < len {
+                    pattern(0x77, round, i)
+                } else {
+                    pattern(0x11, round, i)
+                };
                 wrong += usize::from(*byte != expected);
             }
         }

@@ -124,6 +124,18 @@ fn rsiw_writes_land_in_registered_pages(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// RDMA Writes from pages mapped with the local DMA key (no registration), on rsiw as the
+/// device of both ends, and of either end with the C siw.
+fn rsiw_writes_from_mapped_pages(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RSIW, 7610))?;
+    kunit_expect_eq!(test, pair.write_from_pages(4)?, 0);
+    let pair = ping::Pair::connect_from(Some(at(RSIW, 0)), at(SIW, 7611))?;
+    kunit_expect_eq!(test, pair.write_from_pages(5)?, 0);
+    let pair = ping::Pair::connect_from(Some(at(SIW, 0)), at(RSIW, 7612))?;
+    kunit_expect_eq!(test, pair.write_from_pages(6)?, 0);
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_ping,
     [
@@ -134,6 +146,7 @@ kernel::kunit_suite!(
         rsiw_immediate_and_atomics,
         rsiw_stale_key_fails_cleanly,
         rsiw_reject_carries_private_data,
-        rsiw_writes_land_in_registered_pages
+        rsiw_writes_land_in_registered_pages,
+        rsiw_writes_from_mapped_pages
     ]
 );

@@ -10,7 +10,7 @@
 //! The device accesses a work request's buffers until the request completes, and a flushed
 //! request completes only when the queue pair is drained. Memory safety therefore needs the
 //! buffers to outlive their requests whatever the consumer does. Every posted request takes a
-//! *slot*: the slot holds references to the buffers and memory region the request uses, and its
+//! *slot*: the slot holds references to the buffers, pages and memory region the request uses, and its
 //! `ib_cqe` is the request's completion entry. The CQ is polled by the RDMA core in a workqueue
 //! (`IB_POLL_WORKQUEUE`); the core calls the slot's `done`, which drops the references and queues
 //! a [`WorkCompletion`] for the consumer. Teardown drains the queue pair (`ib_drain_qp`), so all
@@ -39,6 +39,7 @@ use super::{
     client::ProtectionDomain,
     dma_buffer::DmaBuffer,
     fast_reg::{FastRegMr, Registered},
+    mapped_pages::MappedPages,
 };
 use crate::{
     bindings,
@@ -60,7 +61,7 @@ use core::{
     sync::atomic::{AtomicU32, Ordering},
 };
 pub use send_chain::{SendChain, CHAIN_LEN};
-pub use send_wr::{RegionSge, Remote, SendWr, Sge};
+pub use send_wr::{PagesSge, RegionSge, Remote, SendWr, Sge};
 
 /// Queue depths of a kernel queue pair.
 #[derive(Debug, Clone, Copy)]
@@ -215,6 +216,8 @@ struct Slot {
     /// The registered memory a request into a region uses (its registration may end before
     /// the request completes).
     held: Option<Registered>,
+    /// The pages a request reads or writes with the local DMA key.
+    pages: Option<Arc<MappedPages>>,
     /// The key a `LOCAL_INV` invalidates: once it succeeded, `mr` lets that registration's
     /// memory go.
     invalidates: Option<u32>,
@@ -288,7 +291,12 @@ impl QpShared {
                     && flags & bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE != 0)
                     .then_some(RemoteInvalidation { rkey: inv }),
             };
-            released = (slot.buffer.take(), slot.mr.take(), slot.held.take());
+            released = (
+                slot.buffer.take(),
+                slot.mr.take(),
+                slot.held.take(),
+                slot.pages.take(),
+            );
             invalidated = slot
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
@@ -544,6 +552,7 @@ impl KernelQp {
             buffer: Some(local.buffer.clone()),
             mr: None,
             held: None,
+            pages: None,
             invalidates: None,
         })?;
         let mut wr = bindings::ib_recv_wr {

@@ -196,6 +196,39 @@ impl MappedPages {
         };
     }
 
+    /// The local memory of a work request for `len` bytes of the range from byte `offset`,
+    /// reached with the PD's local DMA key: `EINVAL` unless they are at least one byte, all in
+    /// the range and within one mapped segment (the bytes of one page always are).
+    pub(crate) fn sge(&self, offset: usize, len: usize) -> Result<bindings::ib_sge> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || end > self.len {
+            return Err(EINVAL);
+        }
+        let table = self.table();
+        let mut start = 0usize;
+        for index in 0..usize::try_from(self.mapped)? {
+            // SAFETY: The first `mapped` entries of the table hold the mapping (type
+            // invariant); the table is not changed while `self` lives.
+            let (addr, seg_len) = unsafe {
+                let entry = table.add(index);
+                (bindings::sg_dma_address(entry), bindings::sg_dma_len(entry))
+            };
+            let seg_end = start + seg_len as usize;
+            if offset < seg_end {
+                if end > seg_end {
+                    return Err(EINVAL);
+                }
+                return Ok(bindings::ib_sge {
+                    addr: addr + (offset - start) as u64,
+                    length: u32::try_from(len)?,
+                    lkey: self.pd.local_dma_lkey(),
+                });
+            }
+            start = seg_end;
+        }
+        Err(EINVAL)
+    }
+
     /// The mapped scatterlist, for `ib_map_mr_sg`, which only reads it.
     pub(crate) fn table(&self) -> *mut bindings::scatterlist {
         self.sg.as_ptr().cast_mut().cast()

@@ -24,12 +24,13 @@
 //! its bulk data (`xpo_result_payload`, a READ's data); they go to the first Write chunk, the
 //! rest of the reply inline (without the data item's XDR padding, section 3.4.6), or, if it
 //! does not fit the client's inline threshold, through the Reply chunk (`RDMA_NOMSG`). Bulk
-//! data of a few pages or more in the page part of `rq_res` (a READ's file data, often the
-//! page cache's pages) is written from where it is: the pages are mapped for the device with a reference held on
-//! each ([`MappedPages`]), registered in an MR of the connection, and the Writes read through
-//! it; the MR is invalidated after the reply's Send, and the pages stay the device's until
-//! then, whatever the service does with them (it lets its references go when the call ends).
-//! Anything else (the Reply chunk's bytes, head and tail, which the thread reuses) is copied
+//! data in the page part of `rq_res` (a READ's file data, often the page cache's pages) is
+//! written from where it is: the pages are mapped for the device with a reference held on
+//! each ([`MappedPages`]). A few pages or more are registered in an MR of the connection and
+//! the Writes read through it, the MR invalidated after the reply's Send; fewer are read a
+//! page per Write with the local DMA key, as svcrdma writes a reply's pages. The pages stay
+//! the device's until the last Write or the invalidation completed, whatever the service does
+//! with them (it lets its references go when the call ends). Anything else (the Reply chunk's bytes, head and tail, which the thread reuses) is copied
 //! into the connection's bounce buffers and written from there. The reply's Send goes in one
 //! chain with its Writes (the queue pair delivers them first, and the device sends them
 //! together), and the thread does not wait for the Writes ([`PendingWrites`]): their last
@@ -51,7 +52,7 @@ use kernel::{
     rdma::consumer::{
         dma_buffer::DmaBuffer,
         fast_reg::{Access, FastRegMr},
-        kernel_qp::{KernelQp, RegionSge, Remote, SendChain, SendWr, Sge},
+        kernel_qp::{KernelQp, PagesSge, RegionSge, Remote, SendChain, SendWr, Sge},
         mapped_pages::MappedPages,
     },
     sunrpc::{
@@ -501,7 +502,10 @@ pub(crate) fn push<'a>(
         {
             let mut pusher = Pusher::new(chain, rdma, &mut op, chunk, out, &mut returns);
             match in_pages(res, payload)? {
-                Some((pages, from)) => pusher.push_pages(&pages, from, payload.len())?,
+                Some((pages, from)) if payload.len() >= IN_PLACE_MIN => {
+                    pusher.push_pages(&pages, from, payload.len())?
+                }
+                Some((pages, from)) => pusher.push_mapped(&pages, from, payload.len())?,
                 None => {
                     res.for_each_segment_in(payload.clone(), |bytes| pusher.push(bytes))?;
                     pusher.flush()?;
@@ -532,18 +536,19 @@ pub(crate) fn push<'a>(
     Ok((Written { writes, reply }, pending))
 }
 
-/// Bulk data shorter than this is copied into a bounce buffer even when it is in pages: a
-/// registration and its invalidation cost two work requests and their completions, more than
-/// copying a few pages.
+/// Bulk data in pages at least this long is written through a registration of its pages
+/// ([`Pusher::push_pages`]); shorter data a page at a time with the local DMA key
+/// ([`Pusher::push_mapped`]): a registration and its invalidation cost two work requests and
+/// their completions, as many as the Writes of a few pages.
 const IN_PLACE_MIN: usize = 4 * PAGE_SIZE;
 
-/// The page data of `res` and where `range` starts in it, if `range` lies in it and is long
-/// enough to be written from there ([`IN_PLACE_MIN`]): a READ's data.
+/// The page data of `res` and where `range` starts in it, if `range` lies in it: a READ's
+/// data.
 fn in_pages<'a>(res: &XdrBuf<'a>, range: &Range<usize>) -> Result<Option<(XdrPages<'a>, usize)>> {
     let layout = res.layout();
     let start = layout.head_len();
     let end = start.saturating_add(layout.page_len() as usize);
-    if range.len() < IN_PLACE_MIN || range.start < start || range.end > end {
+    if range.is_empty() || range.start < start || range.end > end {
         return Ok(None);
     }
     Ok(res
@@ -552,8 +557,8 @@ fn in_pages<'a>(res: &XdrBuf<'a>, range: &Range<usize>) -> Result<Option<(XdrPag
 }
 
 /// RDMA Writes bytes into a chunk's segments, in order: from the pages they are in, through
-/// an MR registered over them ([`Pusher::push_pages`]), or copied into bounce buffers
-/// ([`Pusher::push`]).
+/// an MR registered over them ([`Pusher::push_pages`]) or with the local DMA key
+/// ([`Pusher::push_mapped`]), or copied into bounce buffers ([`Pusher::push`]).
 struct Pusher<'a, 'b, 'c> {
     chain: &'a mut SendChain<'c>,
     rdma: &'a Rdma,
@@ -576,6 +581,8 @@ struct Pusher<'a, 'b, 'c> {
 enum Source<'a> {
     Bounce(&'a Arc<DmaBuffer>),
     Region(&'a Arc<FastRegMr>),
+    /// Mapped pages, from the byte given of their range.
+    Pages(&'a Arc<MappedPages>, usize),
 }
 
 impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
@@ -621,6 +628,21 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
                 &mut self.returns.mrs,
             )?;
             self.write(Source::Region(&mr), n)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `len` bytes of `pages` from byte `from` where they are, mapped for the device
+    /// and read with the local DMA key, at most a page's bytes per Write (each keeps the pages
+    /// until it completed).
+    fn push_mapped(&mut self, pages: &XdrPages<'_>, from: usize, len: usize) -> Result {
+        let mapped = MappedPages::of_xdr(self.rdma.pd(), pages, from, len)?;
+        let mut done = 0;
+        while done < len {
+            let in_page = (pages.offset() + from + done) % PAGE_SIZE;
+            let n = (len - done).min(PAGE_SIZE - in_page);
+            self.write(Source::Pages(&mapped, done), n)?;
             done += n;
         }
         Ok(())
@@ -696,6 +718,14 @@ impl<'a, 'b, 'c> Pusher<'a, 'b, 'c> {
                     local: RegionSge {
                         mr,
                         offset: at,
+                        len: n,
+                    },
+                    remote,
+                },
+                Source::Pages(pages, base) => SendWr::WriteFromPages {
+                    local: PagesSge {
+                        pages,
+                        offset: base + at,
                         len: n,
                     },
                     remote,

@@ -46,6 +46,21 @@ pub struct RegionSge<'a> {
     pub len: usize,
 }
 
+/// Local memory of a work request in pages mapped for the device, reached with the local DMA
+/// key: `len` bytes at `offset` of the mapped range, within one of its mapped segments (one
+/// page's bytes always are).
+///
+/// The range is checked against the mapping when the request is posted, and the request keeps
+/// the pages mapped until it completes.
+pub struct PagesSge<'a> {
+    /// The pages.
+    pub pages: &'a Arc<MappedPages>,
+    /// Offset of the first byte in the mapped range.
+    pub offset: usize,
+    /// Length in bytes (at least one).
+    pub len: usize,
+}
+
 /// Remote memory of an RDMA or atomic operation, as advertised by the peer.
 #[derive(Debug, Clone, Copy)]
 pub struct Remote {
@@ -121,6 +136,15 @@ pub enum SendWr<'a> {
     WriteFromRegion {
         /// Source.
         local: RegionSge<'a>,
+        /// Sink.
+        remote: Remote,
+    },
+    /// RDMA Write from pages mapped for the device (a reply's pages), without a registration:
+    /// the peer only reads what the Write carries, so the local DMA key does, and the request
+    /// keeps the pages until it completes.
+    WriteFromPages {
+        /// Source.
+        local: PagesSge<'a>,
         /// Sink.
         remote: Remote,
     },
@@ -242,6 +266,7 @@ impl KernelQp {
         let mut buffer = None;
         let mut mr = None;
         let mut held = None;
+        let mut pages = None;
         let mut invalidates = None;
         let mut local = |l: &Sge<'_>| -> Result<c_int> {
             self.check_pd(l.buffer)?;
@@ -369,6 +394,17 @@ impl KernelQp {
                 (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
                 Kind::Rdma
             }
+            SendWr::WriteFromPages { local: l, remote } => {
+                if !Arc::ptr_eq(l.pages.pd(), &self.pd) {
+                    return Err(crate::error::code::EINVAL);
+                }
+                sge = l.pages.sge(l.offset, l.len)?;
+                pages = Some(l.pages.clone());
+                rdma.wr.num_sge = 1;
+                rdma.wr.opcode = ib_wr_opcode_IB_WR_RDMA_WRITE;
+                (rdma.remote_addr, rdma.rkey) = (remote.addr, remote.rkey);
+                Kind::Rdma
+            }
             SendWr::CmpSwap {
                 local: l,
                 remote,
@@ -465,6 +501,7 @@ impl KernelQp {
             buffer,
             mr,
             held,
+            pages,
             invalidates,
         }) {
             Ok(slot) => slot,
