@@ -11,7 +11,9 @@
 # received and their Sends) shows it, and so do rpcrdma2's debugfs files while a mount is up
 # (/sys/kernel/debug/rpcrdma2/client-N for the transport, server-N for the server's connection):
 # the version on both sides, each side's properties as it sent them and as the other received
-# them, the client's values that mountstats has too; they go with their transports after the
+# them, the client's values that mountstats has too, and the largest callback the transport
+# offered the NFSv4.1 session (a page in Version 2, continued over up to eight Sends within the
+# server's RBSIZ of 1024; one Send's worth in Version 1); they go with their transports after the
 # umount, and the directory with the module. The server runs with
 # server_inline_threshold=1024 server_max_segment_size=262144 and the client with the default
 # 4096: the server's RSSIZ of 256 KiB bounds the client's segments (column 40: the longest
@@ -159,9 +161,13 @@ dbg_newest() {
 # (RDMA2_CONNPROP sent and received, the longest segment) are the same. In Version 2 each
 # side's properties as it sent them and the other received them: the server's RSSIZ ($rssiz)
 # and RBSIZ ($rbsiz), the client's RBSIZ ($client_rbsiz), and the client's send threshold
-# down to the server's RBSIZ. Sets dbg_client and dbg_server to the two files.
+# down to the server's RBSIZ. For an NFSv4.1 or 4.2 mount (VERS), the largest callback the
+# transport offered the session when it was created: a page where both sides take continued
+# reverse-direction messages (Version 2: eight Sends carry it), else what one Send carries (the
+# send threshold less the 28 bytes of a Version 1 header). Sets dbg_client and dbg_server to
+# the two files.
 check_debugfs() {
-  local when=$1 check
+  local when=$1 vers=${2:-} check bc
   dbg_client=$(dbg_newest client)
   dbg_server=$(dbg_newest server)
   [ -n "$dbg_client" ] && [ -n "$dbg_server" ] ||
@@ -186,6 +192,18 @@ check_debugfs() {
   else
     set -- "$dbg_client received_rbsiz none" "$dbg_server sent_rbsiz none"
   fi
+  case $vers in
+    4.1 | 4.2)
+      if [ "$want" = 2 ]; then
+        bc=4096
+      else
+        bc=$(dbg_value $dbg_client inline_send)
+        [ "$bc" -le 4096 ] || bc=4096
+        bc=$((bc - 28))
+      fi
+      set -- "$@" "$dbg_client backchannel_max_payload $bc"
+      ;;
+  esac
   for check in "$@"; do
     set -- $check
     [ "$(dbg_value $1 $2)" = "$3" ] || fail "debugfs ($when): $1 says $2: $(dbg_value $1 $2), not $3"
@@ -218,7 +236,7 @@ pass() {
   timeout 60 ln -s "$target" /mnt/nfs/link.$vers || fail "3000-byte symlink over NFSv$vers"
   timeout 120 sync
   check_xprt "after writing over NFSv$vers"
-  check_debugfs "after writing over NFSv$vers"
+  check_debugfs "after writing over NFSv$vers" $vers
   set -- $(cat /tmp/chunks)
   [ "${1:-0}" -gt 0 ] || fail "no Read chunk used by the writes over NFSv$vers (version $want)"
   if [ "$want" = 2 ]; then
@@ -430,7 +448,7 @@ names=$(timeout 120 sh -c 'cd /mnt/nfs/some && echo *')
 [ "$(timeout 60 readlink /mnt/nfs/link.c)" = "$target" ] ||
   fail "the 3000-byte symlink read back (client inline_threshold=1024) differs"
 check_xprt "with a client of inline_threshold=1024"
-check_debugfs "with a client of inline_threshold=1024"
+check_debugfs "with a client of inline_threshold=1024" 4.1
 set -- $(xprt_line)
 [ "${37}" -gt 0 ] && [ "${38}" -ge $((2 * ${37})) ] ||
   fail "no continued replies (or fewer than two Sends each) with a client of inline_threshold=1024: $*"

@@ -761,6 +761,38 @@ fn reverse_sends_from_both_levels() {
     assert_eq!(ReverseSends::VERSION_1, ReverseSends::Simple);
 }
 
+#[test]
+fn reverse_max_payload_is_what_the_sends_carry() {
+    const PAGE: usize = 4096;
+    for header_len in [28, 36] {
+        for limit in [0, 20, 36, 37, 80, 1024, 1100, 4096, 8192] {
+            let simple = ReverseSends::Simple.max_payload(limit, header_len, PAGE);
+            assert_eq!(simple, limit.saturating_sub(header_len).min(PAGE));
+            let continued = ReverseSends::Continued.max_payload(limit, header_len, PAGE);
+            assert!(continued >= simple && continued <= PAGE);
+            assert_eq!(
+                ReverseSends::Nothing.max_payload(limit, header_len, PAGE),
+                0
+            );
+            if continued == 0 {
+                continue;
+            }
+            // Whatever fits is split into the fragments allowed...
+            let plan = plan_fragments(continued, limit, header_len, MAX_REVERSE_FRAGMENTS)
+                .expect("the largest payload splits");
+            assert!(plan.count() <= MAX_REVERSE_FRAGMENTS);
+            // ...and, uncapped, one byte more is not.
+            let uncapped = ReverseSends::Continued.max_payload(limit, header_len, usize::MAX);
+            assert!(
+                plan_fragments(uncapped + 1, limit, header_len, MAX_REVERSE_FRAGMENTS).is_err()
+            );
+        }
+    }
+    // A page goes continued to a peer receiving 1 KiB (eight Sends), not in one Send.
+    assert_eq!(ReverseSends::Continued.max_payload(1024, 36, PAGE), PAGE);
+    assert_eq!(ReverseSends::Simple.max_payload(1024, 36, PAGE), 988);
+}
+
 // ---- property sets over several RDMA2_CONNPROP (RDMA2_F_TPMORE) ----
 
 mod tpmore {

@@ -909,7 +909,9 @@ impl Transport for ClientTransport {
     const BACKCHANNEL: bool = true;
 
     fn bc_maxpayload(xprt: &Xprt<Self>) -> usize {
-        xprt.backchannel.max_payload()
+        let max = xprt.backchannel.max_payload();
+        xprt.report.bc_max_payload.store(max, Ordering::Relaxed);
+        max
     }
 
     fn bc_num_slots(_xprt: &Xprt<Self>) -> u32 {

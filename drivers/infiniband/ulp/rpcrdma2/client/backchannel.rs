@@ -25,8 +25,10 @@
 //!   takes continued ones too, a reply longer than the server receives goes continued, over up
 //!   to [`MAX_REVERSE_FRAGMENTS`] Sends.
 //! - **Sizes** offered to the NFS client for its session: callbacks and their replies of up to
-//!   the smaller of the two sides' inline thresholds (and a page, a backchannel request's
-//!   buffer) less the header, [`BC_SLOTS`] of them in flight.
+//!   what one Send carries within the smaller of the two sides' inline thresholds, or, where
+//!   both sides take continued ones, [`MAX_REVERSE_FRAGMENTS`] Sends; at most a page (a
+//!   backchannel request's buffer); [`BC_SLOTS`] of them in flight. The NFS client reads the
+//!   size when it creates its session, after the connection's transport properties.
 
 use super::{receive::Reassembly, ClientTransport, Counters};
 use crate::proto::{
@@ -132,17 +134,25 @@ impl Backchannel {
         self.header_len.store(len, Ordering::Relaxed);
     }
 
-    /// The largest callback, and reply to one, in bytes (`bc_maxpayload`); does not sleep.
+    /// The largest callback, and reply to one, in bytes (`bc_maxpayload`): what one Send
+    /// carries each way, or eight when both sides take continued reverse-direction messages;
+    /// at most a page (a backchannel request's buffer). Does not sleep.
     pub(crate) fn max_payload(&self) -> usize {
         let limit = match self.send_limit.load(Ordering::Relaxed) {
             // Not connected yet: what both sides would offer by default.
             0 => super::INLINE_SIZE as usize,
             n => n,
         };
-        limit
-            .min(super::INLINE_SIZE as usize)
-            .min(PAGE_SIZE)
-            .saturating_sub(self.header_len.load(Ordering::Relaxed))
+        let sends = if self.continued.load(Ordering::Relaxed) {
+            ReverseSends::Continued
+        } else {
+            ReverseSends::Simple
+        };
+        sends.max_payload(
+            limit.min(super::INLINE_SIZE as usize),
+            self.header_len.load(Ordering::Relaxed),
+            PAGE_SIZE,
+        )
     }
 }
 

@@ -18,7 +18,7 @@ use crate::{
 use core::{
     fmt::{self, Write},
     net::SocketAddr,
-    sync::atomic::{AtomicU32, AtomicU64, Ordering},
+    sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering},
 };
 use kernel::{
     debugfs::{SeqFile, Show},
@@ -36,6 +36,9 @@ pub(crate) struct Report {
     pub(crate) granted: AtomicU32,
     /// The calls sunrpc lets us have in flight for that grant (the congestion window).
     pub(crate) window: AtomicU32,
+    /// The largest callback last offered to the NFS client's session (`bc_maxpayload`, which
+    /// it asks when it creates a session; 0 until then).
+    pub(crate) bc_max_payload: AtomicUsize,
     /// The current connection, as last told.
     #[pin]
     connection: Mutex<Connection>,
@@ -65,6 +68,7 @@ impl Report {
                 counters: Counters::default(),
                 granted: AtomicU32::new(1),
                 window: AtomicU32::new(1),
+                bc_max_payload: AtomicUsize::new(0),
                 connection <- new_mutex!(Connection {
                     server: None,
                     local: None,
@@ -148,6 +152,11 @@ impl Show for Report {
             self.granted.load(Ordering::Relaxed)
         )?;
         writeln!(m, "credits_window: {}", self.window.load(Ordering::Relaxed))?;
+        writeln!(
+            m,
+            "backchannel_max_payload: {}",
+            self.bc_max_payload.load(Ordering::Relaxed)
+        )?;
         // The mountstats counters, by the C transport's names where it has them.
         for (key, value) in [
             ("read_chunk_count", get(&c.read_chunks)),

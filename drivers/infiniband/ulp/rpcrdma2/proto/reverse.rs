@@ -15,11 +15,13 @@
 //! [`reverse_sends`] tells what an endpoint may send in the reverse direction
 //! from both sides' levels.
 
+use super::continuation::MAX_REVERSE_FRAGMENTS;
 use super::error::{V2Error, Violation};
 use super::payload_format::PayloadFormat;
 use super::properties::ReverseSupport;
 use super::role::Endpoint;
 use super::v1::{V1Body, V1Header};
+use super::v2::EMPTY_MSG_HEADER_LEN;
 use super::xdr::XdrReader;
 
 /// RPC `msg_type` CALL.
@@ -176,6 +178,28 @@ impl ReverseSends {
     /// Whether anything may be sent.
     pub const fn any(self) -> bool {
         !matches!(self, Self::Nothing)
+    }
+
+    /// The largest reverse-direction message (a callback, or the reply to one) that goes in
+    /// these forms to a peer that receives `receive_limit` bytes inline, after a header without
+    /// chunks of `header_len` bytes, and at most `cap`: what one Send carries, or, continued,
+    /// [`MAX_REVERSE_FRAGMENTS`] Sends ([`plan_fragments`] splits any message up to it); 0 when
+    /// nothing goes.
+    ///
+    /// [`plan_fragments`]: super::continuation::plan_fragments
+    pub fn max_payload(self, receive_limit: usize, header_len: usize, cap: usize) -> usize {
+        let last = receive_limit.saturating_sub(header_len);
+        let most = match self {
+            Self::Nothing => 0,
+            Self::Simple => last,
+            Self::Continued if last == 0 => 0,
+            Self::Continued => {
+                let per = receive_limit.saturating_sub(EMPTY_MSG_HEADER_LEN);
+                per.saturating_mul(MAX_REVERSE_FRAGMENTS - 1)
+                    .saturating_add(last)
+            }
+        };
+        most.min(cap)
     }
 }
 

@@ -67,6 +67,7 @@ use crate::{
         },
         remote_invalidation::{reply_invalidation, ReplyInvalidation},
         reply_choice::{choose_reply_v2, ReplyShape},
+        reverse::ReverseSends,
         v1::V1_DEFAULT_INLINE,
         v2::{self, Credit, Flags},
         version::{Version, VersionRange},
@@ -321,15 +322,20 @@ impl<C: WithBackchannel> Connection<C> {
         self.report.values.send_limit.load(Ordering::Relaxed)
     }
 
-    /// The largest callback: what we send inline, less the largest header of a message
-    /// without chunks.
+    /// The largest callback: what one Send carries inline after the largest header of a
+    /// message without chunks, or eight Sends where both sides take continued
+    /// reverse-direction messages; at most a page (the client's callback buffer).
     pub(super) fn callback_limit(&self) -> usize {
         let header = [Revision::V1, Revision::V2Draft01]
             .iter()
             .filter_map(|r| wire::header_len(*r, &ChunkListsRef::EMPTY))
             .max()
             .unwrap_or(HEADER_ROOM);
-        self.send_limit().saturating_sub(header)
+        let sends = match self.reverse_direction().sends {
+            ReverseSends::Nothing => ReverseSends::Simple,
+            sends => sends,
+        };
+        sends.max_payload(self.send_limit(), header, PAGE_SIZE)
     }
 
     /// The client's address, if it is known.
