@@ -64,13 +64,13 @@ callback_a() {
   timeout 60 mount -t nfs -o vers=$vers,proto=rdma,port=20049 $PEER_ADDR:/srv/export /mnt/nfs ||
     fail "mount vers=$vers over rpcrdma2 for the callback"
   before=$(delegreturns)
-  exec 3</mnt/nfs/deleg.$vers || fail "open deleg.$vers for reading over NFSv$vers/rpcrdma2"
-  read -r first <&3 || fail "read deleg.$vers over NFSv$vers/rpcrdma2"
+  hold_open /mnt/nfs/deleg.$vers || fail "open deleg.$vers for reading over NFSv$vers/rpcrdma2"
+  read -r first </mnt/nfs/deleg.$vers || fail "read deleg.$vers over NFSv$vers/rpcrdma2"
   [ "$first" = "created on b" ] || fail "deleg.$vers reads back \"$first\""
   pair_sync held-$round-$vers || fail "b did not come to check the delegation of NFSv$vers"
   pair_sync written-$round-$vers 200 || fail "b did not write deleg.$vers"
   after=$(delegreturns)
-  exec 3<&-
+  let_go
   [ "$after" -gt "$before" ] ||
     fail "NFSv$vers: no DELEGRETURN after the recall (mountstats: $before before, $after after)"
   timeout 30 grep -q "changed on b" /mnt/nfs/deleg.$vers || fail "b's change of deleg.$vers not seen"

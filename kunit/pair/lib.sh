@@ -47,13 +47,37 @@ pair_sync() {
   return 1
 }
 
+# hold_open FILE: a process of its own holds FILE open for reading (HOLDER, its pid) until
+# let_go, not the scenario's shell: a process that exits holding a file on a mount whose server
+# is gone waits for ever for the file's CLOSE, unless SIGKILL ends the wait.
+HOLDER=
+hold_open() {
+  sleep 3600 <"$1" &
+  HOLDER=$!
+  for _ in $(seq 100); do
+    [ "$(readlink /proc/$HOLDER/fd/0 2>/dev/null)" = "$1" ] && return 0
+    kill -0 $HOLDER 2>/dev/null || break
+    sleep 0.1
+  done
+  let_go
+  return 1
+}
+
+# let_go: the holder of hold_open, if any, is killed (SIGKILL: see hold_open) and waited for.
+let_go() {
+  [ -n "$HOLDER" ] || return 0
+  kill -9 $HOLDER 2>/dev/null || true
+  wait $HOLDER 2>/dev/null || true
+  HOLDER=
+}
+
 # pair_cleanup: what a failed scenario leaves behind goes, so that later scenarios start clean
-# (a scenario installs it in its EXIT trap): the mount on /mnt/nfs, b's nfsd threads and every
-# RDMA device. Each try is bounded: a task stuck in the kernel cannot be waited for.
+# (a scenario installs it in its EXIT trap): hold_open's holder, the mount on /mnt/nfs, b's nfsd
+# threads and every RDMA device. Each try is bounded: a task stuck in the kernel cannot be
+# waited for.
 pair_cleanup() {
   local pid n dev
-  # A file the scenario's shell holds open on the mount (descriptor 3) would keep it busy.
-  exec 3<&-
+  let_go
   if grep -q ' /mnt/nfs ' /proc/mounts; then
     timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
   fi
