@@ -682,7 +682,8 @@ impl<T: Transport> Connect<T> {
     /// transport says (`xprt_reconnect_delay`: from the last connect attempt, at most the
     /// current reestablish timeout), then doubles that timeout for the next time, from
     /// `initial` up to the transport's maximum (`xprt_reconnect_backoff`). Sleeps: for the
-    /// transport's own worker, when it reconnects.
+    /// transport's own worker, when it reconnects. The sleep is idle (`TASK_IDLE`): a worker
+    /// waiting a minute between connects to a server that is gone is not a blocked task.
     pub fn back_off(&self, initial: c_ulong) {
         let x = self.xprt().as_raw();
         // SAFETY: The transport is live and its write lock ours (type invariant), which
@@ -693,7 +694,7 @@ impl<T: Transport> Connect<T> {
         if delay > 0 {
             let delay = c_long::try_from(delay).unwrap_or(c_long::MAX);
             // SAFETY: Sleeping is allowed here (a worker, see above).
-            unsafe { bindings::schedule_timeout_uninterruptible(delay) };
+            unsafe { bindings::schedule_timeout_idle(delay) };
         }
     }
 
