@@ -564,24 +564,7 @@ impl Pair {
         }
         // The Writes hold the pages until they completed; ours go now.
         drop(mapped);
-        s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
-        s.qp()?.post_send(
-            &SendWr::Send {
-                local: Sge {
-                    len: 4,
-                    ..s.send_slot()
-                },
-                solicited: false,
-            },
-            32,
-        )?;
-        s.expect_wc(WcOpcode::Send)?;
-        let wc = c.expect_recv(WcOpcode::Recv)?;
-        let mut done = [0u8; 4];
-        c.read_msg(&wc, &mut done)?;
-        if &done != b"done" {
-            return Err(EPROTO);
-        }
+        self.send_done(None, 32)?;
         self.invalidate()?;
         let mut wrong = 0;
         let mut chunk = [0u8; 256];
@@ -599,6 +582,34 @@ impl Pair {
             }
         }
         Ok(wrong)
+    }
+
+    /// The server sends "done" after what it posted before (a Send with Invalidate of
+    /// `invalidate`, if given), its completion tagged `tag`; returns the client's receive
+    /// completion of it, the message checked.
+    fn send_done(&self, invalidate: Option<u32>, tag: u64) -> Result<WorkCompletion> {
+        let (c, s) = (&self.client, &self.server);
+        s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
+        let local = Sge {
+            len: 4,
+            ..s.send_slot()
+        };
+        let send = match invalidate {
+            Some(rkey) => SendWr::SendWithInv { local, rkey },
+            None => SendWr::Send {
+                local,
+                solicited: false,
+            },
+        };
+        s.qp()?.post_send(&send, tag)?;
+        s.expect_wc(WcOpcode::Send)?;
+        let wc = c.expect_recv(WcOpcode::Recv)?;
+        let mut done = [0u8; 4];
+        c.read_msg(&wc, &mut done)?;
+        if &done != b"done" {
+            return Err(EPROTO);
+        }
+        Ok(wc)
     }
 
     /// One round of Send/Recv, RDMA Read, RDMA Write and Send with Invalidate, verified.
@@ -642,24 +653,7 @@ impl Pair {
             4,
         )?;
         s.expect_wc(WcOpcode::RdmaWrite)?;
-        s.msgs.write(RECVS as usize * MSG_LEN, b"done")?;
-        s.qp()?.post_send(
-            &SendWr::SendWithInv {
-                local: Sge {
-                    len: 4,
-                    ..s.send_slot()
-                },
-                rkey: remote.rkey,
-            },
-            5,
-        )?;
-        s.expect_wc(WcOpcode::Send)?;
-        let wc = c.expect_recv(WcOpcode::Recv)?;
-        let mut done = [0u8; 4];
-        c.read_msg(&wc, &mut done)?;
-        if &done != b"done" {
-            return Err(EPROTO);
-        }
+        let wc = self.send_done(Some(remote.rkey), 5)?;
         if wc.invalidated_rkey != Some(remote.rkey) {
             pr_err!(
                 "rdma ping: Send with Invalidate did not report key {:#x}\n",
