@@ -2,7 +2,7 @@
 # rpcrdma2's client through losses of its connection and of its device, against the stock C
 # server on another host, over rsiw on both sides.
 #   a: NFS client over rpcrdma2 (the C rpcrdma is never loaded)    b: NFS server (C nfsd, rdma 20049)
-# The steps of issue #37, run in the order 1, 3, 2, 4, 5 (3 before 2: see 2); a step that leaves
+# The steps of issue #37, run in the order 1, 3, 2, 4, 6, 5 (3 before 2: see 2); a step that leaves
 # a task stuck in the kernel ends the scenario:
 #   1. a writer killed mid-I/O (an O_DIRECT dd with its writes in flight, and a buffered dd
 #      writing back what it dirtied): it goes at once, resp. once its pages are written back, and the
@@ -24,6 +24,10 @@
 #      device client closes the connection and waits for its endpoint to go); `umount -f` returns (if the mount is busy, the reader, which a
 #      hard mount leaves retrying, is killed and must go, then `umount -f` again; `umount -l`
 #      only as a last resort); rsiw0 added back, a new mount reads the file back. NFSv3.
+#   6. the server goes away (b stops nfsd) while a process on a holds a file open over NFSv4.1:
+#      a deletes its own rsiw0 once its transport finds the server gone, and the deletion
+#      completes within seconds; rsiw0 added back and nfsd started again, the mount recovers,
+#      the holder lets the file go (its CLOSE reaches the server) and the file reads back.
 #   5. nothing is left behind on either side (no QP, CQ, PD, MR or cm_id) and rpcrdma2 unloads.
 # The scenario runs last of the pair run: the device that b may have to keep (step 2) would keep a
 # later scenario from adding its own.
@@ -165,6 +169,24 @@ failed_connects() { dmesg | grep -c 'rpcrdma2: connecting failed' || true; }
 # connection requests not (yet) accepted or rejected (not listening, no QP).
 cm_ids() { timeout 10 rdma resource show cm_id 2>/dev/null | grep -v '\[ib_core\]' || true; }
 orphan_ids() { cm_ids | grep -v ' state LISTEN ' | grep -v ' lqpn ' || true; }
+# note_requests WHEN (b): the client has unmounted after an nfsd restart; once its connection
+# is torn down, only the listeners should be left. A cm_id with no QP that stays is a
+# connection request no one accepted: noted in /tmp/requests (step 5 tells whether it
+# outlives nfsd).
+note_requests() {
+  local seen
+  for _ in $(seq 10); do
+    cm_ids | grep -v ' state LISTEN ' | grep -q ' lqpn ' || break
+    sleep 1
+  done
+  seen=$(orphan_ids)
+  [ -s /tmp/requests ] && seen=$(echo "$seen" | grep -vxF -f /tmp/requests || true)
+  if [ -n "$seen" ]; then
+    echo "$seen" >>/tmp/requests
+    echo "$1: with the client unmounted, rsiw0 holds a connection request (a cm_id with no" \
+      "QP): $seen"
+  fi
+}
 nfs_mount() {
   mkdir -p $mnt
   bounded 90 mount -t nfs -o vers=$1,proto=rdma,port=20049 $PEER_ADDR:/srv/export $mnt || {
@@ -224,8 +246,9 @@ case $ROLE in
   a)
     modprobe rpcrdma2 version=2 || fail "modprobe rpcrdma2 version=2"
     # A failed step may leave the mount to a server that is gone, whose dirty pages would hold
-    # the guest's final sync for ever: it is forced off on the way out (not waited for long).
-    trap 'rc=$?; [ $rc = 0 ] || { echo "the script ended with status $rc"
+    # the guest's final sync for ever: it is forced off on the way out (not waited for long),
+    # after step 6's holder of a file on it.
+    trap 'rc=$?; let_go || true; [ $rc = 0 ] || { echo "the script ended with status $rc"
       if grep -q " $mnt " /proc/mounts; then
         bounded 20 umount -f $mnt || bounded 10 umount -l $mnt || echo "$mnt stays mounted"
       fi; }' EXIT
@@ -388,6 +411,38 @@ case $ROLE in
     nfs_umount
     pair_sync step4-done || fail "sync after step 4"
 
+    # 6. The server gone: our device deleted with a file held open, then all back.
+    nfs_mount 4.1
+    put /tmp/pre1 file6
+    hold_open $mnt/file6 || fail "no process could hold $mnt/file6 open"
+    pair_sync held6 || fail "sync before the server goes"
+    pair_sync gone6 120 || fail "the server did not stop"
+    # Time for the transport to find the server gone (its connection closed, connects refused).
+    sleep 5
+    t0=$(now)
+    start_bg del6 rdma link del rsiw0
+    if wait_bg del6 30; then
+      del="rdma link del returned in $(since $t0) s"
+    else
+      rc=$?
+      del="rdma link del still blocked after 30 s (status $rc)"
+      [ $rc = 124 ] && { echo "$del, the server gone:"; stuck $BG_del6; }
+      step_fail "deleting the client's device with its server gone: $del"
+    fi
+    wait_bg del6 60 || { [ $? != 124 ] || report_stuck "rdma link del (step 6)" $BG_del6; }
+    timeout 30 rdma link add rsiw0 type rsiw netdev eth0 || fail "rdma link add rsiw0 (step 6)"
+    pair_sync back6 || fail "sync before the server comes back"
+    pair_sync served6 120 || fail "the server did not come back"
+    t1=$(now)
+    if same /tmp/pre1 file6; then
+      let_go || step_fail "the holder of file6 did not exit with the server back"
+      echo "step 6: NFSv4.1 with its server gone: $del; with rsiw0 and nfsd back the mount" \
+        "read the file back the same and the holder let it go in $(since $t1) s"
+    fi
+    rm -f $mnt/file6
+    nfs_umount
+    pair_sync step6-done || fail "sync after step 6"
+
     # 5. Nothing left.
     killall rpcbind 2>/dev/null || true
     bounded 60 rdma link del rsiw0 || {
@@ -449,23 +504,25 @@ case $ROLE in
         "serving after $(since $t0) s:" $(cat /proc/fs/nfsd/portlist)
       pair_sync nfsd-back-$vers || fail "sync after the nfsd restart"
       pair_sync step2-done-$vers 600 || fail "sync after step 2 (NFSv$vers)"
-      # The client has unmounted: once its connection is torn down, only the listeners should
-      # be left. A cm_id with no QP that stays is a connection request no one accepted; step 5
-      # tells whether it outlives nfsd.
-      for _ in $(seq 10); do
-        cm_ids | grep -v ' state LISTEN ' | grep -q ' lqpn ' || break
-        sleep 1
-      done
-      seen=$(orphan_ids)
-      [ -s /tmp/requests ] && seen=$(echo "$seen" | grep -vxF -f /tmp/requests || true)
-      if [ -n "$seen" ]; then
-        echo "$seen" >>/tmp/requests
-        echo "step 2 (NFSv$vers): with the client unmounted, rsiw0 holds a connection request" \
-          "(a cm_id with no QP): $seen"
-      fi
+      note_requests "step 2 (NFSv$vers)"
     done
 
     pair_sync step4-done 600 || fail "sync after step 4"
+    pair_sync held6 300 || fail "sync before the server goes (step 6)"
+    bounded 60 rpc.nfsd 0 || {
+      [ $? = 124 ] && report_stuck "rpc.nfsd 0 (step 6)" $BG_fg
+      fail "rpc.nfsd 0 (step 6)"
+    }
+    pair_sync gone6 || fail "sync after the server went (step 6)"
+    pair_sync back6 300 || fail "sync before the server comes back (step 6)"
+    bounded 60 rpc.nfsd 4 || {
+      [ $? = 124 ] && report_stuck "rpc.nfsd 4 (step 6)" $BG_fg
+      fail "rpc.nfsd 4 (step 6)"
+    }
+    echo 'rdma 20049' >/proc/fs/nfsd/portlist || fail "the rdma listener after step 6"
+    pair_sync served6 || fail "sync after the server came back (step 6)"
+    pair_sync step6-done 600 || fail "sync after step 6"
+    note_requests "step 6"
     nfs_server_stop
     # With nfsd stopped nothing of it may be left on the device.
     for _ in $(seq 10); do

@@ -48,11 +48,12 @@ pair_sync() {
 }
 
 # hold_open FILE: a process of its own holds FILE open for reading (HOLDER, its pid) until
-# let_go, not the scenario's shell: a process that exits holding a file on a mount whose server
-# is gone waits for ever for the file's CLOSE, unless SIGKILL ends the wait.
+# let_go, not the scenario's shell: a process that exits holding a file on an NFSv4 mount whose
+# server is gone waits for the file's CLOSE for as long as the server stays away, even killed.
+# The holder writes nowhere, so a scenario that ends does not wait for it.
 HOLDER=
 hold_open() {
-  sleep 3600 <"$1" &
+  sleep 3600 <"$1" >/dev/null 2>&1 &
   HOLDER=$!
   for _ in $(seq 100); do
     [ "$(readlink /proc/$HOLDER/fd/0 2>/dev/null)" = "$1" ] && return 0
@@ -63,12 +64,21 @@ hold_open() {
   return 1
 }
 
-# let_go: the holder of hold_open, if any, is killed (SIGKILL: see hold_open) and waited for.
+# let_go: the holder of hold_open, if any, is killed and waited for, at most 10 s: one whose
+# file's CLOSE cannot reach the server is left behind (see hold_open); returns 1 then.
 let_go() {
-  [ -n "$HOLDER" ] || return 0
-  kill -9 $HOLDER 2>/dev/null || true
-  wait $HOLDER 2>/dev/null || true
+  local pid=$HOLDER
+  [ -n "$pid" ] || return 0
   HOLDER=
+  kill -9 $pid 2>/dev/null || true
+  for _ in $(seq 50); do
+    case "$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' /proc/$pid/stat 2>/dev/null)" in
+      '' | Z) wait $pid 2>/dev/null || true; return 0 ;;
+    esac
+    sleep 0.2
+  done
+  echo "the holder of a file on the mount ($pid) is still exiting after 10 s"
+  return 1
 }
 
 # pair_cleanup: what a failed scenario leaves behind goes, so that later scenarios start clean
@@ -77,7 +87,7 @@ let_go() {
 # waited for.
 pair_cleanup() {
   local pid n dev
-  let_go
+  let_go || true
   if grep -q ' /mnt/nfs ' /proc/mounts; then
     timeout 20 umount -f /mnt/nfs 2>/dev/null || timeout 10 umount -l /mnt/nfs 2>/dev/null || true
   fi
