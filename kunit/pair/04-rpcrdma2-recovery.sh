@@ -365,7 +365,7 @@ case $ROLE in
       umount_how="umount -f returned in $(since $t0) s"
     elif [ $? != 124 ]; then
       # Busy: a reader that still holds the file (a hard mount retries its reads for ever) is
-      # killed, and must go (it waits killably); then umount -f once more.
+      # killed, and must go (it waits killably); then umount -f again.
       busy="umount -f: busy"
       if ! gone $reader; then
         t1=$(now)
@@ -373,12 +373,23 @@ case $ROLE in
         wait_gone $reader 30 || report_stuck "the reader killed 30 s ago" $reader
         busy="$busy, the reader killed exited in $(since $t1) s"
       fi
-      if bounded 60 umount -f $mnt; then
-        umount_how="$busy; umount -f then returned, $(since $t0) s in all"
-      elif [ $? != 124 ]; then
-        step_fail "umount -f fails with nothing of the mount in use"
-        umount_how="$busy; umount -f failed again"
-      fi
+      # The killed reader's last read may still be completing (the RPC outlives the process
+      # by a moment): a few tries, a second apart.
+      tries=0
+      while :; do
+        tries=$((tries + 1))
+        if bounded 60 umount -f $mnt; then
+          umount_how="$busy; umount -f then returned (try $tries), $(since $t0) s in all"
+          break
+        elif [ $? = 124 ]; then
+          break
+        elif [ $tries = 5 ]; then
+          step_fail "umount -f fails with nothing of the mount in use ($tries tries)"
+          umount_how="$busy; umount -f failed again ($tries tries)"
+          break
+        fi
+        sleep 1
+      done
     fi
     if [ -z "$umount_how" ]; then
       echo "umount -f did not return in 60 s:"
