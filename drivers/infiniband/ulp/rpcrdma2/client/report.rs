@@ -8,7 +8,6 @@
 //! connections), updated by the transport where those change, and the counters
 //! `/proc/self/mountstats` shows, which the transport counts in the report directly.
 
-use super::Counters;
 use crate::{
     debugfs::{write_properties, Address, Properties},
     proto::{
@@ -187,5 +186,65 @@ impl Show for Report {
             "largest_segment: {}",
             c.largest_segment.load(Ordering::Relaxed)
         )
+    }
+}
+
+/// The transport's counters, those of the C transport's `mountstats` line and two more.
+#[derive(Default)]
+pub(crate) struct Counters {
+    /// Bytes of calls copied into send buffers (`pullup_copy_count`).
+    pub(crate) pullup_copy: AtomicU64,
+    /// Bytes of replies copied into the calls' receive buffers (`fixup_copy_count`).
+    pub(crate) fixup_copy: AtomicU64,
+    /// Calls that could not be marshaled (`failed_marshal_count`).
+    pub(crate) failed_marshal: AtomicU64,
+    /// Replies that were malformed or transport errors (`bad_reply_count`).
+    pub(crate) bad_reply: AtomicU64,
+    /// Sends that found no free send buffer (`empty_sendctx_q`).
+    pub(crate) no_send_buffer: AtomicU64,
+    /// Calls with a Read chunk (`read_chunk_count`).
+    pub(crate) read_chunks: AtomicU64,
+    /// Calls with a Write chunk (`write_chunk_count`).
+    pub(crate) write_chunks: AtomicU64,
+    /// Calls with a Reply chunk (`reply_chunk_count`).
+    pub(crate) reply_chunks: AtomicU64,
+    /// Bytes of calls the server pulled by RDMA Read (`total_rdma_request`).
+    pub(crate) rdma_request: AtomicU64,
+    /// Bytes of replies the server pushed by RDMA Write (`total_rdma_reply`).
+    pub(crate) rdma_reply: AtomicU64,
+    /// Calls sent as `RDMA_NOMSG` (`nomsg_call_count`).
+    pub(crate) nomsg_calls: AtomicU64,
+    /// MRs allocated (`mrs_allocated`).
+    pub(crate) mrs_allocated: AtomicU64,
+    /// Regions invalidated (`local_inv_needed`).
+    pub(crate) local_invs: AtomicU64,
+    /// Regions the server invalidated with a reply's Send (Send With Invalidate).
+    pub(crate) remote_invs: AtomicU64,
+    /// The protocol version of the current connection once settled, else 0.
+    pub(crate) version: AtomicU32,
+    /// Probes the server refused with `ERR_VERS`.
+    pub(crate) version_fallbacks: AtomicU64,
+    /// `RDMA2_CONNPROP` messages sent.
+    pub(crate) connprop_sent: AtomicU64,
+    /// `RDMA2_CONNPROP` messages received and applied.
+    pub(crate) connprop_received: AtomicU64,
+    /// The receive buffer size (`RBSIZ`) of the current connection's server, once its
+    /// properties arrived, else 0.
+    pub(crate) peer_rbsiz: AtomicU32,
+    /// Calls sent over several Sends (Message Continuation).
+    pub(crate) continued_calls: AtomicU64,
+    /// The Sends of those calls.
+    pub(crate) continued_sends: AtomicU64,
+    /// Continued replies received whole.
+    pub(crate) continued_replies: AtomicU64,
+    /// The Sends (fragments) those replies came in.
+    pub(crate) continued_fragments: AtomicU64,
+    /// The longest segment a call offered (bounded by a Version 2 server's `RSSIZ`).
+    pub(crate) largest_segment: AtomicU32,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
