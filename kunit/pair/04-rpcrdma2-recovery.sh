@@ -90,12 +90,8 @@ bounded() {
   start_bg fg "$@"
   wait_bg fg $limit
 }
-# state PID: the process's state letter, empty once it is gone.
-state() { sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' /proc/$1/stat 2>/dev/null || true; }
 # kids PID: the processes whose parent is PID.
 kids() { awk -v pp=$1 '$4 == pp { print $1 }' /proc/[0-9]*/stat 2>/dev/null || true; }
-# gone PID: the process has exited (a zombie has).
-gone() { case "$(state $1)" in '' | Z) return 0 ;; *) return 1 ;; esac; }
 # wait_gone PID SECS: until PID has exited, at most SECS.
 wait_gone() {
   local ticks=0

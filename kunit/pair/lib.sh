@@ -47,6 +47,11 @@ pair_sync() {
   return 1
 }
 
+# state PID: the process's state letter, empty once it is gone.
+state() { sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' /proc/$1/stat 2>/dev/null || true; }
+# gone PID: the process has exited (a zombie has).
+gone() { case "$(state $1)" in '' | Z) return 0 ;; *) return 1 ;; esac; }
+
 # hold_open FILE: a process of its own holds FILE open for reading (HOLDER, its pid) until
 # let_go, not the scenario's shell: a process that exits holding a file on an NFSv4 mount whose
 # server is gone waits for the file's CLOSE for as long as the server stays away, even killed.
@@ -72,9 +77,10 @@ let_go() {
   HOLDER=
   kill -9 $pid 2>/dev/null || true
   for _ in $(seq 50); do
-    case "$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' /proc/$pid/stat 2>/dev/null)" in
-      '' | Z) wait $pid 2>/dev/null || true; return 0 ;;
-    esac
+    if gone $pid; then
+      wait $pid 2>/dev/null || true
+      return 0
+    fi
     sleep 0.2
   done
   echo "the holder of a file on the mount ($pid) is still exiting after 10 s"

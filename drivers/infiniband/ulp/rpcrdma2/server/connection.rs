@@ -67,7 +67,6 @@ use crate::{
         },
         remote_invalidation::{reply_invalidation, ReplyInvalidation},
         reply_choice::{choose_reply_v2, ReplyShape},
-        reverse::ReverseSends,
         v1::V1_DEFAULT_INLINE,
         v2::{self, Credit, Flags},
         version::{Version, VersionRange},
@@ -324,18 +323,17 @@ impl<C: WithBackchannel> Connection<C> {
 
     /// The largest callback: what one Send carries inline after the largest header of a
     /// message without chunks, or eight Sends where both sides take continued
-    /// reverse-direction messages; at most a page (the client's callback buffer).
+    /// reverse-direction messages; at most a page (the client's callback buffer). 0 where
+    /// no callback goes (nfsd gets no backchannel then).
     pub(super) fn callback_limit(&self) -> usize {
         let header = [Revision::V1, Revision::V2Draft01]
             .iter()
             .filter_map(|r| wire::header_len(*r, &ChunkListsRef::EMPTY))
             .max()
             .unwrap_or(HEADER_ROOM);
-        let sends = match self.reverse_direction().sends {
-            ReverseSends::Nothing => ReverseSends::Simple,
-            sends => sends,
-        };
-        sends.max_payload(self.send_limit(), header, PAGE_SIZE)
+        self.reverse_direction()
+            .sends
+            .max_payload(self.send_limit(), header, PAGE_SIZE)
     }
 
     /// The client's address, if it is known.
