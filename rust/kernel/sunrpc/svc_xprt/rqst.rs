@@ -87,14 +87,16 @@ impl SvcRqst<'_> {
         })
     }
 
-    /// How many pages the request has (`rq_pages` as `svc_alloc_arg` filled it): a call and
-    /// its reply share them.
+    /// How many pages the request has: those `svc_alloc_arg` allocated, up to `rq_page_end`
+    /// (a call and its reply share them). Known without looking at the pages: the array has
+    /// room for a megabyte's worth.
     pub fn page_count(&self) -> usize {
-        self.raw()
-            .rq_pages
-            .iter()
-            .position(|p| p.is_null())
-            .unwrap_or(self.raw().rq_pages.len())
+        let r = self.raw();
+        let entry = core::mem::size_of::<*mut bindings::page>();
+        (r.rq_page_end as usize)
+            .checked_sub(r.rq_pages.as_ptr() as usize)
+            .map_or(0, |bytes| bytes / entry)
+            .min(r.rq_pages.len())
     }
 
     /// The request's page `index`, if it has it.
@@ -140,8 +142,12 @@ impl SvcRqst<'_> {
             return Err(ENOMEM);
         }
         let pages = self.raw().rq_pages.get(first..end).ok_or(ENOMEM)?;
-        // SAFETY: The pages are the request's (non-null: below `page_count`), kept by it for
-        // the call at least; the mapping takes its own reference on each.
+        // An entry given up ([`Self::give_up_pages`]) is empty until the next call.
+        if pages.iter().any(|p| p.is_null()) {
+            return Err(ENOMEM);
+        }
+        // SAFETY: The pages are the request's (non-null: checked above), kept by it for the
+        // call at least; the mapping takes its own reference on each.
         unsafe { MappedPages::from_raw_pages(pd, pages, 0, len) }
     }
 
@@ -153,7 +159,7 @@ impl SvcRqst<'_> {
     pub fn give_up_pages(&mut self, first: usize, count: usize) {
         let available = self.page_count();
         let r = self.raw_mut();
-        // Nothing past the first empty entry: those pages are not the request's.
+        // Nothing past `page_count`: those entries are not the request's.
         let end = first.saturating_add(count).min(available);
         for index in first..end {
             if let Some(entry) = r.rq_pages.get_mut(index) {
