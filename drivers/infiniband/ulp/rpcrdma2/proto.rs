@@ -35,3 +35,4 @@ pub mod v2;
 pub mod version;
 pub mod wire;
 pub mod xdr;
+pub mod xid_table;

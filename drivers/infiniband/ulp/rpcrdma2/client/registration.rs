@@ -35,6 +35,7 @@ use super::MAX_REQUESTS;
 use crate::proto::{
     call_plan::{CallLayout, CallPlan, ReplyPlacement},
     remote_invalidation::invalidated_region,
+    xid_table::{InsertError, XidTable},
 };
 use core::ops::Range;
 use kernel::{
@@ -137,8 +138,13 @@ pub(crate) struct Finished {
     pub(crate) reply: Option<HeldReply>,
 }
 
+/// # Invariants
+///
+/// `by_xid` has an entry at index `i` exactly when `records[i]` holds a record, under that
+/// record's XID.
 struct Inner {
     records: KVec<Option<Record>>,
+    by_xid: XidTable<RECORDS>,
     free_mrs: FixedRing<Arc<FastRegMr>>,
     allocated_mrs: usize,
 }
@@ -163,6 +169,7 @@ impl Registrations {
         Ok(try_pin_init!(Self {
             inner <- new_mutex!(Inner {
                 records,
+                by_xid: XidTable::new(),
                 free_mrs,
                 allocated_mrs: 0,
             }),
@@ -219,25 +226,23 @@ impl Registrations {
     /// Reserves a record for call `xid`; returns its index. `EEXIST` if the call already has
     /// one (it was sent on this connection before), `ENOBUFS` if all are in use.
     pub(crate) fn reserve(&self, xid: u32, layout: CallLayout, plan: CallPlan) -> Result<usize> {
-        let mut inner = self.inner.lock();
-        if inner.records.iter().flatten().any(|r| r.xid == xid) {
-            return Err(EEXIST);
-        }
-        let index = inner
-            .records
-            .iter()
-            .position(Option::is_none)
-            .ok_or(ENOBUFS)?;
         let regions = KVec::with_capacity(MAX_REGIONS, GFP_KERNEL)?;
-        if let Some(slot) = inner.records.get_mut(index) {
-            *slot = Some(Record {
-                xid,
-                layout,
-                plan,
-                regions,
-                stage: Stage::Registered,
-            });
-        }
+        let mut inner = self.inner.lock();
+        let index = inner.by_xid.insert(xid).map_err(|e| match e {
+            InsertError::Present => EEXIST,
+            InsertError::Full => ENOBUFS,
+        })?;
+        let Some(slot) = inner.records.get_mut(index) else {
+            inner.by_xid.remove(index);
+            return Err(EINVAL);
+        };
+        *slot = Some(Record {
+            xid,
+            layout,
+            plan,
+            regions,
+            stage: Stage::Registered,
+        });
         Ok(index)
     }
 
@@ -259,12 +264,7 @@ impl Registrations {
     /// Drops record `index` of a call whose regions were never registered, and gives its MRs
     /// back.
     pub(crate) fn discard_unregistered(&self, index: usize) {
-        let record = self
-            .inner
-            .lock()
-            .records
-            .get_mut(index)
-            .and_then(Option::take);
+        let record = Self::take(&mut self.inner.lock(), index);
         if let Some(record) = record {
             self.put_mrs(record.regions.into_iter().map(|r| r.mr));
         }
@@ -275,13 +275,19 @@ impl Registrations {
     /// still registered (`None` once its invalidation started).
     pub(crate) fn lookup(&self, xid: u32) -> Option<(usize, Option<(CallLayout, CallPlan)>)> {
         let inner = self.inner.lock();
-        inner.records.iter().enumerate().find_map(|(i, r)| match r {
-            Some(r) if r.xid == xid => Some((
-                i,
-                matches!(r.stage, Stage::Registered).then_some((r.layout, r.plan)),
-            )),
-            _ => None,
-        })
+        let index = inner.by_xid.find(xid)?;
+        let r = inner.records.get(index)?.as_ref()?;
+        Some((
+            index,
+            matches!(r.stage, Stage::Registered).then_some((r.layout, r.plan)),
+        ))
+    }
+
+    /// Takes record `index` out, with its entry in `by_xid`.
+    fn take(inner: &mut Inner, index: usize) -> Option<Record> {
+        let record = inner.records.get_mut(index)?.take()?;
+        inner.by_xid.remove(index);
+        Some(record)
     }
 
     /// Starts invalidating record `index` (it must be registered), holding `reply` until the
@@ -338,7 +344,7 @@ impl Registrations {
         };
         if let Some(e) = failed {
             // Completions of what was posted find the record gone and change nothing.
-            if let Some(record) = inner.records.get_mut(index).and_then(Option::take) {
+            if let Some(record) = Self::take(&mut inner, index) {
                 inner.allocated_mrs = inner.allocated_mrs.saturating_sub(record.regions.len());
             }
             drop(inner);
@@ -373,7 +379,7 @@ impl Registrations {
             regions,
             stage,
             ..
-        } = inner.records.get_mut(index)?.take()?;
+        } = Self::take(inner, index)?;
         let mut reply = None;
         if let Stage::Invalidating { reply: held, .. } = stage {
             reply = held;
@@ -406,7 +412,7 @@ impl Registrations {
         let finished = if ok {
             Self::finish(&mut inner, index)
         } else {
-            let Record { xid, regions, .. } = inner.records.get_mut(index)?.take()?;
+            let Record { xid, regions, .. } = Self::take(&mut inner, index)?;
             inner.allocated_mrs = inner.allocated_mrs.saturating_sub(regions.len());
             drop(regions);
             Some(Finished { xid, reply: None })
@@ -419,7 +425,7 @@ impl Registrations {
     /// Waits until call `xid` has no record any more.
     pub(crate) fn wait_gone(&self, xid: u32) {
         let mut inner = self.inner.lock();
-        while inner.records.iter().flatten().any(|r| r.xid == xid) {
+        while inner.by_xid.find(xid).is_some() {
             self.settled.wait(&mut inner);
         }
     }
