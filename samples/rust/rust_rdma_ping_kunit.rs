@@ -202,6 +202,20 @@ fn rxe_writes_from_mapped_pages(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// Unsignaled registrations ride on the next signaled request of their chain: only that one
+/// completes, and it releases their slots.
+fn siw_registrations_ride(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(SIW, 7511))?;
+    kunit_expect!(test, pair.registrations_ride(11).is_ok());
+    Ok(())
+}
+
+fn rxe_registrations_ride(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RXE, 7512))?;
+    kunit_expect!(test, pair.registrations_ride(12).is_ok());
+    Ok(())
+}
+
 fn rxe_all_operations(test: &mut Test) -> Result {
     let dev = DeviceRef::by_name(c_str!("rxe0")).ok_or(ENODEV)?;
     kunit_expect!(test, dev.caps().atomic != AtomicCap::None);
@@ -226,6 +240,8 @@ kernel::kunit_suite!(
         rxe_writes_land_in_registered_pages,
         siw_writes_from_mapped_pages,
         rxe_writes_from_mapped_pages,
+        siw_registrations_ride,
+        rxe_registrations_ride,
         rxe_all_operations
     ]
 );

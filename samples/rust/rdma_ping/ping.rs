@@ -737,6 +737,99 @@ impl Pair {
         self.invalidate()
     }
 
+    /// Registrations ride on the next signaled request of their chain
+    /// ([`SendChain::add_unsignaled`](kernel::rdma::consumer::kernel_qp::SendChain::add_unsignaled)):
+    /// the client registers its data buffer unsignaled and invalidates it in the same chain,
+    /// three times as often as its send queue holds requests; only the invalidations complete,
+    /// and each takes its registration's slot with it (else the queue would fill up). Then a
+    /// registration rides on the Send that advertises it, the server RDMA Writes pattern 0x5a
+    /// of `round` through it and sends "done", and the client checks its data. An unsignaled
+    /// request that is not a registration is refused with `EINVAL`.
+    pub(crate) fn registrations_ride(&self, round: u32) -> Result {
+        self.check_events()?;
+        let (c, s) = (&self.client, &self.server);
+        let qp = c.qp()?;
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let reg = SendWr::RegMr {
+            mr: &c.mr,
+            buffer: &c.data,
+            access,
+        };
+        let ignore = |_| {};
+        let refused = qp
+            .send_chain(&ignore)
+            .add_unsignaled(&SendWr::LocalInv { mr: &c.mr }, 40);
+        if refused != Err(EINVAL) {
+            pr_err!("rdma ping: an unsignaled LOCAL_INV gave {:?}\n", refused);
+            return Err(EPROTO);
+        }
+        for _ in 0..24 {
+            let mut chain = qp.send_chain(&ignore);
+            chain.add_unsignaled(&reg, 41)?;
+            chain.add(&SendWr::LocalInv { mr: &c.mr }, 42)?;
+            chain.post()?;
+            drop(chain);
+            let wc = c.expect_wc(WcOpcode::LocalInv)?;
+            if wc.tag != 42 {
+                pr_err!(
+                    "rdma ping: completion of request {} for a LOCAL_INV\n",
+                    wc.tag
+                );
+                return Err(EPROTO);
+            }
+        }
+        if let Some(wc) = qp.poll() {
+            pr_err!(
+                "rdma ping: an unsignaled registration completed: {:?}\n",
+                wc
+            );
+            return Err(EPROTO);
+        }
+        // A registration riding on the Send that advertises the region.
+        fill(&c.data, 0x11, round)?;
+        let mut chain = qp.send_chain(&ignore);
+        chain.add_unsignaled(&reg, 43)?;
+        let remote = Remote {
+            addr: c.mr.iova(),
+            rkey: c.mr.rkey(),
+        };
+        c.msgs.write(
+            RECVS as usize * MSG_LEN,
+            &encode_remote(remote, DATA_LEN as u32),
+        )?;
+        let local = Sge {
+            len: 16,
+            ..c.send_slot()
+        };
+        chain.add(
+            &SendWr::Send {
+                local,
+                solicited: false,
+            },
+            44,
+        )?;
+        chain.post()?;
+        drop(chain);
+        if c.expect_wc(WcOpcode::Send)?.tag != 44 {
+            return Err(EPROTO);
+        }
+        let remote = self.receive_advertisement()?;
+        fill(&s.data, 0x5a, round)?;
+        let write = SendWr::Write {
+            local: Sge {
+                buffer: &s.data,
+                offset: 0,
+                len: DATA_LEN,
+            },
+            remote,
+        };
+        s.qp()?.post_send(&write, 45)?;
+        s.expect_wc(WcOpcode::RdmaWrite)?;
+        self.send_done(None, 46)?;
+        verify(&c.data, 0x5a, round)?;
+        self.invalidate()
+    }
+
     /// Client: ends the registration of its buffer itself (`LOCAL_INV`): a region must be
     /// invalid before it is registered again (rxe enforces it).
     fn invalidate(&self) -> Result {

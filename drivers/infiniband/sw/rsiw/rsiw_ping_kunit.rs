@@ -136,6 +136,18 @@ fn rsiw_writes_from_mapped_pages(test: &mut Test) -> Result {
     Ok(())
 }
 
+/// Unsignaled registrations ride on the next signaled request of their chain, on rsiw as the
+/// device of both ends, and of either end with the C siw.
+fn rsiw_registrations_ride(test: &mut Test) -> Result {
+    let pair = ping::Pair::connect(at(RSIW, 7613))?;
+    kunit_expect!(test, pair.registrations_ride(7).is_ok());
+    let pair = ping::Pair::connect_from(Some(at(RSIW, 0)), at(SIW, 7614))?;
+    kunit_expect!(test, pair.registrations_ride(8).is_ok());
+    let pair = ping::Pair::connect_from(Some(at(SIW, 0)), at(RSIW, 7615))?;
+    kunit_expect!(test, pair.registrations_ride(9).is_ok());
+    Ok(())
+}
+
 kernel::kunit_suite!(
     rsiw_ping,
     [
@@ -147,6 +159,7 @@ kernel::kunit_suite!(
         rsiw_stale_key_fails_cleanly,
         rsiw_reject_carries_private_data,
         rsiw_writes_land_in_registered_pages,
-        rsiw_writes_from_mapped_pages
+        rsiw_writes_from_mapped_pages,
+        rsiw_registrations_ride
     ]
 );

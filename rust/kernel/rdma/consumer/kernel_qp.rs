@@ -16,7 +16,14 @@
 //! a [`WorkCompletion`] for the consumer. Teardown drains the queue pair (`ib_drain_qp`), so all
 //! requests have completed before the CQ, the slots and the buffers go.
 //!
-//! Every request is signaled: an unsignaled one would hold its slot forever.
+//! Every request is signaled but one kind: a registration added to a [`SendChain`] with
+//! [`SendChain::add_unsignaled`] *rides* on the next signaled request of its chain (the last one
+//! of a chain is always signaled). A send queue completes in order, so that request's
+//! completion says the registration is done too, and releases the registration's slot with its
+//! own: one completion less for a call that registers memory and then sends. A rider still
+//! completes on its own when it fails or is flushed (every provider reports those, signaled or
+//! not); it then leaves the request it rode on. A rider posted ahead of a request the device
+//! refused holds its slot until its own completion or the queue pair's end.
 //!
 //! # Posting
 //!
@@ -221,6 +228,39 @@ struct Slot {
     /// The key a `LOCAL_INV` invalidates: once it succeeded, `mr` lets that registration's
     /// memory go.
     invalidates: Option<u32>,
+    /// The signaled request an unsignaled one rides on (see the module documentation).
+    rides_on: Option<usize>,
+    /// The unsignaled requests riding on this one.
+    riders: Riders,
+}
+
+/// The slots of the unsignaled requests that ride on one signaled request: at most the rest
+/// of its chain.
+#[derive(Default)]
+struct Riders {
+    slots: [u32; CHAIN_LEN - 1],
+    len: usize,
+}
+
+impl Riders {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots.iter().take(self.len).map(|&s| s as usize)
+    }
+
+    fn push(&mut self, slot: usize) -> Result {
+        let entry = self.slots.get_mut(self.len).ok_or(E2BIG)?;
+        *entry = u32::try_from(slot)?;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn remove(&mut self, slot: usize) {
+        let live = self.slots.get_mut(..self.len).unwrap_or_default();
+        if let Some(at) = live.iter().position(|&s| s as usize == slot) {
+            live.copy_within(at + 1.., at);
+            self.len -= 1;
+        }
+    }
 }
 
 /// Slot bookkeeping. A slot is in use from posting until its completion is taken by the
@@ -268,6 +308,7 @@ impl QpShared {
         };
         let released;
         let invalidated;
+        let mut riders_released: [Option<Slot>; CHAIN_LEN - 1] = Default::default();
         let mut for_handler = None;
         {
             let mut slots = self.slots.lock();
@@ -300,6 +341,17 @@ impl QpShared {
             invalidated = slot
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
+            // A rider that completes on its own (it failed, or was flushed) leaves the request
+            // it rode on now: its slot goes with its own completion, whenever that is taken.
+            let rode_on = slot.rides_on.take();
+            // The requests riding on this one completed before it: their slots go too.
+            let riders = core::mem::take(&mut slot.riders);
+            if let Some(Some(signaled)) = rode_on.and_then(|s| slots.posted.get_mut(s)) {
+                signaled.riders.remove(index);
+            }
+            for (rider, entry) in riders.iter().zip(riders_released.iter_mut()) {
+                *entry = Self::release(&mut slots, rider);
+            }
             if self.handler.is_some() {
                 // Holds nothing any more (taken above).
                 let _ = Self::release(&mut slots, index);
@@ -314,6 +366,7 @@ impl QpShared {
             mr.registration_ended(key);
         }
         drop(released);
+        drop(riders_released);
         match (&self.handler, &for_handler) {
             (Some(handler), Some(done)) => handler.completed(done),
             _ => self.doorbell.complete(),
@@ -350,6 +403,16 @@ impl QpShared {
     /// is returned to be dropped once the lock is let go: what it holds may unmap memory.
     fn release(slots: &mut Slots, index: usize) -> Option<Slot> {
         let slot = slots.posted.get_mut(index)?.take()?;
+        // A rider that was not posted leaves the request it was to ride on; the riders of a
+        // request that was not posted ride on nothing any more.
+        if let Some(Some(signaled)) = slot.rides_on.and_then(|s| slots.posted.get_mut(s)) {
+            signaled.riders.remove(index);
+        }
+        for rider in slot.riders.iter() {
+            if let Some(Some(rider)) = slots.posted.get_mut(rider) {
+                rider.rides_on = None;
+            }
+        }
         if slot.is_recv {
             slots.recvs -= 1;
         } else {
@@ -357,6 +420,24 @@ impl QpShared {
         }
         let _ = slots.free.push(index);
         Some(slot)
+    }
+
+    /// Lets the unsignaled request of slot `rider` ride on the signaled one of slot `signaled`,
+    /// both claimed and about to be posted in this order in one chain.
+    fn ride(&self, rider: usize, signaled: usize) -> Result {
+        let mut slots = self.slots.lock();
+        match slots.posted.get(rider) {
+            Some(Some(_)) => {}
+            _ => return Err(EINVAL),
+        }
+        match slots.posted.get_mut(signaled) {
+            Some(Some(slot)) => slot.riders.push(rider)?,
+            _ => return Err(EINVAL),
+        }
+        if let Some(Some(slot)) = slots.posted.get_mut(rider) {
+            slot.rides_on = Some(signaled);
+        }
+        Ok(())
     }
 
     /// Gives back the slot of a request that was not posted.
@@ -554,6 +635,8 @@ impl KernelQp {
             held: None,
             pages: None,
             invalidates: None,
+            rides_on: None,
+            riders: Riders::default(),
         })?;
         let mut wr = bindings::ib_recv_wr {
             sg_list: &mut sge,

@@ -167,6 +167,8 @@ impl Receiver {
         let ok = wc.status.is_success();
         match SendTag::decode(wc.tag) {
             Some(SendTag::Send(index)) => self.buffers.send_done(index),
+            // A registration rides on its call's Send: it completes only if it failed or was
+            // flushed.
             Some(SendTag::Register(_)) => {}
             Some(SendTag::Invalidate(record)) => {
                 if ok {

@@ -14,6 +14,10 @@
 //! requests before it are posted and those from it on are not. Each request not posted is
 //! handed back: its slot is released and the chain's `unposted` callback gets its tag, so that
 //! the consumer treats it as it treats a failed completion.
+//!
+//! A registration added with [`SendChain::add_unsignaled`] rides on the next signaled request
+//! of the chain, whose completion releases its slot (see [`super`]); the last request of each
+//! post is signaled whatever it was added as.
 
 use super::{
     send_wr::{Prepared, SendWr},
@@ -35,6 +39,8 @@ pub struct SendChain<'q> {
     unposted: &'q dyn Fn(u64),
     /// What the device answered when it refused part of a chain: nothing more is posted.
     refused: Option<Error>,
+    /// Whether a request added since the last post is unsignaled.
+    unsignaled: bool,
 }
 
 impl KernelQp {
@@ -47,6 +53,7 @@ impl KernelQp {
             len: 0,
             unposted,
             refused: None,
+            unsignaled: false,
         }
     }
 
@@ -87,6 +94,48 @@ impl SendChain<'_> {
         }
     }
 
+    /// Adds the registration `wr` (`RegMr` or `RegPages`) unsignaled: it completes, with
+    /// `tag`, only if it fails or is flushed, and its slot is released with the completion of
+    /// the next signaled request of the chain. `EINVAL` for any other request. Otherwise as
+    /// [`Self::add`].
+    pub fn add_unsignaled(&mut self, wr: &SendWr<'_>, tag: u64) -> Result {
+        if !matches!(wr, SendWr::RegMr { .. } | SendWr::RegPages { .. }) {
+            return Err(EINVAL);
+        }
+        self.add(wr, tag)?;
+        let last = self
+            .len
+            .checked_sub(1)
+            .and_then(|i| self.entries.get_mut(i));
+        if let Some(Some(prepared)) = last {
+            prepared.set_signaled(false);
+            self.unsignaled = true;
+        }
+        Ok(())
+    }
+
+    /// Lets each unsignaled request of `entries` ride on the next signaled one; the last one
+    /// is signaled. A request that cannot ride is signaled instead.
+    fn link_riders(qp: &KernelQp, entries: &mut [Option<Prepared>]) {
+        if let Some(Some(last)) = entries.last_mut() {
+            last.set_signaled(true);
+        }
+        let mut signaled = None;
+        for entry in entries.iter_mut().rev().flatten() {
+            if entry.is_signaled() {
+                signaled = Some(entry.slot);
+                continue;
+            }
+            let rides = match signaled {
+                Some(s) => qp.shared.ride(entry.slot, s).is_ok(),
+                None => false,
+            };
+            if !rides {
+                entry.set_signaled(true);
+            }
+        }
+    }
+
     /// Posts the requests added since the last post. An error is the device's: the requests
     /// it did not take were handed back (each tag to `unposted`), and nothing more is posted
     /// through this chain.
@@ -97,6 +146,10 @@ impl SendChain<'_> {
         };
         if entries.is_empty() {
             return self.refused.map_or(Ok(()), Err);
+        }
+        if self.unsignaled {
+            self.unsignaled = false;
+            Self::link_riders(self.qp, entries);
         }
         // Linked last to first: each request points at the next, and its scatter list at its
         // own entry.

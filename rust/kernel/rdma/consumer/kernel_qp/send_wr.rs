@@ -253,6 +253,24 @@ pub(super) struct Prepared {
     registers: Option<(Arc<FastRegMr>, u32)>,
 }
 
+impl Prepared {
+    /// Whether it asks for a completion (`IB_SEND_SIGNALED`).
+    pub(super) fn is_signaled(&mut self) -> bool {
+        self.storage.head().send_flags & bindings::ib_send_flags_IB_SEND_SIGNALED as c_int != 0
+    }
+
+    /// Sets whether it asks for a completion.
+    pub(super) fn set_signaled(&mut self, signaled: bool) {
+        let flag = bindings::ib_send_flags_IB_SEND_SIGNALED as c_int;
+        let head = self.storage.head();
+        if signaled {
+            head.send_flags |= flag;
+        } else {
+            head.send_flags &= !flag;
+        }
+    }
+}
+
 impl KernelQp {
     /// Fills in the send request `wr`, its completion carrying `tag`, and claims its slot
     /// (which holds what it uses from here on): `EAGAIN` when the send queue is full, and the
@@ -503,6 +521,8 @@ impl KernelQp {
             held,
             pages,
             invalidates,
+            rides_on: None,
+            riders: Default::default(),
         }) {
             Ok(slot) => slot,
             Err(e) => {

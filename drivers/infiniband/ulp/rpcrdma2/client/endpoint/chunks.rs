@@ -173,7 +173,8 @@ impl Endpoint {
                 Use::Read(_) => Access::REMOTE_READ,
                 Use::Write | Use::Reply => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
             };
-            let posted = chain.add(
+            // No completion of its own unless it fails: it rides on the call's Send.
+            let posted = chain.add_unsignaled(
                 &SendWr::RegPages {
                     mr: &mr,
                     pages: &pages,
