@@ -43,8 +43,8 @@ fio_profile() {
 cat /proc/kallsyms >/share/kallsyms
 case $work in
   randread) fio_profile --rw=randread --bs=4k --ioengine=libaio --iodepth=16 ;;
-  seqread) fio_profile --rw=read --bs=1M --ioengine=sync --loops=1000 ;;
-  seqwrite) fio_profile --rw=write --bs=1M --ioengine=sync --loops=1000 ;;
+  seqread) fio_profile --rw=read --bs=1M --ioengine=sync ;;
+  seqwrite) fio_profile --rw=write --bs=1M --ioengine=sync ;;
   create)
     mkdir /mnt/nfs/creates || fail "mkdir over $provider"
     i=0

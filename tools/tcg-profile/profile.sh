@@ -30,8 +30,8 @@ case $PROFILE_SCENARIO in
     : "${PROFILE_WORK:=randread}"; : "${PROFILE_PROVIDERS:=rpcrdma2 rpcrdma}"; per_iter=1
     case $PROFILE_WORK in
       randread) : "${PROFILE_ITERS:=1000 4000}"; what="one 4 KiB NFSv4.2 READ at queue depth 16" ;;
-      seqread) : "${PROFILE_ITERS:=64 256}"; what="one 1 MiB NFSv4.2 sequential read" ;;
-      seqwrite) : "${PROFILE_ITERS:=64 256}"; what="one 1 MiB NFSv4.2 sequential write" ;;
+      seqread) : "${PROFILE_ITERS:=16 64}"; what="one 1 MiB NFSv4.2 sequential read" ;;
+      seqwrite) : "${PROFILE_ITERS:=16 64}"; what="one 1 MiB NFSv4.2 sequential write" ;;
       create) : "${PROFILE_ITERS:=200 800}"; what="one empty file created over NFSv4.2" ;;
       *) echo "profile: PROFILE_WORK must be randread, seqread, seqwrite or create" >&2; exit 2 ;;
     esac

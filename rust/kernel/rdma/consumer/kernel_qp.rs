@@ -228,10 +228,22 @@ struct Slot {
     /// The key a `LOCAL_INV` invalidates: once it succeeded, `mr` lets that registration's
     /// memory go.
     invalidates: Option<u32>,
-    /// The signaled request an unsignaled one rides on (see the module documentation).
+}
+
+/// How the request of a slot rides on another or carries riders (see the module
+/// documentation); beside the slots, so that the common case, no riders, costs a look.
+#[derive(Default)]
+struct Link {
+    /// The slot of the signaled request an unsignaled one rides on.
     rides_on: Option<usize>,
     /// The unsignaled requests riding on this one.
     riders: Riders,
+}
+
+impl Link {
+    fn is_empty(&self) -> bool {
+        self.rides_on.is_none() && self.riders.len == 0
+    }
 }
 
 /// The slots of the unsignaled requests that ride on one signaled request: at most the rest
@@ -267,6 +279,8 @@ impl Riders {
 /// consumer, so completions never outnumber slots and `done` never overflows.
 struct Slots {
     posted: KVec<Option<Slot>>,
+    /// One per slot.
+    links: KVec<Link>,
     free: FixedRing<usize>,
     done: FixedRing<(usize, WorkCompletion)>,
     sends: u32,
@@ -341,16 +355,18 @@ impl QpShared {
             invalidated = slot
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
-            // A rider that completes on its own (it failed, or was flushed) leaves the request
-            // it rode on now: its slot goes with its own completion, whenever that is taken.
-            let rode_on = slot.rides_on.take();
-            // The requests riding on this one completed before it: their slots go too.
-            let riders = core::mem::take(&mut slot.riders);
-            if let Some(Some(signaled)) = rode_on.and_then(|s| slots.posted.get_mut(s)) {
-                signaled.riders.remove(index);
-            }
-            for (rider, entry) in riders.iter().zip(riders_released.iter_mut()) {
-                *entry = Self::release(&mut slots, rider);
+            if let Some(link) = slots.links.get_mut(index).filter(|l| !l.is_empty()) {
+                let Link { rides_on, riders } = core::mem::take(link);
+                // A rider that completes on its own (it failed, or was flushed) leaves the
+                // request it rode on now: its slot goes with its own completion, whenever that
+                // is taken.
+                if let Some(signaled) = rides_on.and_then(|s| slots.links.get_mut(s)) {
+                    signaled.riders.remove(index);
+                }
+                // The requests riding on this one completed before it: their slots go too.
+                for (rider, entry) in riders.iter().zip(riders_released.iter_mut()) {
+                    *entry = Self::release(&mut slots, rider);
+                }
             }
             if self.handler.is_some() {
                 // Holds nothing any more (taken above).
@@ -403,14 +419,17 @@ impl QpShared {
     /// is returned to be dropped once the lock is let go: what it holds may unmap memory.
     fn release(slots: &mut Slots, index: usize) -> Option<Slot> {
         let slot = slots.posted.get_mut(index)?.take()?;
-        // A rider that was not posted leaves the request it was to ride on; the riders of a
-        // request that was not posted ride on nothing any more.
-        if let Some(Some(signaled)) = slot.rides_on.and_then(|s| slots.posted.get_mut(s)) {
-            signaled.riders.remove(index);
-        }
-        for rider in slot.riders.iter() {
-            if let Some(Some(rider)) = slots.posted.get_mut(rider) {
-                rider.rides_on = None;
+        if let Some(link) = slots.links.get_mut(index).filter(|l| !l.is_empty()) {
+            // A rider that was not posted leaves the request it was to ride on; the riders of
+            // a request that was not posted ride on nothing any more.
+            let Link { rides_on, riders } = core::mem::take(link);
+            if let Some(signaled) = rides_on.and_then(|s| slots.links.get_mut(s)) {
+                signaled.riders.remove(index);
+            }
+            for rider in riders.iter() {
+                if let Some(link) = slots.links.get_mut(rider) {
+                    link.rides_on = None;
+                }
             }
         }
         if slot.is_recv {
@@ -426,17 +445,17 @@ impl QpShared {
     /// both claimed and about to be posted in this order in one chain.
     fn ride(&self, rider: usize, signaled: usize) -> Result {
         let mut slots = self.slots.lock();
-        match slots.posted.get(rider) {
-            Some(Some(_)) => {}
-            _ => return Err(EINVAL),
+        let claimed = |slots: &Slots, i: usize| matches!(slots.posted.get(i), Some(Some(_)));
+        if rider == signaled || !claimed(&slots, rider) || !claimed(&slots, signaled) {
+            return Err(EINVAL);
         }
-        match slots.posted.get_mut(signaled) {
-            Some(Some(slot)) => slot.riders.push(rider)?,
-            _ => return Err(EINVAL),
-        }
-        if let Some(Some(slot)) = slots.posted.get_mut(rider) {
-            slot.rides_on = Some(signaled);
-        }
+        slots
+            .links
+            .get_mut(signaled)
+            .ok_or(EINVAL)?
+            .riders
+            .push(rider)?;
+        slots.links.get_mut(rider).ok_or(EINVAL)?.rides_on = Some(signaled);
         Ok(())
     }
 
@@ -517,6 +536,7 @@ impl KernelQp {
         let nslots = caps.max_send_wr as usize + caps.max_recv_wr as usize;
         let mut cqes = KVec::with_capacity(nslots, GFP_KERNEL)?;
         let mut posted = KVec::with_capacity(nslots, GFP_KERNEL)?;
+        let mut links = KVec::with_capacity(nslots, GFP_KERNEL)?;
         let mut free = FixedRing::new(nslots, GFP_KERNEL)?;
         for index in 0..nslots {
             cqes.push(
@@ -526,6 +546,7 @@ impl KernelQp {
                 GFP_KERNEL,
             )?;
             posted.push(None, GFP_KERNEL)?;
+            links.push(Link::default(), GFP_KERNEL)?;
             let _ = free.push(index);
         }
         let done = FixedRing::new(nslots, GFP_KERNEL)?;
@@ -534,6 +555,7 @@ impl KernelQp {
                 cqes,
                 slots <- new_spinlock!(Slots {
                     posted,
+                    links,
                     free,
                     done,
                     sends: 0,
@@ -635,8 +657,6 @@ impl KernelQp {
             held: None,
             pages: None,
             invalidates: None,
-            rides_on: None,
-            riders: Riders::default(),
         })?;
         let mut wr = bindings::ib_recv_wr {
             sg_list: &mut sge,

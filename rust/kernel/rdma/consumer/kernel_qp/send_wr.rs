@@ -521,8 +521,6 @@ impl KernelQp {
             held,
             pages,
             invalidates,
-            rides_on: None,
-            riders: Default::default(),
         }) {
             Ok(slot) => slot,
             Err(e) => {
