@@ -103,6 +103,24 @@ impl End {
         )
     }
 
+    /// Writes where the data buffer is registered (the MR's address and key, the buffer's
+    /// length) into the send slot; returns it and the slot's bytes of it.
+    fn advertisement(&self) -> Result<(Remote, Sge<'_>)> {
+        let remote = Remote {
+            addr: self.mr.iova(),
+            rkey: self.mr.rkey(),
+        };
+        self.msgs.write(
+            RECVS as usize * MSG_LEN,
+            &encode_remote(remote, DATA_LEN as u32),
+        )?;
+        let local = Sge {
+            len: 16,
+            ..self.send_slot()
+        };
+        Ok((remote, local))
+    }
+
     /// The message buffer sends use.
     pub(crate) fn send_slot(&self) -> Sge<'_> {
         Sge {
@@ -381,20 +399,10 @@ impl Pair {
             1,
         )?;
         c.expect_wc(WcOpcode::RegMr)?;
-        let remote = Remote {
-            addr: c.mr.iova(),
-            rkey: c.mr.rkey(),
-        };
-        c.msgs.write(
-            RECVS as usize * MSG_LEN,
-            &encode_remote(remote, DATA_LEN as u32),
-        )?;
+        let (remote, local) = c.advertisement()?;
         c.qp()?.post_send(
             &SendWr::Send {
-                local: Sge {
-                    len: 16,
-                    ..c.send_slot()
-                },
+                local,
                 solicited: false,
             },
             2,
@@ -789,18 +797,7 @@ impl Pair {
         fill(&c.data, 0x11, round)?;
         let mut chain = qp.send_chain(&ignore);
         chain.add_unsignaled(&reg, 43)?;
-        let remote = Remote {
-            addr: c.mr.iova(),
-            rkey: c.mr.rkey(),
-        };
-        c.msgs.write(
-            RECVS as usize * MSG_LEN,
-            &encode_remote(remote, DATA_LEN as u32),
-        )?;
-        let local = Sge {
-            len: 16,
-            ..c.send_slot()
-        };
+        let (_, local) = c.advertisement()?;
         chain.add(
             &SendWr::Send {
                 local,
