@@ -18,13 +18,13 @@ work=$(arg work)
 work=${work:-randread}
 [ -n "$provider" ] && [ -n "$iters" ] || { echo "no profile.provider/profile.iters"; exit 1; }
 case $provider in
-  rpcrdma | tcp) NFS_RDMA_MODULE=rpcrdma; opts=proto=rdma,port=20049 ;;
+  rpcrdma) NFS_RDMA_MODULE=rpcrdma; opts=proto=rdma,port=20049 ;;
   rpcrdma2)
     modprobe rpcrdma2 version=2 || fail "modprobe rpcrdma2 version=2"
     NFS_RDMA_MODULE=rpcrdma2; opts=proto=rdma,port=20049 ;;
+  tcp) NFS_RDMA_MODULE=rpcrdma; opts=proto=tcp ;;   # nfsd's rdma listener stays unused
   *) fail "profile.provider must be rpcrdma, rpcrdma2 or tcp, not $provider" ;;
 esac
-[ $provider = tcp ] && opts=proto=tcp
 modprobe rsiw || fail "modprobe rsiw"
 rdma link add rsiw1 type rsiw netdev dummy1 || fail "rdma link add rsiw1"
 nfs_server_start

@@ -287,6 +287,19 @@ struct Slots {
     recvs: u32,
 }
 
+impl Slots {
+    /// Ends slot `index`'s links: if it rode on a request, it leaves it; its own riders, if
+    /// any, are returned. `None` (one look) for a slot without links, the common case.
+    fn unlink(&mut self, index: usize) -> Option<Riders> {
+        let link = self.links.get_mut(index).filter(|l| !l.is_empty())?;
+        let Link { rides_on, riders } = core::mem::take(link);
+        if let Some(signaled) = rides_on.and_then(|s| self.links.get_mut(s)) {
+            signaled.riders.remove(index);
+        }
+        Some(riders)
+    }
+}
+
 /// The part of a queue pair the completion callbacks use.
 #[pin_data]
 struct QpShared {
@@ -322,7 +335,8 @@ impl QpShared {
         };
         let released;
         let invalidated;
-        let mut riders_released: [Option<Slot>; CHAIN_LEN - 1] = Default::default();
+        // Filled only for a request with riders.
+        let mut riders_released: Option<[Option<Slot>; CHAIN_LEN - 1]> = None;
         let mut for_handler = None;
         {
             let mut slots = self.slots.lock();
@@ -355,16 +369,12 @@ impl QpShared {
             invalidated = slot
                 .invalidates
                 .filter(|_| wc.status == bindings::ib_wc_status_IB_WC_SUCCESS);
-            if let Some(link) = slots.links.get_mut(index).filter(|l| !l.is_empty()) {
-                let Link { rides_on, riders } = core::mem::take(link);
-                // A rider that completes on its own (it failed, or was flushed) leaves the
-                // request it rode on now: its slot goes with its own completion, whenever that
-                // is taken.
-                if let Some(signaled) = rides_on.and_then(|s| slots.links.get_mut(s)) {
-                    signaled.riders.remove(index);
-                }
-                // The requests riding on this one completed before it: their slots go too.
-                for (rider, entry) in riders.iter().zip(riders_released.iter_mut()) {
+            // A rider that completes on its own (it failed, or was flushed) leaves the request
+            // it rode on now: its slot goes with its own completion, whenever that is taken.
+            // The requests riding on this one completed before it: their slots go too.
+            if let Some(riders) = slots.unlink(index) {
+                let out = riders_released.insert(Default::default());
+                for (rider, entry) in riders.iter().zip(out.iter_mut()) {
                     *entry = Self::release(&mut slots, rider);
                 }
             }
@@ -419,13 +429,9 @@ impl QpShared {
     /// is returned to be dropped once the lock is let go: what it holds may unmap memory.
     fn release(slots: &mut Slots, index: usize) -> Option<Slot> {
         let slot = slots.posted.get_mut(index)?.take()?;
-        if let Some(link) = slots.links.get_mut(index).filter(|l| !l.is_empty()) {
-            // A rider that was not posted leaves the request it was to ride on; the riders of
-            // a request that was not posted ride on nothing any more.
-            let Link { rides_on, riders } = core::mem::take(link);
-            if let Some(signaled) = rides_on.and_then(|s| slots.links.get_mut(s)) {
-                signaled.riders.remove(index);
-            }
+        // A rider that was not posted leaves the request it was to ride on; the riders of a
+        // request that was not posted ride on nothing any more.
+        if let Some(riders) = slots.unlink(index) {
             for rider in riders.iter() {
                 if let Some(link) = slots.links.get_mut(rider) {
                     link.rides_on = None;

@@ -115,9 +115,8 @@ enum Stage {
     },
 }
 
-/// The registered memory of one call.
+/// The registered memory of one call (its XID is its entry's in `by_xid`).
 pub(crate) struct Record {
-    pub(crate) xid: u32,
     pub(crate) layout: CallLayout,
     pub(crate) plan: CallPlan,
     regions: KVec<Region>,
@@ -237,7 +236,6 @@ impl Registrations {
             return Err(EINVAL);
         };
         *slot = Some(Record {
-            xid,
             layout,
             plan,
             regions,
@@ -265,7 +263,7 @@ impl Registrations {
     /// back.
     pub(crate) fn discard_unregistered(&self, index: usize) {
         let record = Self::take(&mut self.inner.lock(), index);
-        if let Some(record) = record {
+        if let Some((_, record)) = record {
             self.put_mrs(record.regions.into_iter().map(|r| r.mr));
         }
         self.settled.notify_all();
@@ -283,11 +281,12 @@ impl Registrations {
         ))
     }
 
-    /// Takes record `index` out, with its entry in `by_xid`.
-    fn take(inner: &mut Inner, index: usize) -> Option<Record> {
+    /// Takes record `index` out, with its entry in `by_xid`; returns its XID and it.
+    fn take(inner: &mut Inner, index: usize) -> Option<(u32, Record)> {
+        let xid = inner.by_xid.xid(index)?;
         let record = inner.records.get_mut(index)?.take()?;
         inner.by_xid.remove(index);
-        Some(record)
+        Some((xid, record))
     }
 
     /// Starts invalidating record `index` (it must be registered), holding `reply` until the
@@ -344,7 +343,7 @@ impl Registrations {
         };
         if let Some(e) = failed {
             // Completions of what was posted find the record gone and change nothing.
-            if let Some(record) = Self::take(&mut inner, index) {
+            if let Some((_, record)) = Self::take(&mut inner, index) {
                 inner.allocated_mrs = inner.allocated_mrs.saturating_sub(record.regions.len());
             }
             drop(inner);
@@ -374,12 +373,7 @@ impl Registrations {
     /// its pages are unmapped (once the registrations let go of them too), and what it held is
     /// returned.
     fn finish(inner: &mut Inner, index: usize) -> Option<Finished> {
-        let Record {
-            xid,
-            regions,
-            stage,
-            ..
-        } = Self::take(inner, index)?;
+        let (xid, Record { regions, stage, .. }) = Self::take(inner, index)?;
         let mut reply = None;
         if let Stage::Invalidating { reply: held, .. } = stage {
             reply = held;
@@ -412,7 +406,7 @@ impl Registrations {
         let finished = if ok {
             Self::finish(&mut inner, index)
         } else {
-            let Record { xid, regions, .. } = Self::take(&mut inner, index)?;
+            let (xid, Record { regions, .. }) = Self::take(&mut inner, index)?;
             inner.allocated_mrs = inner.allocated_mrs.saturating_sub(regions.len());
             drop(regions);
             Some(Finished { xid, reply: None })
